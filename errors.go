@@ -1,0 +1,94 @@
+package retrysafe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrMissingKey: a protected request carried no Idempotency-Key and the
+	// policy requires one.
+	ErrMissingKey = errors.New("retrysafe: idempotency key required")
+	// ErrInvalidKey: the Idempotency-Key is malformed. Returned wrapped in a
+	// *KeyError that says why.
+	ErrInvalidKey = errors.New("retrysafe: invalid idempotency key")
+	// ErrMismatch: the key was used before with a different request
+	// fingerprint.
+	ErrMismatch = errors.New("retrysafe: idempotency key reused with a different request")
+	// ErrInProgress: the original request with this key is still being
+	// processed. Returned wrapped in an *InProgressError.
+	ErrInProgress = errors.New("retrysafe: request with this idempotency key is in progress")
+	// ErrBodyTooLarge: the request body exceeds the configured limit.
+	ErrBodyTooLarge = errors.New("retrysafe: request body too large")
+	// ErrStoreUnavailable: the store could not be reached or failed. Stores
+	// wrap backend errors with it.
+	ErrStoreUnavailable = errors.New("retrysafe: store unavailable")
+	// ErrNotFound: no live record exists for the key.
+	ErrNotFound = errors.New("retrysafe: record not found")
+	// ErrLeaseLost: a fenced call (Extend, Complete, Release) was made with a
+	// token that no longer owns the record: the lease was taken over, the
+	// record was released, or it never existed.
+	ErrLeaseLost = errors.New("retrysafe: lease lost: record is owned by another claimant")
+)
+
+// KeyError describes why an Idempotency-Key is invalid. It matches
+// ErrInvalidKey with errors.Is.
+type KeyError struct {
+	Reason string
+}
+
+func (e *KeyError) Error() string { return "retrysafe: invalid idempotency key: " + e.Reason }
+
+// Is reports whether target is ErrInvalidKey.
+func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
+
+// InProgressError is returned when the original request is still processing.
+// It matches ErrInProgress with errors.Is.
+type InProgressError struct {
+	// RetryAfter is a suggested delay before retrying.
+	RetryAfter time.Duration
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("retrysafe: request with this idempotency key is in progress (retry after %s)", e.RetryAfter)
+}
+
+// Is reports whether target is ErrInProgress.
+func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// StoreError wraps a backend failure; it matches ErrStoreUnavailable and
+// unwraps to the backend's own error. Stores construct it with
+// [Unavailable].
+type StoreError struct {
+	Op  string // the store operation, e.g. "claim"
+	Err error
+}
+
+func (e *StoreError) Error() string {
+	return "retrysafe: store unavailable: " + e.Op + ": " + e.Err.Error()
+}
+
+// Unwrap returns the backend error.
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrStoreUnavailable.
+func (e *StoreError) Is(target error) bool { return target == ErrStoreUnavailable }
+
+// Unavailable wraps a backend error err from operation op so that it matches
+// ErrStoreUnavailable. Context cancellation and deadline errors are returned
+// unchanged, so callers can tell a hung-up caller from a broken store.
+func Unavailable(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrStoreUnavailable) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &StoreError{Op: op, Err: err}
+}

@@ -1,0 +1,3 @@
+module github.com/retrysafe/retrysafe
+
+go 1.26
