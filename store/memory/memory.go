@@ -1,0 +1,420 @@
+// Package memory is an in-memory [retrysafe.Store]: the reference
+// implementation of the store contract, for tests, demos and single-process
+// services that can afford to forget their records on restart.
+//
+// Records live in one map behind one mutex; every record crosses the store
+// boundary as a deep copy, so callers never share memory with the store.
+// The store is bounded (Config.MaxRecords): when full it evicts expired
+// records, never live ones, and refuses new claims with an error matching
+// [retrysafe.ErrStoreUnavailable]. A janitor goroutine deletes expired
+// records in the background; expiry is enforced on read regardless.
+//
+// The store does not survive a restart and is not shared between
+// processes: run several instances against PostgreSQL or Redis instead.
+package memory
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxRecords      = 1_000_000
+	DefaultJanitorInterval = time.Minute
+)
+
+// Config configures a [Store]. The zero value is ready to use.
+type Config struct {
+	// MaxRecords bounds the number of stored records; zero means
+	// DefaultMaxRecords (1,000,000). When the store is full, a claim of a
+	// new key first evicts completed records that have expired; if it is
+	// still full, the claim fails with an error matching
+	// retrysafe.ErrStoreUnavailable. Live records are never evicted.
+	MaxRecords int
+	// JanitorInterval is how often expired completed records are deleted
+	// in the background; zero means DefaultJanitorInterval (1 minute); a
+	// negative value disables the janitor.
+	JanitorInterval time.Duration
+	// Now is the janitor's clock; nil means time.Now. Store methods take
+	// their time from params.Now, never from this clock.
+	Now func() time.Time
+}
+
+// ErrFull is wrapped (inside a retrysafe.StoreError, so it also matches
+// retrysafe.ErrStoreUnavailable) by Claim when MaxRecords live records are
+// stored and none has expired.
+var ErrFull = errors.New("memory store full: MaxRecords live records stored, none expired")
+
+// errClosed is returned, wrapped, by every method after Close.
+var errClosed = errors.New("memory store closed")
+
+type id struct{ scope, key string }
+
+// Store is an in-memory [retrysafe.Store]. It also implements
+// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier] and
+// [retrysafe.Admin]. Create it with [New]; the zero value is not usable.
+type Store struct {
+	max int
+	now func() time.Time
+
+	mu      sync.Mutex
+	records map[id]*retrysafe.Record
+	subs    map[id]map[*subscription]struct{}
+	// nextExpiry is a lower bound of ExpiresAt over the completed records:
+	// while now is before it, no record has expired and an eviction scan
+	// would find nothing.
+	nextExpiry time.Time
+	closed     bool
+
+	stop        chan struct{} // closed by Close
+	janitorDone chan struct{} // closed when the janitor goroutine returns
+	closeOnce   sync.Once
+}
+
+var (
+	_ retrysafe.Store    = (*Store)(nil)
+	_ retrysafe.Pinger   = (*Store)(nil)
+	_ retrysafe.Sweeper  = (*Store)(nil)
+	_ retrysafe.Notifier = (*Store)(nil)
+	_ retrysafe.Admin    = (*Store)(nil)
+)
+
+// New returns a store configured by cfg and starts its janitor (unless
+// cfg.JanitorInterval is negative). Call [Store.Close] to stop it.
+func New(cfg Config) *Store {
+	s := &Store{
+		max:         cmp.Or(cfg.MaxRecords, DefaultMaxRecords),
+		now:         cfg.Now,
+		records:     make(map[id]*retrysafe.Record),
+		subs:        make(map[id]map[*subscription]struct{}),
+		stop:        make(chan struct{}),
+		janitorDone: make(chan struct{}),
+	}
+	if s.max < 0 {
+		s.max = DefaultMaxRecords
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	interval := cmp.Or(cfg.JanitorInterval, DefaultJanitorInterval)
+	if interval < 0 {
+		close(s.janitorDone)
+		return s
+	}
+	go s.janitor(interval)
+	return s
+}
+
+// Close stops the janitor and waits for it to return. Afterwards every
+// method returns an error matching retrysafe.ErrStoreUnavailable, and
+// subscription channels are closed. Close is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		for _, set := range s.subs {
+			for sub := range set {
+				sub.cancelAfter()
+				close(sub.ch)
+			}
+		}
+		s.subs = nil
+		s.records = nil
+		s.mu.Unlock()
+		close(s.stop)
+	})
+	<-s.janitorDone
+	return nil
+}
+
+func (s *Store) janitor(interval time.Duration) {
+	defer close(s.janitorDone)
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-ticker.C:
+			s.mu.Lock()
+			if !s.closed {
+				s.sweepLocked(s.now())
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// lock checks ctx, takes the mutex and checks that the store is open. On
+// success the caller must unlock s.mu.
+func (s *Store) lock(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return retrysafe.Unavailable(op, errClosed)
+	}
+	return nil
+}
+
+// live returns the record for i, or nil when there is none or it is a
+// completed record that expired at now.
+func (s *Store) live(i id, now time.Time) *retrysafe.Record {
+	rec := s.records[i]
+	if rec == nil || expired(rec, now) {
+		return nil
+	}
+	return rec
+}
+
+func expired(rec *retrysafe.Record, now time.Time) bool {
+	return rec.State == retrysafe.StateCompleted && !now.Before(rec.ExpiresAt)
+}
+
+// Claim implements [retrysafe.Store].
+func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	if err := s.lock(ctx, "claim"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	i := id{p.Scope, p.Key}
+	rec, exists := s.records[i]
+	if exists && !expired(rec, p.Now) {
+		if rec.State != retrysafe.StateProcessing || p.Now.Before(rec.LeaseUntil) || rec.Fingerprint != p.Fingerprint {
+			return &retrysafe.ClaimResult{Record: rec.Clone()}, nil
+		}
+		// Takeover of an expired lease.
+		rec.Token = p.Token
+		rec.Attempt++
+		rec.UpdatedAt = p.Now
+		rec.LeaseUntil = p.Now.Add(p.Lease)
+		return &retrysafe.ClaimResult{Claimed: true, Record: rec.Clone()}, nil
+	}
+	if !exists && len(s.records) >= s.max {
+		s.evictLocked(p.Now)
+		if len(s.records) >= s.max {
+			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w (MaxRecords=%d)", ErrFull, s.max))
+		}
+	}
+	rec = &retrysafe.Record{
+		Scope:       p.Scope,
+		Key:         p.Key,
+		Fingerprint: p.Fingerprint,
+		State:       retrysafe.StateProcessing,
+		Token:       p.Token,
+		Attempt:     1,
+		CreatedAt:   p.Now,
+		UpdatedAt:   p.Now,
+		LeaseUntil:  p.Now.Add(p.Lease),
+	}
+	s.records[i] = rec
+	return &retrysafe.ClaimResult{Claimed: true, Record: rec.Clone()}, nil
+}
+
+// evictLocked deletes the completed records expired at now, unless
+// nextExpiry proves there are none.
+func (s *Store) evictLocked(now time.Time) {
+	if now.Before(s.nextExpiry) {
+		return
+	}
+	s.sweepLocked(now)
+}
+
+// sweepLocked deletes the completed records expired at now, recomputes
+// nextExpiry and returns the number deleted.
+func (s *Store) sweepLocked(now time.Time) int {
+	n := 0
+	var next time.Time
+	for i, rec := range s.records {
+		if rec.State != retrysafe.StateCompleted {
+			continue
+		}
+		if !now.Before(rec.ExpiresAt) {
+			delete(s.records, i)
+			n++
+			continue
+		}
+		if next.IsZero() || rec.ExpiresAt.Before(next) {
+			next = rec.ExpiresAt
+		}
+	}
+	if next.IsZero() {
+		// No completed record left: none can expire before one is
+		// completed, and Complete lowers the bound.
+		next = now.Add(1 << 62)
+	}
+	s.nextExpiry = next
+	return n
+}
+
+// Get implements [retrysafe.Store].
+func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
+	if err := s.lock(ctx, "get"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	rec := s.live(id{p.Scope, p.Key}, p.Now)
+	if rec == nil {
+		return nil, retrysafe.ErrNotFound
+	}
+	return rec.Clone(), nil
+}
+
+// owned returns the processing record for scope/key owned by token, or
+// ErrLeaseLost.
+func (s *Store) owned(scope, key, token string) (*retrysafe.Record, error) {
+	rec := s.records[id{scope, key}]
+	if rec == nil || rec.State != retrysafe.StateProcessing || rec.Token != token {
+		return nil, retrysafe.ErrLeaseLost
+	}
+	return rec, nil
+}
+
+// Extend implements [retrysafe.Store].
+func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	if err := s.lock(ctx, "extend"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	rec, err := s.owned(p.Scope, p.Key, p.Token)
+	if err != nil {
+		return err
+	}
+	rec.LeaseUntil = p.Now.Add(p.Lease)
+	rec.UpdatedAt = p.Now
+	return nil
+}
+
+// Complete implements [retrysafe.Store].
+func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	if err := s.lock(ctx, "complete"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	rec, err := s.owned(p.Scope, p.Key, p.Token)
+	if err != nil {
+		return err
+	}
+	rec.State = retrysafe.StateCompleted
+	rec.UpdatedAt = p.Now
+	rec.ExpiresAt = p.Now.Add(p.TTL)
+	rec.Response = p.Response.Clone()
+	if rec.Response == nil {
+		rec.Response = &retrysafe.Response{}
+	}
+	if rec.ExpiresAt.Before(s.nextExpiry) {
+		s.nextExpiry = rec.ExpiresAt
+	}
+	s.notifyLocked(id{p.Scope, p.Key})
+	return nil
+}
+
+// Release implements [retrysafe.Store].
+func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
+	if err := s.lock(ctx, "release"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, err := s.owned(p.Scope, p.Key, p.Token); err != nil {
+		return err
+	}
+	i := id{p.Scope, p.Key}
+	delete(s.records, i)
+	s.notifyLocked(i)
+	return nil
+}
+
+// Ping implements [retrysafe.Pinger]: it fails once the store is closed.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.lock(ctx, "ping"); err != nil {
+		return err
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Sweep implements [retrysafe.Sweeper]. It deletes every completed record
+// with ExpiresAt <= params.Now in one pass under the store's lock;
+// BatchSize is ignored.
+func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+	if err := s.lock(ctx, "sweep"); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	return s.sweepLocked(p.Now), nil
+}
+
+// Len returns the number of records held, expired ones included (until
+// the janitor, a sweep or an eviction deletes them).
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.records)
+}
+
+// List implements [retrysafe.Admin]. It sorts the matching records on
+// every call, so it costs O(n log n) in the number of stored records:
+// fine for an operator's occasional look, not for a hot path. It lists
+// expired completed records until they are swept.
+func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+	if err := s.lock(ctx, "list"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	limit := cmp.Or(p.Limit, 100)
+	var ids []id
+	for i := range s.records {
+		if p.Scope != "" && i.scope != p.Scope {
+			continue
+		}
+		if compareID(i, id{p.AfterScope, p.AfterKey}) <= 0 {
+			continue
+		}
+		ids = append(ids, i)
+	}
+	slices.SortFunc(ids, compareID)
+	ids = ids[:min(len(ids), max(limit, 0))]
+	out := make([]*retrysafe.Record, len(ids))
+	for n, i := range ids {
+		rec := s.records[i]
+		if p.WithBodies || rec.Response == nil {
+			out[n] = rec.Clone()
+			continue
+		}
+		c := *rec
+		c.Response = &retrysafe.Response{Status: rec.Response.Status, Header: rec.Response.Header.Clone()}
+		out[n] = &c
+	}
+	return out, nil
+}
+
+func compareID(a, b id) int {
+	return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.key, b.key))
+}
+
+// Delete implements [retrysafe.Admin]: it removes the record whatever its
+// state or owner, and signals its subscribers.
+func (s *Store) Delete(ctx context.Context, scope, key string) error {
+	if err := s.lock(ctx, "delete"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	i := id{scope, key}
+	if _, ok := s.records[i]; !ok {
+		return retrysafe.ErrNotFound
+	}
+	delete(s.records, i)
+	s.notifyLocked(i)
+	return nil
+}

@@ -1,0 +1,167 @@
+package storetest
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+func responseScenarios() []scenario {
+	return []scenario{
+		{"CompleteReplay", testCompleteReplay},
+		{"Bodies", testBodies},
+		{"LargeBody", testLargeBody},
+		{"Copies", testCopies},
+	}
+}
+
+// testCompleteReplay: Complete stores the response; Get and later claims
+// return it exactly, with ExpiresAt = Now + TTL.
+func testCompleteReplay(t *testing.T, h *harness) {
+	p, _ := h.claimNew(scope1, "k", fpA, at(0))
+	done := at(5 * time.Second)
+	want := sampleResponse()
+	h.mustComplete(scope1, "k", p.Token, done, want)
+
+	rec := h.get(scope1, "k", done)
+	if rec.State != retrysafe.StateCompleted {
+		t.Errorf("State = %q, want completed", rec.State)
+	}
+	if rec.Token != p.Token || rec.Attempt != 1 || rec.Fingerprint != fpA || rec.Scope != scope1 || rec.Key != "k" {
+		t.Errorf("completed record: %s, want the owner's token, attempt 1, fingerprint A", describe(rec))
+	}
+	checkTime(t, "CreatedAt", rec.CreatedAt, at(0))
+	checkTime(t, "UpdatedAt", rec.UpdatedAt, done)
+	checkTime(t, "ExpiresAt", rec.ExpiresAt, done.Add(ttl))
+	checkResponse(t, "Get", rec.Response, want)
+
+	// A duplicate gets the completed record with its response, and
+	// changes nothing.
+	later := done.Add(time.Hour)
+	dup := h.claimBlocked(scope1, "k", fpA, later)
+	checkSameRecord(t, "record returned to a duplicate", dup, rec)
+	checkResponse(t, "duplicate claim", dup.Response, want)
+	checkSameRecord(t, "stored record after a duplicate", h.get(scope1, "k", later), rec)
+
+	// Error statuses are stored like any other result.
+	p2, _ := h.claimNew(scope1, "failed", fpA, at(0))
+	failed := &retrysafe.Response{
+		Status: http.StatusInternalServerError,
+		Header: http.Header{"Content-Type": {"application/problem+json"}},
+		Body:   []byte(`{"title":"upstream failed"}`),
+	}
+	h.mustComplete(scope1, "failed", p2.Token, done, failed)
+	checkResponse(t, "stored 500", h.claimBlocked(scope1, "failed", fpA, later).Response, failed)
+
+	// A response without headers comes back without headers.
+	p3, _ := h.claimNew(scope1, "bare", fpA, at(0))
+	bare := &retrysafe.Response{Status: http.StatusNoContent}
+	h.mustComplete(scope1, "bare", p3.Token, done, bare)
+	checkResponse(t, "response without headers", h.get(scope1, "bare", done).Response, bare)
+}
+
+// testBodies: bodies are bytes, not text: every byte value, NUL bytes,
+// invalid UTF-8 and empty bodies round-trip. A nil and an empty body both
+// come back with length 0.
+func testBodies(t *testing.T, h *harness) {
+	all := make([]byte, 0, 512)
+	for i := range 256 {
+		all = append(all, byte(i))
+	}
+	for i := range 256 {
+		all = append(all, byte(255-i))
+	}
+	cases := []struct {
+		name string
+		body []byte
+	}{
+		{"every byte value", all},
+		{"NUL bytes", []byte{0, 0, 'a', 0, 'b', 0, 0}},
+		{"single NUL", []byte{0}},
+		{"invalid UTF-8", []byte{0xff, 0xfe, 0xc3, 0x28, 0xa0, 0xa1, 0xe2, 0x28, 0xa1}},
+		{"looks like JSON escapes", []byte(`"\u0000\\x00%00'--;` + "\r\n\t")},
+		{"empty", []byte{}},
+		{"nil", nil},
+	}
+	for i, tc := range cases {
+		key := "body-" + itoaKey(i)
+		p, _ := h.claimNew(scope1, key, fpA, at(0))
+		want := &retrysafe.Response{Status: 200, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: tc.body}
+		h.mustComplete(scope1, key, p.Token, at(time.Second), want)
+		checkResponse(t, tc.name+": Get", h.get(scope1, key, at(time.Second)).Response, want)
+		checkResponse(t, tc.name+": replay", h.claimBlocked(scope1, key, fpA, at(time.Second)).Response, want)
+	}
+}
+
+func itoaKey(i int) string { return string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// testLargeBody: a 5 MiB random body round-trips exactly.
+func testLargeBody(t *testing.T, h *harness) {
+	body := make([]byte, 5<<20)
+	rng := rand.NewChaCha8([32]byte{'r', 'e', 't', 'r', 'y', 's', 'a', 'f', 'e'})
+	_, _ = rng.Read(body)
+	p, _ := h.claimNew(scope1, "large", fpA, at(0))
+	want := &retrysafe.Response{Status: 200, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: body}
+	h.mustComplete(scope1, "large", p.Token, at(time.Second), want)
+	checkResponse(t, "5 MiB body: Get", h.get(scope1, "large", at(time.Second)).Response, want)
+	checkResponse(t, "5 MiB body: replay", h.claimBlocked(scope1, "large", fpA, at(time.Second)).Response, want)
+}
+
+// testCopies: records and responses cross the store boundary as copies.
+// Mutating what a call returned, or what was passed to Complete, never
+// changes what the store holds.
+func testCopies(t *testing.T, h *harness) {
+	p, rec := h.claimNew(scope1, "k", fpA, at(0))
+	rec.Token = "mutated"
+	rec.State = retrysafe.StateCompleted
+	rec.Attempt = 99
+	rec.Fingerprint = "mutated"
+	rec.LeaseUntil = at(time.Hour)
+	checkProcessing(t, h.get(scope1, "k", at(0)), p, 1, at(0))
+
+	got := h.get(scope1, "k", at(0))
+	got.Token = "mutated again"
+	checkProcessing(t, h.get(scope1, "k", at(0)), p, 1, at(0))
+
+	// What the caller passed to Complete stays the caller's.
+	in := sampleResponse()
+	want := sampleResponse()
+	h.mustComplete(scope1, "k", p.Token, at(time.Second), in)
+	in.Status = 599
+	in.Header.Set("Content-Type", "text/mutated")
+	in.Header["X-Multi"][0] = "mutated"
+	in.Header.Add("X-Added", "1")
+	in.Body[0] = '!'
+	in.Body = append(in.Body[:1], "tail"...)
+	checkResponse(t, "stored response after mutating Complete's argument", h.get(scope1, "k", at(time.Second)).Response, want)
+
+	// What Get and Claim returned stays the caller's.
+	for name, out := range map[string]*retrysafe.Record{
+		"Get":   h.get(scope1, "k", at(time.Second)),
+		"Claim": h.claimBlocked(scope1, "k", fpA, at(time.Second)),
+	} {
+		out.Response.Status = 598
+		out.Response.Header.Set("Location", "/mutated")
+		out.Response.Header["X-Multi"][1] = "mutated"
+		delete(out.Response.Header, "X-Empty")
+		out.Response.Body[0] = '?'
+		out.State = retrysafe.StateProcessing
+		out.Response = nil
+		after := h.get(scope1, "k", at(time.Second))
+		if after.State != retrysafe.StateCompleted {
+			t.Errorf("after mutating the record %s returned: state %q, want completed", name, after.State)
+		}
+		checkResponse(t, "stored response after mutating the record "+name+" returned", after.Response, want)
+	}
+
+	// Two reads never share memory.
+	a := h.get(scope1, "k", at(time.Second))
+	b := h.get(scope1, "k", at(time.Second))
+	a.Response.Body[1] = '#'
+	a.Response.Header["Content-Type"][0] = "x/shared"
+	a.Response.Header["X-Multi"] = a.Response.Header["X-Multi"][:1]
+	checkResponse(t, "a Get's response after mutating another Get's", b.Response, want)
+}
