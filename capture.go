@@ -1,0 +1,144 @@
+package retrysafe
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+)
+
+// captureWriter records the handler's response so it can be stored before
+// the client sees it. It deliberately does not pass Flush, ReadFrom or
+// Hijack through while capturing: doing so would send a status and headers
+// to the client that were never stored (the bug where a client gets 200
+// instead of 201 and the stored body is empty).
+//
+// When the body grows past limit the writer switches to pass-through: what
+// was buffered and everything after goes straight to the client, and only
+// the status and headers are kept.
+type captureWriter struct {
+	w      http.ResponseWriter
+	header http.Header
+	status int
+	body   bytes.Buffer
+	limit  int64
+
+	wroteHeader bool
+	overflow    bool // passing through to w; body is no longer kept
+	clientGone  bool
+}
+
+func newCaptureWriter(w http.ResponseWriter, limit int64) *captureWriter {
+	return &captureWriter{w: w, header: make(http.Header), limit: limit}
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+
+func (c *captureWriter) WriteHeader(code int) {
+	if c.wroteHeader {
+		return
+	}
+	if code >= 100 && code <= 199 {
+		// Informational answers (103 Early Hints) are not part of the
+		// stored result; drop them rather than commit the real response.
+		return
+	}
+	c.wroteHeader = true
+	c.status = code
+}
+
+func (c *captureWriter) Write(p []byte) (int, error) {
+	if !c.wroteHeader {
+		c.WriteHeader(http.StatusOK)
+	}
+	if c.overflow {
+		c.passThrough(p)
+		return len(p), nil
+	}
+	if int64(c.body.Len()+len(p)) > c.limit {
+		c.overflow = true
+		copyHeader(c.w.Header(), c.header)
+		c.w.WriteHeader(c.status)
+		c.passThrough(c.body.Bytes())
+		c.body = bytes.Buffer{}
+		c.passThrough(p)
+		return len(p), nil
+	}
+	return c.body.Write(p)
+}
+
+// passThrough writes to the client. A client that hung up does not fail the
+// handler: the operation must finish so its (unstored) outcome is recorded.
+func (c *captureWriter) passThrough(p []byte) {
+	if c.clientGone {
+		return
+	}
+	if _, err := c.w.Write(p); err != nil {
+		c.clientGone = true
+	}
+}
+
+// Flush is a no-op while capturing; in pass-through it flushes the client.
+func (c *captureWriter) Flush() { _ = c.FlushError() }
+
+// FlushError is what http.ResponseController calls.
+func (c *captureWriter) FlushError() error {
+	if !c.overflow {
+		return nil
+	}
+	return http.NewResponseController(c.w).Flush()
+}
+
+var errHijack = errors.New("retrysafe: a protected response cannot be hijacked")
+
+// Hijack refuses: a hijacked connection's bytes cannot be stored.
+func (c *captureWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errHijack }
+
+// Unwrap gives http.ResponseController the underlying writer for deadlines.
+func (c *captureWriter) Unwrap() http.ResponseWriter { return c.w }
+
+func (c *captureWriter) statusCode() int {
+	if c.status == 0 {
+		return http.StatusOK
+	}
+	return c.status
+}
+
+// response returns the captured result, its headers filtered by keep.
+func (c *captureWriter) response(keep func(string) bool) *Response {
+	h := make(http.Header, len(c.header))
+	for k, v := range c.header {
+		if keep(k) {
+			h[k] = append([]string(nil), v...)
+		}
+	}
+	return &Response{Status: c.statusCode(), Header: h, Body: bytes.Clone(c.body.Bytes())}
+}
+
+// flush sends the captured response to the client (unless it already went
+// through in pass-through mode).
+func (c *captureWriter) flush() {
+	if c.overflow {
+		return
+	}
+	copyHeader(c.w.Header(), c.header)
+	writeBody(c.w, c.statusCode(), c.body.Bytes())
+}
+
+func copyHeader(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = append([]string(nil), v...)
+	}
+}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	if status != http.StatusNoContent && status != http.StatusNotModified && status >= 200 {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	w.WriteHeader(status)
+	if len(body) > 0 {
+		_, _ = w.Write(body)
+	}
+}

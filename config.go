@@ -1,0 +1,261 @@
+package retrysafe
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// InFlightMode says what a duplicate gets while the original is processing.
+type InFlightMode string
+
+const (
+	// InFlightConflict answers 409 Conflict with Retry-After at once.
+	InFlightConflict InFlightMode = "conflict"
+	// InFlightWait waits (up to WaitTimeout) for the original to finish and
+	// replays its result; on timeout it answers 409 like InFlightConflict.
+	InFlightWait InFlightMode = "wait"
+)
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultTTL             = 24 * time.Hour
+	DefaultLease           = 30 * time.Second
+	DefaultWaitTimeout     = 10 * time.Second
+	DefaultMaxBody         = 1 << 20 // 1 MiB
+	DefaultMaxResponseBody = 8 << 20 // 8 MiB
+	DefaultStoreTimeout    = 5 * time.Second
+	DefaultProblemBase     = "https://retrysafe.dev/problems/"
+)
+
+// Config is the policy of the middleware. Zero values mean the documented
+// defaults; [NewMiddleware] validates it.
+type Config struct {
+	// Store holds the records. Required.
+	Store Store
+
+	// Methods are the protected methods; nil means POST and PATCH. Other
+	// methods pass through untouched.
+	Methods []string
+	// RequireKey makes a protected request without Idempotency-Key fail
+	// with 400. When false such requests pass through unprotected.
+	RequireKey bool
+
+	// TTL is how long a completed record is replayed (default 24h).
+	TTL time.Duration
+	// Lease is how long a claim holds without a heartbeat (default 30s).
+	// While the handler runs, the lease is renewed every Lease/3, so a
+	// crashed process blocks its key for at most one Lease.
+	Lease time.Duration
+
+	// InFlight chooses conflict (409, default) or wait for duplicates that
+	// arrive while the original is processing.
+	InFlight InFlightMode
+	// WaitTimeout bounds waiting in InFlightWait mode (default 10s).
+	WaitTimeout time.Duration
+
+	// MaxBody is the largest request body accepted, in bytes (default
+	// 1 MiB). Larger bodies get 413 and nothing runs.
+	MaxBody int64
+	// MaxResponseBody is the largest response body stored (default 8 MiB).
+	// A larger response still reaches the first caller in full, but the
+	// record stores a 500 problem response ("response-not-stored") instead:
+	// the operation ran and never runs again for this key.
+	MaxResponseBody int64
+
+	// StoreTimeout bounds every store call (default 5s).
+	StoreTimeout time.Duration
+	// FailOpen runs requests unprotected when the store is unavailable.
+	// The default (false) answers 503 with Retry-After and runs nothing.
+	FailOpen bool
+
+	// StoreStatus reports whether a response with this status is stored and
+	// replayed. For a status where it returns false the key is released, so
+	// a retry runs the operation again. Nil stores every status (Stripe's
+	// behaviour, and the safe default: a 500 may have had side effects).
+	StoreStatus func(status int) bool
+	// StoreHeader reports whether a response header is stored for replay.
+	// Nil stores every header except hop-by-hop headers, Set-Cookie and
+	// Content-Length (see [DefaultStoreHeader]).
+	StoreHeader func(name string) bool
+
+	// Scope returns the caller's identity for a request; records are keyed
+	// by scope + key so tenants never share keys. Nil means
+	// [ScopeFromHeader]("Authorization").
+	Scope func(r *http.Request) (string, error)
+	// IgnoreFields are JSON Pointers (RFC 6901) of body fields left out of
+	// the fingerprint, such as "/meta/requestedAt".
+	IgnoreFields []string
+	// Route returns the path used in the fingerprint; nil means r.URL.Path.
+	Route func(r *http.Request) string
+
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives warnings and errors; nil means slog.Default(). Key
+	// values and bodies are only logged at debug level.
+	Logger *slog.Logger
+	// Observer receives metrics events; nil means none.
+	Observer Observer
+	// ProblemBase is the base URI of problem "type" members; nil string
+	// means DefaultProblemBase. The documented types are listed in
+	// docs/problems.md.
+	ProblemBase string
+}
+
+// ScopeFromHeader returns a Scope function that identifies the caller by the
+// SHA-256 of a request header's value (so the credential itself is never
+// stored). A request without the header has the empty scope, shared by all
+// anonymous callers.
+func ScopeFromHeader(name string) func(*http.Request) (string, error) {
+	name = http.CanonicalHeaderKey(name)
+	return func(r *http.Request) (string, error) {
+		v := r.Header.Values(name)
+		if len(v) == 0 {
+			return "", nil
+		}
+		return HashScope(strings.Join(v, "\n")), nil
+	}
+}
+
+// HashScope returns the hex SHA-256 of an identity value; use it to build
+// scopes from secrets such as API keys.
+func HashScope(identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	return hex.EncodeToString(sum[:])
+}
+
+var hopByHop = map[string]bool{
+	"Connection":          true,
+	"Keep-Alive":          true,
+	"Proxy-Authenticate":  true,
+	"Proxy-Authorization": true,
+	"Proxy-Connection":    true,
+	"Te":                  true,
+	"Trailer":             true,
+	"Transfer-Encoding":   true,
+	"Upgrade":             true,
+}
+
+// DefaultStoreHeader is the default header filter: it keeps every header but
+// hop-by-hop ones, Set-Cookie (a session must not be replayed to whoever
+// retries) and Content-Length (recomputed from the stored body), and the
+// replay marker itself.
+func DefaultStoreHeader(name string) bool {
+	name = http.CanonicalHeaderKey(name)
+	if hopByHop[name] {
+		return false
+	}
+	switch name {
+	case "Set-Cookie", "Content-Length", HeaderReplayed, "Date":
+		return false
+	}
+	return true
+}
+
+// Header names used by retrysafe.
+const (
+	HeaderKey      = "Idempotency-Key"
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// withDefaults returns a copy of c with defaults applied, or an error naming
+// the first invalid field.
+func (c Config) withDefaults() (Config, error) {
+	if c.Store == nil {
+		return c, errors.New("retrysafe: Config.Store is required")
+	}
+	if c.Methods == nil {
+		c.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	c.Methods = append([]string(nil), c.Methods...)
+	for i, m := range c.Methods {
+		if m == "" || strings.ContainsAny(m, " \t\r\n") {
+			return c, fmt.Errorf("retrysafe: Config.Methods[%d] %q is not an HTTP method", i, m)
+		}
+		c.Methods[i] = strings.ToUpper(m)
+	}
+	var err error
+	if c.TTL, err = durationOr("TTL", c.TTL, DefaultTTL); err != nil {
+		return c, err
+	}
+	if c.Lease, err = durationOr("Lease", c.Lease, DefaultLease); err != nil {
+		return c, err
+	}
+	if c.WaitTimeout, err = durationOr("WaitTimeout", c.WaitTimeout, DefaultWaitTimeout); err != nil {
+		return c, err
+	}
+	if c.StoreTimeout, err = durationOr("StoreTimeout", c.StoreTimeout, DefaultStoreTimeout); err != nil {
+		return c, err
+	}
+	if c.Lease < 10*time.Millisecond {
+		return c, fmt.Errorf("retrysafe: Config.Lease %s is too short (minimum 10ms)", c.Lease)
+	}
+	switch c.InFlight {
+	case "":
+		c.InFlight = InFlightConflict
+	case InFlightConflict, InFlightWait:
+	default:
+		return c, fmt.Errorf("retrysafe: Config.InFlight %q is not %q or %q", c.InFlight, InFlightConflict, InFlightWait)
+	}
+	if c.MaxBody, err = sizeOr("MaxBody", c.MaxBody, DefaultMaxBody); err != nil {
+		return c, err
+	}
+	if c.MaxResponseBody, err = sizeOr("MaxResponseBody", c.MaxResponseBody, DefaultMaxResponseBody); err != nil {
+		return c, err
+	}
+	for i, p := range c.IgnoreFields {
+		if err := ValidatePointer(p); err != nil {
+			return c, fmt.Errorf("retrysafe: Config.IgnoreFields[%d]: %w", i, err)
+		}
+	}
+	if c.StoreStatus == nil {
+		c.StoreStatus = func(int) bool { return true }
+	}
+	if c.StoreHeader == nil {
+		c.StoreHeader = DefaultStoreHeader
+	}
+	if c.Scope == nil {
+		c.Scope = ScopeFromHeader("Authorization")
+	}
+	if c.Route == nil {
+		c.Route = func(r *http.Request) string { return r.URL.Path }
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	if c.ProblemBase == "" {
+		c.ProblemBase = DefaultProblemBase
+	}
+	return c, nil
+}
+
+func durationOr(field string, d, def time.Duration) (time.Duration, error) {
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("retrysafe: Config.%s must not be negative (got %s)", field, d)
+	case d == 0:
+		return def, nil
+	}
+	return d, nil
+}
+
+func sizeOr(field string, n, def int64) (int64, error) {
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("retrysafe: Config.%s must not be negative (got %d)", field, n)
+	case n == 0:
+		return def, nil
+	}
+	return n, nil
+}

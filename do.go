@@ -1,0 +1,235 @@
+package retrysafe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// DoConfig is the policy of [DoWith]. Zero values mean the same defaults as
+// [Config], except InFlight, which defaults to InFlightWait: a duplicate
+// delivery waits for the original and returns its result.
+type DoConfig struct {
+	// Store holds the records. Required.
+	Store Store
+	// Scope separates key spaces, such as one per queue or consumer group.
+	Scope string
+
+	TTL          time.Duration
+	Lease        time.Duration
+	InFlight     InFlightMode
+	WaitTimeout  time.Duration
+	StoreTimeout time.Duration
+
+	Now      func() time.Time
+	Logger   *slog.Logger
+	Observer Observer
+}
+
+// ErrResultNotStored is returned (wrapped, together with the function's
+// result) by Do when the function succeeded but its result could not be
+// stored: the effect happened once, but a duplicate arriving after the lease
+// runs out would run the function again.
+var ErrResultNotStored = errors.New("retrysafe: operation ran but its result was not stored")
+
+// Permanent marks err as a permanent failure: Do stores it and every later
+// call with the same key gets it back (as a *FailedError) without running
+// the function again. Any error not marked permanent releases the key, so a
+// redelivery runs the function again.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// IsPermanent reports whether err was marked with [Permanent] (or is a
+// replayed *FailedError).
+func IsPermanent(err error) bool {
+	var p *permanentError
+	var f *FailedError
+	return errors.As(err, &p) || errors.As(err, &f)
+}
+
+// FailedError is what Do returns for a key whose first run failed
+// permanently: the stored message of the original error.
+type FailedError struct {
+	Message string
+}
+
+func (e *FailedError) Error() string { return e.Message }
+
+// doStatusFailed marks a stored permanent failure; a stored success has 200.
+const doStatusFailed = 500
+
+// Do runs fn at most once per key in store, with the default [DoConfig]. See
+// [DoWith].
+func Do[T any](ctx context.Context, store Store, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
+	return DoWith(ctx, &DoConfig{Store: store}, key, fingerprint, fn)
+}
+
+// DoWith runs fn at most once per key (within cfg.Scope) and returns its
+// result to every call with that key until the record expires. It is the
+// middleware's state machine for code that is not an HTTP handler: a queue
+// consumer that may see a message twice, a webhook delivered again.
+//
+//   - A new key: fn runs with a lease renewed by heartbeat; its result is
+//     encoded as JSON and stored; ctx carries the [Operation].
+//   - A completed key: the stored result is decoded and returned; fn does
+//     not run. A stored permanent failure is returned as *FailedError.
+//   - The same key with another fingerprint: ErrMismatch.
+//   - A key whose first run is still in progress: waits for it (up to
+//     WaitTimeout) in the default wait mode, or returns *InProgressError.
+//   - fn returns an error marked [Permanent]: stored and returned again.
+//     Any other error releases the key: a redelivery runs fn again. A
+//     failed attempt is never marked done.
+//   - fn panics: the key is released and the panic continues.
+func DoWith[T any](ctx context.Context, cfg *DoConfig, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	c, err := cfg.config()
+	if err != nil {
+		return zero, err
+	}
+	if err := validateDoKey(key); err != nil {
+		return zero, err
+	}
+	e := newEngine(&c)
+	start := time.Now()
+	outcome := OutcomeNew
+	defer func() { c.Observer.Outcome(outcome, time.Since(start)) }()
+
+	rec, claimed, err := e.acquire(ctx, cfg.Scope, key, fingerprint)
+	var inProgress *InProgressError
+	switch {
+	case err == nil && !claimed:
+		outcome = OutcomeReplayed
+		return decodeResult[T](rec.Response)
+	case errors.Is(err, ErrMismatch):
+		outcome = OutcomeMismatch
+		return zero, err
+	case errors.As(err, &inProgress):
+		outcome = OutcomeConflict
+		return zero, err
+	case err != nil:
+		outcome = OutcomeStoreError
+		return zero, err
+	}
+	return runOnce(ctx, e, rec, fn, &outcome)
+}
+
+func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context.Context) (T, error), outcome *Outcome) (v T, err error) {
+	c := e.cfg
+	op := NewOperation(rec, c.TTL, c.Now)
+	base := context.WithoutCancel(ctx)
+	fctx, cancel := context.WithCancelCause(ContextWithOperation(ctx, op))
+	defer cancel(nil)
+	stopHeartbeat := e.heartbeat(base, rec, func() { cancel(ErrLeaseLost) })
+	c.Observer.InFlight(1)
+	defer c.Observer.InFlight(-1)
+	defer func() {
+		if p := recover(); p != nil {
+			stopHeartbeat()
+			*outcome = OutcomeReleased
+			if rerr := e.release(base, rec); rerr != nil {
+				c.Logger.ErrorContext(base, "retrysafe: release after panic failed; the key is blocked until its lease runs out", "err", rerr)
+			}
+			panic(p)
+		}
+	}()
+
+	v, err = fn(fctx)
+	stopHeartbeat()
+
+	var finishErr error
+	switch d := op.Disposition(); {
+	case d == DispositionCompleted:
+		return v, err
+	case d == DispositionAbandon:
+		*outcome = OutcomeAbandoned
+		return v, err
+	case d == DispositionRelease || (err != nil && !IsPermanent(err)):
+		*outcome = OutcomeReleased
+		finishErr = e.release(base, rec)
+		if err == nil {
+			return v, finishErr
+		}
+		if finishErr != nil {
+			c.Logger.ErrorContext(base, "retrysafe: release failed; the key is blocked until its lease runs out", "err", finishErr)
+		}
+		return v, err
+	case err != nil:
+		finishErr = e.complete(base, rec, &Response{Status: doStatusFailed, Body: []byte(err.Error())})
+	default:
+		body, merr := json.Marshal(v)
+		if merr != nil {
+			*outcome = OutcomeReleased
+			_ = e.release(base, rec)
+			return v, fmt.Errorf("retrysafe: encoding the result of key %q: %w", rec.Key, merr)
+		}
+		finishErr = e.complete(base, rec, &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body})
+	}
+	if errors.Is(finishErr, ErrLeaseLost) {
+		*outcome = OutcomeLeaseLost
+	}
+	if finishErr != nil {
+		finishErr = fmt.Errorf("%w: %w", ErrResultNotStored, finishErr)
+		if err != nil {
+			return v, errors.Join(err, finishErr)
+		}
+		return v, finishErr
+	}
+	return v, err
+}
+
+func decodeResult[T any](resp *Response) (T, error) {
+	var v T
+	if resp.Status == doStatusFailed {
+		return v, &FailedError{Message: string(resp.Body)}
+	}
+	if err := json.Unmarshal(resp.Body, &v); err != nil {
+		return v, fmt.Errorf("retrysafe: decoding the stored result: %w", err)
+	}
+	return v, nil
+}
+
+func (d *DoConfig) config() (Config, error) {
+	inFlight := d.InFlight
+	if inFlight == "" {
+		inFlight = InFlightWait
+	}
+	c, err := Config{
+		Store: d.Store, TTL: d.TTL, Lease: d.Lease, InFlight: inFlight,
+		WaitTimeout: d.WaitTimeout, StoreTimeout: d.StoreTimeout,
+		Now: d.Now, Logger: d.Logger, Observer: d.Observer,
+	}.withDefaults()
+	if err != nil {
+		return c, fmt.Errorf("%w (in DoConfig)", err)
+	}
+	return c, nil
+}
+
+// validateDoKey applies the Idempotency-Key rules to a key given to Do: 1 to
+// 255 printable ASCII characters. Hash longer or binary message ids first.
+func validateDoKey(key string) error {
+	if key == "" {
+		return &KeyError{Reason: "the key is empty"}
+	}
+	if len(key) > 255 {
+		return &KeyError{Reason: fmt.Sprintf("the key has %d characters; at most 255 are allowed", len(key))}
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return &KeyError{Reason: fmt.Sprintf("byte %d (0x%02x) is not printable ASCII", i, key[i])}
+		}
+	}
+	return nil
+}

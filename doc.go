@@ -1,0 +1,54 @@
+// Package retrysafe makes non-idempotent operations safe to retry: a double
+// click on "Pay", a mobile client retrying after a timeout, a proxy resending
+// a POST or a worker taking the same message off a queue twice each produce
+// one business effect and the same answer.
+//
+// # How it works
+//
+// A protected request carries an Idempotency-Key header (IETF
+// draft-ietf-httpapi-idempotency-key-header; a Structured-Field string such
+// as "8e03978e-…" or a bare token). The middleware derives:
+//
+//   - the scope: the caller's identity (by default a SHA-256 of the
+//     Authorization header), so tenants never share keys or see each
+//     other's stored responses;
+//   - the fingerprint: method, route path, canonical query and body (JSON
+//     bodies canonicalised: key order and whitespace do not matter).
+//
+// It then claims the record scope+key in the [Store] in one atomic step.
+//
+// # The state machine
+//
+//		(absent) --Claim--> processing --Complete--> completed --TTL--> (absent)
+//		                        |   \--Release--> (absent)
+//		                        \--lease runs out--> taken over by the next Claim
+//
+//	  - processing: one owner holds a lease (default 30s) renewed by a
+//	    heartbeat while the handler runs, and a random owner token. Complete,
+//	    Release and Extend are fenced by that token, so an owner whose lease
+//	    was taken over cannot overwrite the new owner's record.
+//	  - completed: the stored status, headers and body are replayed byte for
+//	    byte with Idempotent-Replayed: true until the TTL (default 24h) ends.
+//	    Expiry is enforced on read, never only by a sweeper.
+//
+// A duplicate gets 422 if its fingerprint differs (checked first), 409 with
+// Retry-After (or waits, bounded, and replays) while the original is
+// processing, and the stored answer once it completed.
+//
+// # Failure modes
+//
+//   - Client hangs up: the handler's context is not cancelled; the result is
+//     stored for the retry.
+//   - Handler panics: the record is released and the panic propagates; a
+//     retry runs again (as after a crash, without waiting for the lease).
+//   - Process crashes mid-operation: the record stays processing until its
+//     lease runs out, then the next retry takes it over (Attempt+1). If the
+//     side effect had happened before the crash, it happens again unless the
+//     operation itself is idempotent below (unique constraints, provider
+//     keys derived with the client package). See docs/guarantees.md.
+//   - Store unavailable: 503 with Retry-After and nothing runs (fail
+//     closed), unless Config.FailOpen.
+//
+// [Do] applies the same state machine to any function, for queue consumers
+// and webhook handlers.
+package retrysafe

@@ -1,0 +1,232 @@
+package retrysafe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// engine is the state machine shared by the middleware and Do: claim or
+// wait, heartbeat, complete or release. It holds no per-key state of its
+// own; correctness comes from the store's atomic claim and token fencing.
+type engine struct {
+	cfg      *Config
+	store    Store
+	notifier Notifier // nil when the store cannot notify
+}
+
+func newEngine(cfg *Config) *engine {
+	n, _ := cfg.Store.(Notifier)
+	return &engine{cfg: cfg, store: cfg.Store, notifier: n}
+}
+
+// call runs one store operation under StoreTimeout and reports it to the
+// observer. A timeout of the store call itself (not of ctx) is turned into
+// a StoreError, so it matches ErrStoreUnavailable.
+func (e *engine) call(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
+	start := time.Now()
+	err := f(cctx)
+	cancel()
+	if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		err = &StoreError{Op: op, Err: fmt.Errorf("no answer within %s: %w", e.cfg.StoreTimeout, err)}
+	}
+	observed := err
+	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
+		observed = nil
+	}
+	e.cfg.Observer.StoreCall(op, time.Since(start), observed)
+	return err
+}
+
+func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult, error) {
+	var res *ClaimResult
+	err := e.call(ctx, "claim", func(ctx context.Context) error {
+		var err error
+		res, err = e.store.Claim(ctx, &ClaimParams{
+			Scope: scope, Key: key, Fingerprint: fp,
+			Token: NewToken(), Now: e.cfg.Now(), Lease: e.cfg.Lease,
+		})
+		return err
+	})
+	return res, err
+}
+
+func (e *engine) get(ctx context.Context, scope, key string) (*Record, error) {
+	var rec *Record
+	err := e.call(ctx, "get", func(ctx context.Context) error {
+		var err error
+		rec, err = e.store.Get(ctx, &GetParams{Scope: scope, Key: key, Now: e.cfg.Now()})
+		return err
+	})
+	return rec, err
+}
+
+// acquire claims the record for (scope, key). It returns the caller's new
+// processing record with claimed=true, or a completed record to replay with
+// claimed=false. Otherwise it fails with ErrMismatch, an *InProgressError, a
+// store error or the context's error. The fingerprint is compared before the
+// in-flight check, so a different request always gets ErrMismatch.
+func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Record, claimed bool, err error) {
+	var (
+		deadline time.Time
+		changed  <-chan struct{}
+	)
+	for {
+		res, err := e.claim(ctx, scope, key, fp)
+		if err != nil {
+			return nil, false, err
+		}
+		if res.Claimed {
+			return res.Record, true, nil
+		}
+		rec = res.Record
+		if rec.Fingerprint != fp {
+			return nil, false, ErrMismatch
+		}
+		if rec.State == StateCompleted {
+			return rec, false, nil
+		}
+		if e.cfg.InFlight != InFlightWait {
+			return nil, false, &InProgressError{RetryAfter: time.Second}
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(e.cfg.WaitTimeout)
+			if e.notifier != nil {
+				ch, unsubscribe, err := e.notifier.Subscribe(ctx, scope, key)
+				if err == nil {
+					defer unsubscribe()
+					changed = ch
+				} else {
+					e.cfg.Logger.WarnContext(ctx, "retrysafe: change notification unavailable; polling", "err", err)
+				}
+			}
+		}
+		rec, err = e.wait(ctx, scope, key, fp, deadline, changed)
+		if err != nil || rec != nil {
+			return rec, false, err
+		}
+		// The record was released or its lease ran out: claim again.
+	}
+}
+
+// wait re-reads the record until it is completed (returned for replay),
+// gone or takeover-able (nil, nil: claim again), or the deadline passes.
+func (e *engine) wait(ctx context.Context, scope, key, fp string, deadline time.Time, changed <-chan struct{}) (*Record, error) {
+	poll := 20 * time.Millisecond
+	maxPoll := 250 * time.Millisecond
+	if changed != nil {
+		maxPoll = time.Second // notifications are a hint; polling is the fallback
+	}
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
+	for {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return nil, &InProgressError{RetryAfter: time.Second}
+		}
+		if poll > remaining {
+			poll = remaining
+		}
+		timer.Reset(poll)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		case <-timer.C:
+			poll = min(poll*2, maxPoll)
+		}
+		rec, err := e.get(ctx, scope, key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil, nil
+		case err != nil:
+			return nil, err
+		case rec.Fingerprint != fp:
+			return nil, ErrMismatch
+		case rec.State == StateCompleted:
+			return rec, nil
+		case rec.LeaseExpired(e.cfg.Now()):
+			return nil, nil
+		}
+	}
+}
+
+// heartbeat renews the lease every Lease/3 until stop is called. When the
+// store says the lease is lost, it calls lost once and ends.
+func (e *engine) heartbeat(ctx context.Context, rec *Record, lost func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(e.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := e.call(ctx, "extend", func(ctx context.Context) error {
+				return e.store.Extend(ctx, &ExtendParams{
+					Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
+					Now: e.cfg.Now(), Lease: e.cfg.Lease,
+				})
+			})
+			switch {
+			case errors.Is(err, ErrLeaseLost):
+				e.cfg.Logger.WarnContext(ctx, "retrysafe: lease lost while the operation ran; another claimant took it over")
+				lost()
+				return
+			case err != nil && ctx.Err() == nil:
+				e.cfg.Logger.WarnContext(ctx, "retrysafe: lease renewal failed; will retry", "err", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// finishAttempts bounds how often completion is retried on store errors.
+const finishAttempts = 3
+
+// complete stores resp for the owned record. It runs on a context detached
+// from the caller's cancellation (a client hang-up must not lose the
+// result) and retries transient store failures a few times.
+func (e *engine) complete(ctx context.Context, rec *Record, resp *Response) error {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	for attempt := range finishAttempts {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		err = e.call(ctx, "complete", func(ctx context.Context) error {
+			return e.store.Complete(ctx, &CompleteParams{
+				Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
+				Now: e.cfg.Now(), TTL: e.cfg.TTL, Response: resp,
+			})
+		})
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
+			return err
+		}
+	}
+	return err
+}
+
+// release deletes the owned record so that a retry runs again.
+func (e *engine) release(ctx context.Context, rec *Record) error {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	for attempt := range finishAttempts {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		err = e.call(ctx, "release", func(ctx context.Context) error {
+			return e.store.Release(ctx, &ReleaseParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token})
+		})
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
+			return err
+		}
+	}
+	return err
+}

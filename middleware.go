@@ -1,0 +1,261 @@
+package retrysafe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// NewMiddleware returns net/http middleware that makes the protected methods
+// of the wrapped handler idempotent under cfg's policy. It implements the
+// HTTP behaviour table of the design: 400 for a missing (when required) or
+// invalid key, 413 for a body over the limit, 422 for a key reused with a
+// different request, 409 (or a bounded wait) while the original is in
+// flight, the stored response with Idempotent-Replayed: true once it
+// completed, and 503 when the store is unavailable (unless FailOpen).
+//
+// The handler runs with a context that a client hang-up does not cancel, so
+// its result is stored for the retry; the context is cancelled only if the
+// lease is lost to another claimant. The handler finds the operation with
+// [OperationFromContext].
+//
+// If the handler panics, the record is released (as if the process had
+// crashed before answering, without waiting for the lease) and the panic
+// continues up the stack. A panic with http.ErrAbortHandler after the
+// response status was written means the response was cut off: the
+// operation ran, so a 502 problem is stored in its place and it never runs
+// again for this key; before a status, the outcome is unknown and the
+// record is left to its lease.
+func NewMiddleware(cfg Config) (func(http.Handler) http.Handler, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := newEngine(&c)
+	return func(next http.Handler) http.Handler {
+		return &protectedHandler{e: e, cfg: &c, next: next}
+	}, nil
+}
+
+type protectedHandler struct {
+	e    *engine
+	cfg  *Config
+	next http.Handler
+}
+
+func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !slices.Contains(h.cfg.Methods, r.Method) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	start := time.Now()
+	outcome := h.serve(w, r)
+	if outcome != "" {
+		h.cfg.Observer.Outcome(outcome, time.Since(start))
+	}
+}
+
+// serve handles a protected request and returns its outcome ("" when the
+// request passed through unprotected or the client went away first).
+func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome {
+	c := h.cfg
+	values := r.Header.Values(HeaderKey)
+	if len(values) == 0 {
+		if !c.RequireKey {
+			h.next.ServeHTTP(w, r)
+			return ""
+		}
+		WriteProblem(w, c.problem(ProblemMissingKey, "Idempotency-Key required", http.StatusBadRequest,
+			"This endpoint requires an Idempotency-Key header: generate a unique value (a UUID) once per operation and send it on every retry."), 0)
+		return OutcomeMissingKey
+	}
+	if len(values) > 1 {
+		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid Idempotency-Key", http.StatusBadRequest,
+			"Send exactly one Idempotency-Key header."), 0)
+		return OutcomeInvalidKey
+	}
+	key, err := ParseKey(values[0])
+	if err != nil {
+		detail := err.Error()
+		var ke *KeyError
+		if errors.As(err, &ke) {
+			detail = "The Idempotency-Key header is invalid: " + ke.Reason + ". Use 1 to 255 printable ASCII characters, such as a UUID."
+		}
+		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid Idempotency-Key", http.StatusBadRequest, detail), 0)
+		return OutcomeInvalidKey
+	}
+	body, err := readBody(r, c.MaxBody)
+	if err != nil {
+		if errors.Is(err, ErrBodyTooLarge) {
+			WriteProblem(w, c.problem(ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("The request body exceeds the limit of %d bytes; nothing was processed.", c.MaxBody)), 0)
+			return OutcomeTooLarge
+		}
+		// The client stopped sending the body: nothing can run.
+		return ""
+	}
+	scope, err := c.Scope(r)
+	if err != nil {
+		WriteProblem(w, &Problem{Type: "about:blank", Title: "Unauthorized", Status: http.StatusUnauthorized,
+			Detail: "The caller's identity could not be established: " + err.Error()}, 0)
+		return OutcomeInvalidKey
+	}
+	fp := Fingerprint(r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
+
+	rec, claimed, err := h.e.acquire(r.Context(), scope, key, fp)
+	var inProgress *InProgressError
+	switch {
+	case err == nil && claimed:
+		return h.execute(w, r, rec, body)
+	case err == nil:
+		replay(w, rec.Response)
+		return OutcomeReplayed
+	case errors.Is(err, ErrMismatch):
+		WriteProblem(w, c.problem(ProblemMismatch, "Idempotency-Key reused", http.StatusUnprocessableEntity,
+			"This Idempotency-Key was already used with a different request (method, path, query or body). Use a new key for a new operation."), 0)
+		return OutcomeMismatch
+	case errors.As(err, &inProgress):
+		WriteProblem(w, c.problem(ProblemInProgress, "Request in progress", http.StatusConflict,
+			"A request with this Idempotency-Key is still being processed. Retry later with the same key to get its result."), inProgress.RetryAfter)
+		return OutcomeConflict
+	case r.Context().Err() != nil:
+		return "" // the client went away while we waited; nothing ran
+	default:
+		c.Logger.ErrorContext(r.Context(), "retrysafe: store unavailable", "err", err)
+		if c.FailOpen {
+			h.next.ServeHTTP(w, withBody(r, r.Context(), body))
+			return OutcomeFailOpen
+		}
+		WriteProblem(w, c.problem(ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable,
+			"The request was not processed because its idempotency could not be guaranteed. Retry later with the same key."), 2*time.Second)
+		return OutcomeStoreError
+	}
+}
+
+// execute runs the handler for a record this request owns, stores the
+// result, then answers the client.
+func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) (outcome Outcome) {
+	c, e := h.cfg, h.e
+	op := NewOperation(rec, c.TTL, c.Now)
+	base := context.WithoutCancel(r.Context())
+	ctx, cancel := context.WithCancelCause(ContextWithOperation(base, op))
+	defer cancel(nil)
+	stopHeartbeat := e.heartbeat(base, rec, func() { cancel(ErrLeaseLost) })
+	cw := newCaptureWriter(w, c.MaxResponseBody)
+
+	c.Observer.InFlight(1)
+	defer c.Observer.InFlight(-1)
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		stopHeartbeat()
+		if v == http.ErrAbortHandler && cw.wroteHeader {
+			_ = e.complete(base, rec, h.notStored(cw, "the response was cut off before it was complete"))
+			h.cfg.Observer.Outcome(OutcomeNew, 0)
+		} else if v == http.ErrAbortHandler {
+			h.cfg.Observer.Outcome(OutcomeAbandoned, 0)
+		} else {
+			if err := e.release(base, rec); err != nil {
+				c.Logger.ErrorContext(base, "retrysafe: release after panic failed; the key is blocked until its lease runs out", "err", err)
+			}
+			h.cfg.Observer.Outcome(OutcomeReleased, 0)
+		}
+		panic(v)
+	}()
+
+	h.next.ServeHTTP(cw, withBody(r, ctx, body))
+	stopHeartbeat()
+
+	outcome = OutcomeNew
+	var err error
+	switch op.Disposition() {
+	case DispositionCompleted:
+	case DispositionAbandon:
+		outcome = OutcomeAbandoned
+	case DispositionRelease:
+		outcome, err = OutcomeReleased, e.release(base, rec)
+	default:
+		status := cw.statusCode()
+		switch {
+		case !c.StoreStatus(status):
+			outcome, err = OutcomeReleased, e.release(base, rec)
+		case cw.overflow:
+			err = e.complete(base, rec, h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody)))
+		default:
+			err = e.complete(base, rec, cw.response(c.StoreHeader))
+		}
+	}
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		outcome = OutcomeLeaseLost
+		c.Logger.WarnContext(base, "retrysafe: result not stored: the lease was taken over by another request")
+	case err != nil:
+		c.Logger.ErrorContext(base, "retrysafe: result not stored; the key stays blocked until its lease runs out", "err", err)
+	}
+	cw.flush()
+	return outcome
+}
+
+// notStored is the response stored in place of one that could not be kept.
+func (h *protectedHandler) notStored(cw *captureWriter, why string) *Response {
+	var buf bytes.Buffer
+	status := http.StatusBadGateway
+	p := h.cfg.problem(ProblemResponseNotStored, "Response not stored", status,
+		fmt.Sprintf("The operation ran and answered %d, but %s, so it was not stored. It will not run again for this key; check the resource's state.", cw.statusCode(), why))
+	rec := &headerRecorder{header: make(http.Header), body: &buf}
+	WriteProblem(rec, p, 0)
+	return &Response{Status: status, Header: rec.header, Body: buf.Bytes()}
+}
+
+type headerRecorder struct {
+	header http.Header
+	body   io.Writer
+}
+
+func (r *headerRecorder) Header() http.Header         { return r.header }
+func (r *headerRecorder) WriteHeader(int)             {}
+func (r *headerRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
+
+// replay writes a stored response with the replay marker.
+func replay(w http.ResponseWriter, resp *Response) {
+	copyHeader(w.Header(), resp.Header)
+	w.Header().Set(HeaderReplayed, "true")
+	writeBody(w, resp.Status, resp.Body)
+}
+
+// readBody reads the whole request body, up to limit bytes.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, ErrBodyTooLarge
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, ErrBodyTooLarge
+	}
+	return body, nil
+}
+
+// withBody returns a shallow copy of r with ctx and a re-readable body.
+func withBody(r *http.Request, ctx context.Context, body []byte) *http.Request {
+	r2 := r.WithContext(ctx)
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.ContentLength = int64(len(body))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	if len(body) == 0 {
+		r2.Body = http.NoBody
+	}
+	return r2
+}
