@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// DefaultSweepBatch is the number of records Sweep deletes per statement
+// when SweepParams.BatchSize is zero.
+const DefaultSweepBatch = 1000
+
+// Sweep implements [retrysafe.Sweeper]: it deletes completed records whose
+// ExpiresAt <= p.Now, in batches of p.BatchSize (default 1000). Each batch
+// is one short statement in its own transaction that locks only the rows it
+// deletes and skips rows another transaction holds (FOR UPDATE SKIP
+// LOCKED), so sweeping never blocks claims for long. The partial index on
+// expires_at_ns (completed rows only) finds the batch. Sweep stops at the
+// first short batch, or when ctx is done, and returns how many it deleted.
+func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+	if p == nil {
+		return 0, errors.New("postgres: sweep: nil params")
+	}
+	now, err := mustNanos(p.Now)
+	if err != nil {
+		return 0, err
+	}
+	batch := p.BatchSize
+	if batch <= 0 {
+		batch = DefaultSweepBatch
+	}
+	total := 0
+	for {
+		tag, err := s.pool.Exec(ctx, s.sql.sweep, now, batch)
+		if err != nil {
+			return total, s.wrap(ctx, "sweep", err)
+		}
+		n := int(tag.RowsAffected())
+		total += n
+		if n < batch {
+			return total, nil
+		}
+	}
+}
+
+// List implements [retrysafe.Admin.List]: records ordered by (Scope, Key) in
+// byte order, after the cursor, expired ones included (List takes no time).
+func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+	if p == nil {
+		p = &retrysafe.ListParams{}
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	args := []any{p.AfterScope, p.AfterKey, limit}
+	var sql string
+	switch {
+	case p.Scope == "" && p.WithBodies:
+		sql = s.sql.list
+	case p.Scope == "":
+		sql = s.sql.listNoBody
+	case p.WithBodies:
+		sql, args = s.sql.listScope, append(args, p.Scope)
+	default:
+		sql, args = s.sql.listScopeNoBody, append(args, p.Scope)
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.wrap(ctx, "list", err)
+	}
+	defer rows.Close()
+	var out []*retrysafe.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, s.wrap(ctx, "list", err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "list", err)
+	}
+	return out, nil
+}
+
+// Delete implements [retrysafe.Admin.Delete]: it removes the record whatever
+// its state or owner, notifies waiters, and returns [retrysafe.ErrNotFound]
+// when there was none.
+func (s *Store) Delete(ctx context.Context, scope, key string) error {
+	tag, err := s.pool.Exec(ctx, s.sql.delete, scope, key, s.cfg.NotifyChannel, notifyPayload(scope, key))
+	if err != nil {
+		return s.wrap(ctx, "delete", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return retrysafe.ErrNotFound
+	}
+	return nil
+}

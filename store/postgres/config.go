@@ -1,0 +1,88 @@
+package postgres
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	// DefaultSchema is the schema used when Config.Schema is empty.
+	DefaultSchema = "public"
+	// DefaultTable is the table used when Config.Table is empty.
+	DefaultTable = "retrysafe_records"
+
+	// migrationsTable holds the applied migration versions of every
+	// retrysafe table in a schema. Config.Table may not take this name.
+	migrationsTable = "retrysafe_migrations"
+
+	// maxIdentifier is PostgreSQL's identifier limit in bytes (NAMEDATALEN-1).
+	maxIdentifier = 63
+)
+
+// identifierRE accepts the identifiers Config takes: a letter or underscore,
+// then letters, digits and underscores. Names are quoted when used, so
+// upper-case letters are kept as written.
+var identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Config configures a [Store]. The zero value is valid and means the
+// documented defaults.
+type Config struct {
+	// Schema holds the records table and the migrations table. Default
+	// "public". Migrate creates it when it is missing.
+	Schema string
+	// Table is the records table. Default "retrysafe_records". Several
+	// tables may share one schema; each is migrated on its own.
+	Table string
+	// NotifyChannel is the LISTEN/NOTIFY channel on which Complete, Release
+	// and Delete announce changes. Default: "<schema>.<table>", or
+	// "retrysafe_" plus a hash of it when that is longer than 63 bytes.
+	// Stores that share a table must use the same channel.
+	NotifyChannel string
+}
+
+// withDefaults returns c with empty fields set to their defaults, or an
+// error if a name is not a valid identifier.
+func (c Config) withDefaults() (Config, error) {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if err := checkIdentifier("schema", c.Schema); err != nil {
+		return c, err
+	}
+	if err := checkIdentifier("table", c.Table); err != nil {
+		return c, err
+	}
+	if c.Table == migrationsTable {
+		return c, fmt.Errorf("postgres: table name %q is reserved for the migrations table", c.Table)
+	}
+	if c.NotifyChannel == "" {
+		c.NotifyChannel = c.Schema + "." + c.Table
+		if len(c.NotifyChannel) > maxIdentifier {
+			sum := sha256.Sum256([]byte(c.NotifyChannel))
+			c.NotifyChannel = "retrysafe_" + hex.EncodeToString(sum[:16])
+		}
+	}
+	if len(c.NotifyChannel) > maxIdentifier {
+		return c, fmt.Errorf("postgres: notify channel %q is longer than %d bytes", c.NotifyChannel, maxIdentifier)
+	}
+	return c, nil
+}
+
+func checkIdentifier(what, name string) error {
+	if len(name) > maxIdentifier || !identifierRE.MatchString(name) {
+		return fmt.Errorf("postgres: invalid %s name %q: want letters, digits and underscores, not starting with a digit, at most %d bytes", what, name, maxIdentifier)
+	}
+	return nil
+}
+
+// quoted returns the schema-qualified, quoted name of table in schema.
+func quoted(schema, table string) string {
+	return pgx.Identifier{schema, table}.Sanitize()
+}

@@ -1,0 +1,175 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/retrysafe/retrysafe"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one numbered schema change, read from migrations/NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("postgres: bad migration file name %q", e.Name())
+		}
+		b, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("postgres: migration versions are not 1..n: found %d at position %d", m.version, i+1)
+		}
+	}
+	return out, nil
+}
+
+// LatestVersion returns the schema version that [Store.Migrate] brings a
+// table to: the number of the last embedded migration.
+func LatestVersion() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// Migrate creates the schema (if missing), the records table and its index,
+// and applies any embedded migration the table does not have yet. Applied
+// versions are kept in "<schema>".retrysafe_migrations, one row per table
+// and version.
+//
+// Migrate is safe to run concurrently from several processes: it works in
+// one transaction under a transaction-level advisory lock
+// (pg_advisory_xact_lock) keyed by the schema, so one process applies the
+// migrations and the others find them applied. When the table is already up
+// to date it returns after one read and needs no DDL privileges.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	latest := ms[len(ms)-1].version
+
+	// Fast path: already migrated. An undefined schema or table just means
+	// there is work to do.
+	if v, err := s.schemaVersion(ctx, s.pool); err == nil && v >= latest {
+		return nil
+	} else if err != nil && !isUndefined(err) {
+		return retrysafe.Unavailable("migrate", err)
+	}
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return retrysafe.Unavailable("migrate", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.lockKey()); err != nil {
+		return retrysafe.Unavailable("migrate", err)
+	}
+	schema := pgx.Identifier{s.cfg.Schema}.Sanitize()
+	versions := quoted(s.cfg.Schema, migrationsTable)
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema); err != nil {
+		return fmt.Errorf("postgres: migrate: create schema: %w", retrysafe.Unavailable("migrate", err))
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+versions+` (
+    table_name text NOT NULL,
+    version    integer NOT NULL,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (table_name, version)
+)`); err != nil {
+		return fmt.Errorf("postgres: migrate: create %s: %w", versions, retrysafe.Unavailable("migrate", err))
+	}
+	current, err := s.schemaVersion(ctx, tx)
+	if err != nil {
+		return retrysafe.Unavailable("migrate", err)
+	}
+	if current > latest {
+		return fmt.Errorf("postgres: table %s is at schema version %d, newer than this build knows (%d)", s.table, current, latest)
+	}
+	r := strings.NewReplacer(
+		"{{records}}", s.table,
+		"{{schema}}", schema,
+		"{{expires_index}}", pgx.Identifier{s.cfg.Table + "_expires_at_idx"}.Sanitize(),
+	)
+	for _, m := range ms[current:] {
+		if _, err := tx.Exec(ctx, r.Replace(m.sql)); err != nil {
+			return fmt.Errorf("postgres: migration %04d_%s: %w", m.version, m.name, retrysafe.Unavailable("migrate", err))
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+versions+" (table_name, version, name) VALUES ($1, $2, $3)",
+			s.cfg.Table, m.version, m.name); err != nil {
+			return retrysafe.Unavailable("migrate", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return retrysafe.Unavailable("migrate", err)
+	}
+	return nil
+}
+
+// SchemaVersion returns the last migration applied to the store's table, 0
+// when none was (the schema or the migrations table may not exist yet).
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	v, err := s.schemaVersion(ctx, s.pool)
+	if isUndefined(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, retrysafe.Unavailable("migrate", err)
+	}
+	return v, nil
+}
+
+func (s *Store) schemaVersion(ctx context.Context, q querier) (int, error) {
+	var v int
+	err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+quoted(s.cfg.Schema, migrationsTable)+" WHERE table_name = $1",
+		s.cfg.Table).Scan(&v)
+	return v, err
+}
+
+// lockKey is the advisory lock that serialises migrations of one schema
+// (they may create the schema and the shared migrations table).
+func (s *Store) lockKey() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("retrysafe/postgres/migrate\x00" + s.cfg.Schema))
+	return int64(h.Sum64())
+}
+
+// isUndefined reports whether err says a schema or table does not exist.
+func isUndefined(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
+}

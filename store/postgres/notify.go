@@ -1,0 +1,214 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/retrysafe/retrysafe"
+)
+
+// Subscribe implements [retrysafe.Notifier]. The returned channel receives a
+// value after the record scope/key is completed, released or deleted by any
+// Store on the same table and channel, in any process.
+//
+// Notifications travel by LISTEN/NOTIFY: Complete, Release and Delete call
+// pg_notify in the same statement (so a notification is sent only when the
+// change commits), with a payload that is a hash of scope and key, never the
+// key itself. Each Store keeps one dedicated listener connection (opened on
+// the first Subscribe, outside the pool, with the pool's connection
+// settings) and fans notifications out to its subscribers. When that
+// connection fails it reconnects with backoff and then wakes every
+// subscriber, since notifications sent meanwhile were lost.
+//
+// Notifications are hints: a waiter must re-read the record after each
+// value and keep polling at a slow interval as a fallback (the engine's wait
+// mode does both), because a notification can still be missed, for example
+// by a Store on another channel name.
+//
+// Subscribe returns an error wrapping [retrysafe.ErrStoreUnavailable] when
+// the listener connection cannot be established.
+func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
+	return s.listener.subscribe(ctx, notifyPayload(scope, key))
+}
+
+// listener owns the dedicated LISTEN connection of one Store.
+type listener struct {
+	connConfig *pgx.ConnConfig
+	channel    string
+
+	mu      sync.Mutex
+	subs    map[string]map[chan struct{}]struct{} // payload -> subscribers
+	started bool
+	closed  bool
+	up      bool          // LISTEN is active on a live connection
+	lastErr error         // why the last connection attempt failed
+	changed chan struct{} // closed (and replaced) when up or lastErr change
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func newListener(cc *pgx.ConnConfig, channel string) *listener {
+	return &listener{
+		connConfig: cc,
+		channel:    channel,
+		subs:       make(map[string]map[chan struct{}]struct{}),
+		changed:    make(chan struct{}),
+	}
+}
+
+func (l *listener) subscribe(ctx context.Context, payload string) (<-chan struct{}, func(), error) {
+	ch := make(chan struct{}, 1)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, nil, retrysafe.Unavailable("subscribe", errors.New("store closed"))
+	}
+	set := l.subs[payload]
+	if set == nil {
+		set = make(map[chan struct{}]struct{})
+		l.subs[payload] = set
+	}
+	set[ch] = struct{}{}
+	if !l.started {
+		l.started = true
+		runCtx, cancel := context.WithCancel(context.Background())
+		l.cancel, l.done = cancel, make(chan struct{})
+		go l.run(runCtx)
+	}
+	l.mu.Unlock()
+
+	var once sync.Once
+	unsubscribe := func() { once.Do(func() { l.remove(payload, ch) }) }
+
+	// Wait until LISTEN is active, so that every change committed after we
+	// return is seen; give up on the first failed connection attempt.
+	for {
+		l.mu.Lock()
+		up, err, changed := l.up, l.lastErr, l.changed
+		l.mu.Unlock()
+		if up {
+			return ch, unsubscribe, nil
+		}
+		if err != nil {
+			unsubscribe()
+			return nil, nil, retrysafe.Unavailable("subscribe", err)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			unsubscribe()
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+func (l *listener) remove(payload string, ch chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if set := l.subs[payload]; set != nil {
+		delete(set, ch)
+		if len(set) == 0 {
+			delete(l.subs, payload)
+		}
+	}
+}
+
+// setState records the connection state and wakes Subscribe calls waiting
+// for it.
+func (l *listener) setState(up bool, err error) {
+	l.mu.Lock()
+	l.up, l.lastErr = up, err
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// notify wakes the subscribers of payload, or of every record when payload
+// is empty. Sends never block: a subscriber with a pending value already
+// knows it must re-read.
+func (l *listener) notify(payload string, all bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	wake := func(set map[chan struct{}]struct{}) {
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if all {
+		for _, set := range l.subs {
+			wake(set)
+		}
+		return
+	}
+	wake(l.subs[payload])
+}
+
+// Reconnect backoff of the listener connection.
+const (
+	listenBackoffMin = 100 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+)
+
+func (l *listener) run(ctx context.Context) {
+	defer close(l.done)
+	backoff := listenBackoffMin
+	for ctx.Err() == nil {
+		err := l.listenOnce(ctx, func() { backoff = listenBackoffMin })
+		if ctx.Err() != nil {
+			break
+		}
+		l.setState(false, err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+		backoff = min(2*backoff, listenBackoffMax)
+	}
+	l.setState(false, errors.New("store closed"))
+}
+
+// listenOnce connects, listens and delivers notifications until the
+// connection fails or ctx is done.
+func (l *listener) listenOnce(ctx context.Context, connected func()) error {
+	conn, err := pgx.ConnectConfig(ctx, l.connConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		return err
+	}
+	connected()
+	l.setState(true, nil)
+	// Changes made while no connection listened were not announced.
+	l.notify("", true)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		l.notify(n.Payload, false)
+	}
+}
+
+// close stops the listener and waits for its connection to close.
+func (l *listener) close() {
+	l.mu.Lock()
+	l.closed = true
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}

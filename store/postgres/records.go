@@ -1,0 +1,200 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/retrysafe/retrysafe"
+)
+
+// Claim implements [retrysafe.Store.Claim] in one statement and one round
+// trip, whatever state the key is in; see the package documentation.
+func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	if p == nil {
+		return nil, errors.New("postgres: claim: nil params")
+	}
+	now, err := mustNanos(p.Now)
+	if err != nil {
+		return nil, err
+	}
+	until, err := mustNanos(p.Now.Add(p.Lease))
+	if err != nil {
+		return nil, err
+	}
+	var claimed bool
+	rec, err := scanRecord(s.pool.QueryRow(ctx, s.sql.claim, p.Scope, p.Key, p.Fingerprint, p.Token, now, until), &claimed)
+	if err != nil {
+		// The statement always returns exactly one row, so ErrNoRows too
+		// is a failure of the store.
+		return nil, s.wrap(ctx, "claim", err)
+	}
+	return &retrysafe.ClaimResult{Claimed: claimed, Record: rec}, nil
+}
+
+// Get implements [retrysafe.Store.Get]: one round trip. A completed record
+// whose ExpiresAt <= p.Now is reported as [retrysafe.ErrNotFound] even while
+// it is still stored.
+func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
+	if p == nil {
+		return nil, errors.New("postgres: get: nil params")
+	}
+	rec, err := scanRecord(s.pool.QueryRow(ctx, s.sql.get, p.Scope, p.Key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, retrysafe.ErrNotFound
+	}
+	if err != nil {
+		return nil, s.wrap(ctx, "get", err)
+	}
+	if rec.State == retrysafe.StateCompleted && !p.Now.Before(rec.ExpiresAt) {
+		return nil, retrysafe.ErrNotFound
+	}
+	return rec, nil
+}
+
+// Extend implements [retrysafe.Store.Extend]: one fenced UPDATE, one round
+// trip. It sets LeaseUntil to p.Now+p.Lease and UpdatedAt to p.Now.
+func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	if p == nil {
+		return errors.New("postgres: extend: nil params")
+	}
+	now, err := mustNanos(p.Now)
+	if err != nil {
+		return err
+	}
+	until, err := mustNanos(p.Now.Add(p.Lease))
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.extend, p.Scope, p.Key, p.Token, until, now)
+	if err != nil {
+		return s.wrap(ctx, "extend", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return retrysafe.ErrLeaseLost
+	}
+	return nil
+}
+
+// Complete implements [retrysafe.Store.Complete]: one fenced UPDATE that
+// also notifies waiters (pg_notify in the same statement), one round trip.
+func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	return s.complete(ctx, s.pool, p)
+}
+
+// CompleteTx completes the record inside the caller's transaction tx, fenced
+// by p.Token like [Store.Complete]: the completion and the caller's business
+// writes commit together or not at all. If tx rolls back the record stays
+// processing under the caller's token; the engine (or the caller) should
+// then release it or let its lease run out, so a retry runs again.
+//
+// Waiters are notified when tx commits (NOTIFY is transactional). tx must be
+// on the database that holds the store's table; its isolation level does
+// not matter for this statement, but under REPEATABLE READ or SERIALIZABLE a
+// concurrent takeover makes it fail with a serialization error (reported as
+// store unavailable) rather than [retrysafe.ErrLeaseLost].
+//
+// An ErrLeaseLost from CompleteTx leaves tx usable; the caller decides
+// whether to roll back. Any other error has aborted tx.
+func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, p *retrysafe.CompleteParams) error {
+	if tx == nil {
+		return errors.New("postgres: complete: nil transaction")
+	}
+	return s.complete(ctx, tx, p)
+}
+
+func (s *Store) complete(ctx context.Context, q querier, p *retrysafe.CompleteParams) error {
+	if p == nil {
+		return errors.New("postgres: complete: nil params")
+	}
+	now, err := mustNanos(p.Now)
+	if err != nil {
+		return err
+	}
+	expires, err := mustNanos(p.Now.Add(p.TTL))
+	if err != nil {
+		return err
+	}
+	var (
+		status *int32
+		header []byte
+		body   []byte
+	)
+	if r := p.Response; r != nil {
+		st := int32(r.Status)
+		status = &st
+		header = encodeHeader(r.Header)
+		body = r.Body // nil is stored as NULL and read back as nil
+	}
+	tag, err := q.Exec(ctx, s.sql.complete, p.Scope, p.Key, p.Token, now, expires, status, header, body,
+		s.cfg.NotifyChannel, notifyPayload(p.Scope, p.Key))
+	if err != nil {
+		return s.wrap(ctx, "complete", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return retrysafe.ErrLeaseLost
+	}
+	return nil
+}
+
+// Release implements [retrysafe.Store.Release]: one fenced DELETE that also
+// notifies waiters, one round trip.
+func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
+	if p == nil {
+		return errors.New("postgres: release: nil params")
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.release, p.Scope, p.Key, p.Token,
+		s.cfg.NotifyChannel, notifyPayload(p.Scope, p.Key))
+	if err != nil {
+		return s.wrap(ctx, "release", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return retrysafe.ErrLeaseLost
+	}
+	return nil
+}
+
+// notifyPayload names a record in notifications without revealing its key:
+// the first 128 bits of SHA-256(scope, NUL, key), hex.
+func notifyPayload(scope, key string) string {
+	h := sha256.New()
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// scanRecord reads one row of recordColumns, plus the extra destinations.
+func scanRecord(row pgx.Row, extra ...any) (*retrysafe.Record, error) {
+	var (
+		rec               retrysafe.Record
+		state             string
+		attempt           int32
+		created, updated  int64
+		leaseUntil, expAt *int64
+		status            *int32
+		header, body      []byte
+	)
+	dest := append([]any{&rec.Scope, &rec.Key, &rec.Fingerprint, &state, &rec.Token, &attempt,
+		&created, &updated, &leaseUntil, &expAt, &status, &header, &body}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	rec.State = retrysafe.State(state)
+	rec.Attempt = int(attempt)
+	rec.CreatedAt = fromNanos(&created)
+	rec.UpdatedAt = fromNanos(&updated)
+	rec.LeaseUntil = fromNanos(leaseUntil)
+	rec.ExpiresAt = fromNanos(expAt)
+	if status != nil {
+		h, err := decodeHeader(header)
+		if err != nil {
+			return nil, fmt.Errorf("%w (scope %q)", err, rec.Scope)
+		}
+		rec.Response = &retrysafe.Response{Status: int(*status), Header: h, Body: body}
+	}
+	return &rec, nil
+}
