@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -65,8 +66,8 @@ func RunShared(t *testing.T, newPair func(t *testing.T) (a, b retrysafe.Store)) 
 		if err := winner.Release(h.ctx, &retrysafe.ReleaseParams{Scope: scope1, Key: key, Token: take.Token}); err != nil {
 			t.Fatalf("round %d: Release by the new owner through the first instance: %v", round, err)
 		}
-		if _, err := other.Get(h.ctx, &retrysafe.GetParams{Scope: scope1, Key: key, Now: at(lease)}); err == nil {
-			t.Fatalf("round %d: record still visible on the other instance after Release", round)
+		if _, err := other.Get(h.ctx, &retrysafe.GetParams{Scope: scope1, Key: key, Now: at(lease)}); !errors.Is(err, retrysafe.ErrNotFound) {
+			t.Fatalf("round %d: Get through the other instance after Release: %v, want ErrNotFound", round, err)
 		}
 	}
 }
