@@ -169,13 +169,13 @@ func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context
 	case err != nil:
 		finishErr = e.complete(base, rec, &Response{Status: doStatusFailed, Body: []byte(err.Error())})
 	default:
-		body, merr := json.Marshal(v)
+		resp, merr := ResultResponse(v)
 		if merr != nil {
 			*outcome = OutcomeReleased
 			_ = e.release(base, rec)
-			return v, fmt.Errorf("retrysafe: encoding the result of key %q: %w", rec.Key, merr)
+			return v, merr
 		}
-		finishErr = e.complete(base, rec, &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body})
+		finishErr = e.complete(base, rec, resp)
 	}
 	if errors.Is(finishErr, ErrLeaseLost) {
 		*outcome = OutcomeLeaseLost
@@ -188,6 +188,18 @@ func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context
 		return v, finishErr
 	}
 	return v, err
+}
+
+// ResultResponse encodes v the way Do stores a successful result. Use it
+// when fn completes its own record inside a transaction (a store's
+// CompleteTx with Operation.CompleteParams, then Operation.MarkCompleted), so
+// that later calls decode the same value.
+func ResultResponse[T any](v T) (*Response, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("retrysafe: encoding the result: %w", err)
+	}
+	return &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}, nil
 }
 
 func decodeResult[T any](resp *Response) (T, error) {
