@@ -1,0 +1,777 @@
+package retrysafe
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxJSONDepth bounds the nesting of objects and arrays CanonicalJSON accepts.
+const maxJSONDepth = 1000
+
+// errDuplicateKey is wrapped by CanonicalJSON's error for an object that
+// names the same member twice.
+var errDuplicateKey = errors.New("duplicate object key")
+
+// CanonicalJSON returns a canonical encoding of the JSON document doc (RFC
+// 8259), so that documents that mean the same thing encode to the same bytes:
+//
+//   - no insignificant whitespace;
+//   - object members sorted by name, comparing the decoded names bytewise;
+//   - strings re-encoded one way: '"', '\' and control characters escaped
+//     (\b \f \n \r \t, otherwise \u00XX), every other character written as
+//     UTF-8, so "\u00e9" and "é" are equal. An escaped lone surrogate
+//     ("\ud800") is kept as a lowercase \u escape;
+//   - numbers rewritten from their exact decimal value as written, never
+//     through float64: 1, 1.0, 1e0 and 10e-1 are equal, -0 equals 0, and
+//     12345678901234567890 differs from 12345678901234567891. A number is
+//     written as an integer when it is one with at most 21 trailing zeros,
+//     as a decimal fraction when its magnitude is at least 1e-6, and in
+//     exponent form (1.5e30, 1e-7) otherwise;
+//   - every member addressed by one of the ignore JSON Pointers (RFC 6901)
+//     removed. Pointers may index arrays (/items/0/note) and refer to the
+//     document as given, before any removal. Pointers that match nothing
+//     are fine; the empty pointer "" addresses the whole document, which is
+//     not a member, so it removes nothing.
+//
+// CanonicalJSON returns an error if doc is not exactly one JSON value
+// (trailing data is an error), if a string holds invalid UTF-8, if an object
+// has two members with the same decoded name (the document is ambiguous), if
+// objects and arrays nest deeper than 1000 levels, or if an ignore entry is not
+// a valid JSON Pointer (see [ValidatePointer]). It does not panic on any input.
+func CanonicalJSON(doc []byte, ignore []string) ([]byte, error) {
+	p := canonParser{
+		doc:   doc,
+		nodes: make([]jnode, 0, len(doc)/8+4),
+	}
+	root, err := p.parseDocument()
+	if err != nil {
+		return nil, fmt.Errorf("retrysafe: canonical json: %w", err)
+	}
+	for _, ptr := range ignore {
+		if err := ValidatePointer(ptr); err != nil {
+			return nil, err
+		}
+		if ptr != "" {
+			p.remove(root, pointerTokens(ptr))
+		}
+	}
+	return p.emit(make([]byte, 0, len(doc)), root), nil
+}
+
+// ValidatePointer reports whether p is a syntactically valid JSON Pointer
+// (RFC 6901): either "" (the whole document) or a sequence of reference
+// tokens, each prefixed by '/', in which '~' appears only in the escapes ~0
+// ('~') and ~1 ('/'). p must be valid UTF-8.
+func ValidatePointer(p string) error {
+	if p == "" {
+		return nil
+	}
+	if p[0] != '/' {
+		return fmt.Errorf("retrysafe: invalid JSON pointer %q: must be empty or start with '/'", p)
+	}
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("retrysafe: invalid JSON pointer %q: not valid UTF-8", p)
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] != '~' {
+			continue
+		}
+		if i+1 >= len(p) || (p[i+1] != '0' && p[i+1] != '1') {
+			return fmt.Errorf("retrysafe: invalid JSON pointer %q: '~' at position %d must be followed by 0 or 1 (~0 is '~', ~1 is '/')", p, i)
+		}
+		i++
+	}
+	return nil
+}
+
+// pointerTokens splits a valid non-empty pointer into its unescaped
+// reference tokens.
+func pointerTokens(p string) []string {
+	toks := strings.Split(p[1:], "/")
+	for i, t := range toks {
+		if strings.IndexByte(t, '~') >= 0 {
+			toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+		}
+	}
+	return toks
+}
+
+const (
+	kindScalar uint8 = iota
+	kindObject
+	kindArray
+)
+
+// jnode is one value of the parsed document.
+type jnode struct {
+	key        []byte // decoded member name, for members of objects
+	val        []byte // canonical encoding, for scalars
+	kids, nkid int32  // children: canonParser.kids[kids : kids+nkid]
+	kind       uint8
+	removed    bool
+}
+
+// canonParser parses a document into a tree of jnodes. Strings that need no
+// re-encoding and plain integers are referenced in doc; everything else is
+// written once to scratch, which is only ever appended to.
+type canonParser struct {
+	doc     []byte
+	pos     int
+	depth   int
+	nodes   []jnode
+	kids    []int32 // children of all objects and arrays, one run each
+	stack   []int32 // children of the objects and arrays being parsed
+	scratch []byte
+	digits  []byte // a number's significant digits, reused
+}
+
+func (p *canonParser) errorf(format string, args ...any) error {
+	return fmt.Errorf("%s at offset %d", fmt.Sprintf(format, args...), p.pos)
+}
+
+func (p *canonParser) skipSpace() {
+	for p.pos < len(p.doc) {
+		switch p.doc[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *canonParser) parseDocument() (int32, error) {
+	root, err := p.parseValue()
+	if err != nil {
+		return 0, err
+	}
+	p.skipSpace()
+	if p.pos < len(p.doc) {
+		return 0, p.errorf("unexpected data after the JSON value")
+	}
+	return root, nil
+}
+
+func (p *canonParser) newNode(kind uint8) int32 {
+	p.nodes = append(p.nodes, jnode{kind: kind})
+	return int32(len(p.nodes) - 1)
+}
+
+func (p *canonParser) parseValue() (int32, error) {
+	p.skipSpace()
+	if p.pos >= len(p.doc) {
+		return 0, p.errorf("unexpected end of input, expecting a value")
+	}
+	switch c := p.doc[p.pos]; {
+	case c == '{':
+		return p.parseObject()
+	case c == '[':
+		return p.parseArray()
+	case c == '"':
+		s, raw, err := p.parseString()
+		if err != nil {
+			return 0, err
+		}
+		n := p.newNode(kindScalar)
+		if raw != nil {
+			p.nodes[n].val = raw
+		} else {
+			start := len(p.scratch)
+			p.scratch = appendQuoted(p.scratch, s)
+			p.nodes[n].val = p.scratch[start:len(p.scratch):len(p.scratch)]
+		}
+		return n, nil
+	case c == '-' || ('0' <= c && c <= '9'):
+		v, err := p.parseNumber()
+		if err != nil {
+			return 0, err
+		}
+		n := p.newNode(kindScalar)
+		p.nodes[n].val = v
+		return n, nil
+	case c == 't':
+		return p.parseLiteral("true")
+	case c == 'f':
+		return p.parseLiteral("false")
+	case c == 'n':
+		return p.parseLiteral("null")
+	default:
+		return 0, p.errorf("invalid character %s looking for the beginning of a value", quoteByte(c))
+	}
+}
+
+func quoteByte(c byte) string {
+	if c >= 0x20 && c < 0x7F {
+		return strconv.QuoteRune(rune(c))
+	}
+	return fmt.Sprintf("0x%02X", c)
+}
+
+func (p *canonParser) parseLiteral(lit string) (int32, error) {
+	if !bytes.HasPrefix(p.doc[p.pos:], []byte(lit)) {
+		return 0, p.errorf("invalid literal, expecting %s", lit)
+	}
+	n := p.newNode(kindScalar)
+	p.nodes[n].val = p.doc[p.pos : p.pos+len(lit) : p.pos+len(lit)]
+	p.pos += len(lit)
+	return n, nil
+}
+
+func (p *canonParser) enter() error {
+	p.depth++
+	if p.depth > maxJSONDepth {
+		return p.errorf("objects and arrays nested deeper than %d levels", maxJSONDepth)
+	}
+	return nil
+}
+
+// finish stores the children pushed on the stack since base as node n's.
+func (p *canonParser) finish(n int32, base int) {
+	kids := p.stack[base:]
+	p.nodes[n].kids = int32(len(p.kids))
+	p.nodes[n].nkid = int32(len(kids))
+	p.kids = append(p.kids, kids...)
+	p.stack = p.stack[:base]
+	p.depth--
+}
+
+func (p *canonParser) parseArray() (int32, error) {
+	if err := p.enter(); err != nil {
+		return 0, err
+	}
+	n := p.newNode(kindArray)
+	base := len(p.stack)
+	p.pos++ // '['
+	p.skipSpace()
+	if p.pos < len(p.doc) && p.doc[p.pos] == ']' {
+		p.pos++
+		p.finish(n, base)
+		return n, nil
+	}
+	for {
+		v, err := p.parseValue()
+		if err != nil {
+			return 0, err
+		}
+		p.stack = append(p.stack, v)
+		p.skipSpace()
+		if p.pos >= len(p.doc) {
+			return 0, p.errorf("unexpected end of input in array")
+		}
+		switch p.doc[p.pos] {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			p.finish(n, base)
+			return n, nil
+		default:
+			return 0, p.errorf("invalid character %s after array element, expecting ',' or ']'", quoteByte(p.doc[p.pos]))
+		}
+	}
+}
+
+func (p *canonParser) parseObject() (int32, error) {
+	if err := p.enter(); err != nil {
+		return 0, err
+	}
+	n := p.newNode(kindObject)
+	base := len(p.stack)
+	p.pos++ // '{'
+	p.skipSpace()
+	if p.pos < len(p.doc) && p.doc[p.pos] == '}' {
+		p.pos++
+		p.finish(n, base)
+		return n, nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.doc) || p.doc[p.pos] != '"' {
+			if p.pos >= len(p.doc) {
+				return 0, p.errorf("unexpected end of input in object, expecting a member name")
+			}
+			return 0, p.errorf("invalid character %s, expecting a member name in double quotes", quoteByte(p.doc[p.pos]))
+		}
+		key, _, err := p.parseString()
+		if err != nil {
+			return 0, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.doc) || p.doc[p.pos] != ':' {
+			return 0, p.errorf("expecting ':' after object member name")
+		}
+		p.pos++
+		v, err := p.parseValue()
+		if err != nil {
+			return 0, err
+		}
+		p.nodes[v].key = key
+		p.stack = append(p.stack, v)
+		p.skipSpace()
+		if p.pos >= len(p.doc) {
+			return 0, p.errorf("unexpected end of input in object")
+		}
+		switch p.doc[p.pos] {
+		case ',':
+			p.pos++
+		case '}':
+			p.pos++
+			if err := p.sortMembers(base); err != nil {
+				return 0, err
+			}
+			p.finish(n, base)
+			return n, nil
+		default:
+			return 0, p.errorf("invalid character %s after object member, expecting ',' or '}'", quoteByte(p.doc[p.pos]))
+		}
+	}
+}
+
+// sortMembers sorts the members pushed since base by name and rejects
+// duplicate names.
+func (p *canonParser) sortMembers(base int) error {
+	m := p.stack[base:]
+	sorted := true
+	for i := 1; i < len(m); i++ {
+		c := bytes.Compare(p.nodes[m[i-1]].key, p.nodes[m[i]].key)
+		if c == 0 {
+			return p.duplicate(p.nodes[m[i]].key)
+		}
+		if c > 0 {
+			sorted = false
+		}
+	}
+	if sorted {
+		return nil
+	}
+	slices.SortFunc(m, func(a, b int32) int { return bytes.Compare(p.nodes[a].key, p.nodes[b].key) })
+	for i := 1; i < len(m); i++ {
+		if bytes.Equal(p.nodes[m[i-1]].key, p.nodes[m[i]].key) {
+			return p.duplicate(p.nodes[m[i]].key)
+		}
+	}
+	return nil
+}
+
+func (p *canonParser) duplicate(key []byte) error {
+	return fmt.Errorf("%w %s in the object ending at offset %d", errDuplicateKey, appendQuoted(nil, key), p.pos)
+}
+
+// parseString parses the string at p.pos (a '"'). It returns the decoded
+// string and, when the string is already in canonical form, the quoted
+// source text.
+func (p *canonParser) parseString() (decoded, raw []byte, err error) {
+	start := p.pos
+	i := start + 1
+	for i < len(p.doc) {
+		c := p.doc[i]
+		switch {
+		case c == '"':
+			p.pos = i + 1
+			return p.doc[start+1 : i : i], p.doc[start : i+1 : i+1], nil
+		case c == '\\' || c < 0x20:
+			return p.parseStringSlow(start, i)
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(p.doc[i:])
+			if r == utf8.RuneError && size == 1 {
+				p.pos = i
+				return nil, nil, p.errorf("invalid UTF-8 in string")
+			}
+			i += size
+		}
+	}
+	p.pos = i
+	return nil, nil, p.errorf("unexpected end of input in string")
+}
+
+// parseStringSlow decodes the string starting at start whose first i-start
+// bytes need no decoding.
+func (p *canonParser) parseStringSlow(start, i int) (decoded, raw []byte, err error) {
+	out := len(p.scratch)
+	p.scratch = append(p.scratch, p.doc[start+1:i]...)
+	for i < len(p.doc) {
+		c := p.doc[i]
+		switch {
+		case c == '"':
+			p.pos = i + 1
+			return p.scratch[out:len(p.scratch):len(p.scratch)], nil, nil
+		case c < 0x20:
+			p.pos = i
+			return nil, nil, p.errorf("control character %s in string must be escaped", quoteByte(c))
+		case c == '\\':
+			if i+1 >= len(p.doc) {
+				p.pos = i
+				return nil, nil, p.errorf("unexpected end of input in string escape")
+			}
+			e := p.doc[i+1]
+			switch e {
+			case '"', '\\', '/':
+				p.scratch = append(p.scratch, e)
+			case 'b':
+				p.scratch = append(p.scratch, '\b')
+			case 'f':
+				p.scratch = append(p.scratch, '\f')
+			case 'n':
+				p.scratch = append(p.scratch, '\n')
+			case 'r':
+				p.scratch = append(p.scratch, '\r')
+			case 't':
+				p.scratch = append(p.scratch, '\t')
+			case 'u':
+				r, ok := hex4(p.doc[i+2:])
+				if !ok {
+					p.pos = i
+					return nil, nil, p.errorf("invalid \\u escape in string, expecting four hex digits")
+				}
+				i += 6
+				if 0xD800 <= r && r < 0xDC00 && len(p.doc) >= i+6 && p.doc[i] == '\\' && p.doc[i+1] == 'u' {
+					if lo, ok := hex4(p.doc[i+2:]); ok && 0xDC00 <= lo && lo < 0xE000 {
+						p.scratch = utf8.AppendRune(p.scratch, 0x10000+(r-0xD800)<<10+(lo-0xDC00))
+						i += 6
+						continue
+					}
+				}
+				p.scratch = appendRune3(p.scratch, r)
+				continue
+			default:
+				p.pos = i
+				return nil, nil, p.errorf("invalid escape %s in string", strconv.Quote(string(p.doc[i:i+2])))
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			p.scratch = append(p.scratch, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(p.doc[i:])
+			if r == utf8.RuneError && size == 1 {
+				p.pos = i
+				return nil, nil, p.errorf("invalid UTF-8 in string")
+			}
+			p.scratch = append(p.scratch, p.doc[i:i+size]...)
+			i += size
+		}
+	}
+	p.pos = i
+	return nil, nil, p.errorf("unexpected end of input in string")
+}
+
+// appendRune3 appends r (< 0x10000) in the UTF-8 bit layout even when r is a
+// surrogate, which UTF-8 forbids. Lone surrogates from \u escapes are kept
+// this way (as in WTF-8); raw input can never contain these bytes because it
+// must be valid UTF-8, so they stay distinct from every real character.
+func appendRune3(b []byte, r rune) []byte {
+	if r < 0xD800 || r >= 0xE000 {
+		return utf8.AppendRune(b, r)
+	}
+	return append(b, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendQuoted appends the canonical JSON string encoding of the decoded
+// string s.
+func appendQuoted(b []byte, s []byte) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		var esc string
+		switch {
+		case c == '"':
+			esc = `\"`
+		case c == '\\':
+			esc = `\\`
+		case c == '\b':
+			esc = `\b`
+		case c == '\f':
+			esc = `\f`
+		case c == '\n':
+			esc = `\n`
+		case c == '\r':
+			esc = `\r`
+		case c == '\t':
+			esc = `\t`
+		case c < 0x20:
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			start = i + 1
+			continue
+		case c == 0xED && i+2 < len(s) && s[i+1] >= 0xA0:
+			// A lone surrogate kept by appendRune3.
+			r := rune(c&0x0F)<<12 | rune(s[i+1]&0x3F)<<6 | rune(s[i+2]&0x3F)
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', hexDigits[r>>12], hexDigits[r>>8&0xF], hexDigits[r>>4&0xF], hexDigits[r&0xF])
+			i += 2
+			start = i + 1
+			continue
+		default:
+			continue
+		}
+		b = append(b, s[start:i]...)
+		b = append(b, esc...)
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// parseNumber parses the number at p.pos and returns its canonical form.
+func (p *canonParser) parseNumber() ([]byte, error) {
+	d := p.doc
+	start := p.pos
+	i := start
+	neg := d[i] == '-'
+	if neg {
+		i++
+	}
+	intStart := i
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && '1' <= d[i] && d[i] <= '9':
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			i++
+		}
+	default:
+		p.pos = i
+		return nil, p.errorf("invalid number, expecting a digit")
+	}
+	intEnd := i
+	fracStart, fracEnd := i, i
+	if i < len(d) && d[i] == '.' {
+		i++
+		fracStart = i
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			i++
+		}
+		fracEnd = i
+		if fracStart == fracEnd {
+			p.pos = i
+			return nil, p.errorf("invalid number, expecting a digit after '.'")
+		}
+	}
+	expNeg := false
+	expStart, expEnd := i, i
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			expNeg = d[i] == '-'
+			i++
+		}
+		expStart = i
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			i++
+		}
+		expEnd = i
+		if expStart == expEnd {
+			p.pos = i
+			return nil, p.errorf("invalid number, expecting a digit in the exponent")
+		}
+	}
+	p.pos = i
+
+	// Fast path: a plain integer other than -0 is already canonical unless
+	// it ends in more than 21 zeros.
+	if fracStart == fracEnd && expStart == expEnd && !(neg && d[intStart] == '0') {
+		z := 0
+		for j := intEnd - 1; j > intStart && d[j] == '0'; j-- {
+			z++
+		}
+		if z <= maxPlainZeros {
+			return d[start:i:i], nil
+		}
+	}
+
+	// Significant digits D and exponent E with value = D × 10^E, D free of
+	// leading and trailing zeros.
+	digits := append(append(p.digits[:0], d[intStart:intEnd]...), d[fracStart:fracEnd]...)
+	p.digits = digits
+	for len(digits) > 0 && digits[0] == '0' {
+		digits = digits[1:]
+	}
+	trailing := 0
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+		trailing++
+	}
+	if len(digits) == 0 {
+		return []byte("0"), nil
+	}
+	adjust := int64(trailing) - int64(fracEnd-fracStart)
+
+	exp := d[expStart:expEnd]
+	for len(exp) > 1 && exp[0] == '0' {
+		exp = exp[1:]
+	}
+	out := len(p.scratch)
+	if neg {
+		p.scratch = append(p.scratch, '-')
+	}
+	if len(exp) <= 18 {
+		e, _ := strconv.ParseInt(string(exp), 10, 64) // fits: < 10^18
+		if expNeg {
+			e = -e
+		}
+		p.scratch = appendDecimal(p.scratch, digits, e+adjust)
+	} else {
+		// |E| ≥ 10^18 - len(doc): only exponent form applies.
+		e, _ := new(big.Int).SetString(string(exp), 10)
+		if expNeg {
+			e.Neg(e)
+		}
+		e.Add(e, big.NewInt(adjust+int64(len(digits))-1))
+		p.scratch = appendMantissa(p.scratch, digits)
+		p.scratch = append(p.scratch, 'e')
+		p.scratch = e.Append(p.scratch, 10)
+	}
+	return p.scratch[out:len(p.scratch):len(p.scratch)], nil
+}
+
+// maxPlainZeros is the most trailing zeros an integer is written with;
+// beyond that it is written in exponent form, so that a short input such as
+// 1e999999 cannot expand into a huge output.
+const maxPlainZeros = 21
+
+// appendDecimal appends digits × 10^e in canonical form. digits is non-empty
+// and has no leading or trailing zeros.
+func appendDecimal(b, digits []byte, e int64) []byte {
+	n := int64(len(digits)) + e // position of the decimal point
+	switch {
+	case e >= 0 && e <= maxPlainZeros:
+		b = append(b, digits...)
+		for range e {
+			b = append(b, '0')
+		}
+		return b
+	case e < 0 && n > 0:
+		b = append(b, digits[:n]...)
+		b = append(b, '.')
+		return append(b, digits[n:]...)
+	case e < 0 && n > -6:
+		b = append(b, '0', '.')
+		for range -n {
+			b = append(b, '0')
+		}
+		return append(b, digits...)
+	default:
+		b = appendMantissa(b, digits)
+		b = append(b, 'e')
+		return strconv.AppendInt(b, n-1, 10)
+	}
+}
+
+// appendMantissa appends digits with a decimal point after the first.
+func appendMantissa(b, digits []byte) []byte {
+	b = append(b, digits[0])
+	if len(digits) > 1 {
+		b = append(b, '.')
+		b = append(b, digits[1:]...)
+	}
+	return b
+}
+
+// remove marks the value addressed by the reference tokens toks, starting
+// at node n, as removed. Tokens that address nothing are ignored.
+func (p *canonParser) remove(n int32, toks []string) {
+	for _, tok := range toks {
+		node := &p.nodes[n]
+		kids := p.kids[node.kids : node.kids+node.nkid]
+		next := int32(-1)
+		switch node.kind {
+		case kindObject:
+			for _, k := range kids {
+				if string(p.nodes[k].key) == tok {
+					next = k
+					break
+				}
+			}
+		case kindArray:
+			if i, ok := arrayIndex(tok); ok && i < len(kids) {
+				next = kids[i]
+			}
+		}
+		if next < 0 {
+			return
+		}
+		n = next
+	}
+	p.nodes[n].removed = true
+}
+
+// arrayIndex parses an RFC 6901 array index: 0 or digits without a leading
+// zero.
+func arrayIndex(tok string) (int, bool) {
+	if tok == "" || len(tok) > 9 || (tok[0] == '0' && len(tok) > 1) {
+		return 0, false
+	}
+	i := 0
+	for j := 0; j < len(tok); j++ {
+		c := tok[j]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		i = i*10 + int(c-'0')
+	}
+	return i, true
+}
+
+// emit appends the canonical encoding of node n. A removed root is emitted
+// as is: only members can be removed.
+func (p *canonParser) emit(b []byte, n int32) []byte {
+	node := &p.nodes[n]
+	switch node.kind {
+	case kindObject, kindArray:
+		open, close := byte('['), byte(']')
+		if node.kind == kindObject {
+			open, close = '{', '}'
+		}
+		b = append(b, open)
+		first := true
+		for _, k := range p.kids[node.kids : node.kids+node.nkid] {
+			if p.nodes[k].removed {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			if node.kind == kindObject {
+				b = appendQuoted(b, p.nodes[k].key)
+				b = append(b, ':')
+			}
+			b = p.emit(b, k)
+		}
+		return append(b, close)
+	default:
+		return append(b, node.val...)
+	}
+}

@@ -1,0 +1,292 @@
+package retrysafe
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestCanonicalJSON(t *testing.T) {
+	t.Parallel()
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	tests := map[string]struct {
+		in      string
+		ignore  []string
+		want    string
+		wantErr string // substring of the error; "" means success
+	}{
+		// Structure and whitespace.
+		"key order":           {in: `{"b":1,"a":2,"c":3}`, want: `{"a":2,"b":1,"c":3}`},
+		"nested key order":    {in: `{"z":{"y":1,"x":[{"b":1,"a":2}]},"a":null}`, want: `{"a":null,"z":{"x":[{"a":2,"b":1}],"y":1}}`},
+		"keys bytewise":       {in: `{"a":1,"B":2,"é":3,"aa":4,"":5}`, want: `{"":5,"B":2,"a":1,"aa":4,"é":3}`},
+		"keys by decoded":     {in: `{"\u0062":1,"a":2}`, want: `{"a":2,"b":1}`},
+		"whitespace":          {in: " \t\r\n{ \"a\" :\n[ 1 , 2 ] , \"b\" : { } }\n ", want: `{"a":[1,2],"b":{}}`},
+		"array order kept":    {in: `[3,1,2]`, want: `[3,1,2]`},
+		"empty containers":    {in: `[{},[],""]`, want: `[{},[],""]`},
+		"literals":            {in: `[true,false,null]`, want: `[true,false,null]`},
+		"scalar document":     {in: ` "x" `, want: `"x"`},
+		"number document":     {in: `1.50`, want: `1.5`},
+		"depth 1000":          {in: deep(1000), want: deep(1000)},
+		"depth 1001":          {in: deep(1001), wantErr: "nested deeper than 1000"},
+		"deep objects 1001":   {in: strings.Repeat(`{"a":`, 1001) + "1" + strings.Repeat("}", 1001), wantErr: "nested deeper than 1000"},
+		"duplicate keys":      {in: `{"a":1,"a":2}`, wantErr: "duplicate object key"},
+		"duplicate unsorted":  {in: `{"b":1,"a":1,"b":2}`, wantErr: `duplicate object key "b"`},
+		"duplicate escaped":   {in: `{"a":1,"\u0061":1}`, wantErr: "duplicate object key"},
+		"duplicate nested":    {in: `[{"x":{"k":1,"k":1}}]`, wantErr: "duplicate object key"},
+		"same key other objs": {in: `[{"a":1},{"a":1}]`, want: `[{"a":1},{"a":1}]`},
+
+		// Strings.
+		"escape vs literal":   {in: `["\u00e9","é","\u00E9"]`, want: `["é","é","é"]`},
+		"short escapes":       {in: `"\"\\\/\b\f\n\r\t"`, want: `"\"\\/\b\f\n\r\t"`},
+		"control escapes":     {in: `"\u0000\u001F\u0008"`, want: `"\u0000\u001f\b"`},
+		"unneeded escapes":    {in: `"\u0041\u002f\u007f"`, want: "\"A/\x7f\""},
+		"surrogate pair":      {in: `"\ud83d\ude00"`, want: `"😀"`},
+		"surrogate literal":   {in: `"😀"`, want: `"😀"`},
+		"lone high surrogate": {in: `"\uD800x"`, want: `"\ud800x"`},
+		"lone low surrogate":  {in: `"\udc00"`, want: `"\udc00"`},
+		"reversed surrogates": {in: `"\udc00\ud800"`, want: `"\udc00\ud800"`},
+		"high then non-low":   {in: `"\ud800\u0041"`, want: `"\ud800A"`},
+		"line separators":     {in: `"\u2028\u2029"`, want: "\"\u2028\u2029\""},
+		"escaped key":         {in: `{"a\"b":1}`, want: `{"a\"b":1}`},
+		"raw control char":    {in: "\"a\x01\"", wantErr: "control character"},
+		"raw newline":         {in: "\"a\n\"", wantErr: "control character"},
+		"bad escape":          {in: `"\x"`, wantErr: `invalid escape "\\x"`},
+		"short unicode":       {in: `"\u12"`, wantErr: `invalid \u escape`},
+		"bad unicode":         {in: `"\u12g4"`, wantErr: `invalid \u escape`},
+		"invalid UTF-8":       {in: "\"a\xffb\"", wantErr: "invalid UTF-8"},
+		"encoded surrogate":   {in: "\"\xed\xa0\x80\"", wantErr: "invalid UTF-8"},
+		"overlong UTF-8":      {in: "\"\xc0\xaf\"", wantErr: "invalid UTF-8"},
+		"unterminated string": {in: `"abc`, wantErr: "end of input in string"},
+
+		// Numbers.
+		"integers":            {in: `[0,1,-1,10,100,123456789]`, want: `[0,1,-1,10,100,123456789]`},
+		"one spellings":       {in: `[1,1.0,1e0,10e-1,0.1e1,1E+0,100e-2,1.000]`, want: `[1,1,1,1,1,1,1,1]`},
+		"negative zero":       {in: `[-0,0.0,-0.0,0e5,-0e-5]`, want: `[0,0,0,0,0]`},
+		"big integers differ": {in: `[12345678901234567890,12345678901234567891]`, want: `[12345678901234567890,12345678901234567891]`},
+		"huge integer":        {in: `123456789012345678901234567890123456789`, want: `123456789012345678901234567890123456789`},
+		"exact decimal":       {in: `[0.1,0.10000000000000000000001,1.5,-2.25]`, want: `[0.1,0.10000000000000000000001,1.5,-2.25]`},
+		"trailing zeros":      {in: `[1.50,2.000,0.0100]`, want: `[1.5,2,0.01]`},
+		"small fractions":     {in: `[0.000001,1e-6,1e-7,0.00000012]`, want: `[0.000001,0.000001,1e-7,1.2e-7]`},
+		"exponents":           {in: `[1e2,1.5e3,12e-1,1e21,1e22,1.5e30,-1E+100]`, want: `[100,1500,1.2,1000000000000000000000,1e22,1.5e30,-1e100]`},
+		"many zeros":          {in: `[1000000000000000000000,10000000000000000000000]`, want: `[1000000000000000000000,1e22]`},
+		"huge exponent":       {in: `[1e99999999999999999999999,1e99999999999999999999998,-25e-99999999999999999999999]`, want: `[1e99999999999999999999999,1e99999999999999999999998,-2.5e-99999999999999999999998]`},
+		"huge zero exponent":  {in: `0e99999999999999999999999`, want: `0`},
+		"exponent leading 0s": {in: `[1e0002,1e-0000000000000000000000000000002]`, want: `[100,0.01]`},
+		"fraction point":      {in: `[123.456e1,123.456e-5,123.456e3]`, want: `[1234.56,0.00123456,123456]`},
+		"leading zero":        {in: `01`, wantErr: "after the JSON value"},
+		"plus sign":           {in: `+1`, wantErr: "invalid character '+'"},
+		"bare point":          {in: `.5`, wantErr: "invalid character '.'"},
+		"no fraction digits":  {in: `1.`, wantErr: "digit after '.'"},
+		"no exponent digits":  {in: `1e+`, wantErr: "digit in the exponent"},
+		"minus only":          {in: `-`, wantErr: "expecting a digit"},
+		"NaN":                 {in: `NaN`, wantErr: "invalid character 'N'"},
+		"Infinity":            {in: `-Infinity`, wantErr: "expecting a digit"},
+		"hex":                 {in: `0x10`, wantErr: "after the JSON value"},
+
+		// Ignore pointers.
+		"ignore top member":      {in: `{"a":1,"b":2}`, ignore: []string{"/a"}, want: `{"b":2}`},
+		"ignore nested":          {in: `{"meta":{"requestedAt":"now","id":7},"amount":5}`, ignore: []string{"/meta/requestedAt"}, want: `{"amount":5,"meta":{"id":7}}`},
+		"ignore array index":     {in: `{"items":[{"note":"x","n":1},{"note":"y","n":2}]}`, ignore: []string{"/items/0/note"}, want: `{"items":[{"n":1},{"n":2,"note":"y"}]}`},
+		"ignore array element":   {in: `{"a":[1,2,3]}`, ignore: []string{"/a/1"}, want: `{"a":[1,3]}`},
+		"ignore two elements":    {in: `{"a":[1,2,3]}`, ignore: []string{"/a/0", "/a/1"}, want: `{"a":[3]}`},
+		"ignore last only":       {in: `[1,2]`, ignore: []string{"/1"}, want: `[1]`},
+		"ignore all members":     {in: `{"a":1,"b":2}`, ignore: []string{"/b", "/a"}, want: `{}`},
+		"ignore matches nothing": {in: `{"a":{"b":1}}`, ignore: []string{"/x", "/a/c", "/a/b/c", "/a/b/0"}, want: `{"a":{"b":1}}`},
+		"ignore bad index":       {in: `[1,2]`, ignore: []string{"/01", "/-", "/2", "/a", "/-1", "/99999999999"}, want: `[1,2]`},
+		"ignore index on object": {in: `{"0":1,"1":2}`, ignore: []string{"/0"}, want: `{"1":2}`},
+		"ignore escaped tokens":  {in: `{"a/b":1,"m~n":2,"c":3}`, ignore: []string{"/a~1b", "/m~0n"}, want: `{"c":3}`},
+		"ignore empty key":       {in: `{"":1,"a":2}`, ignore: []string{"/"}, want: `{"a":2}`},
+		"ignore decoded key":     {in: `{"\u00e9":1,"a":2}`, ignore: []string{"/é"}, want: `{"a":2}`},
+		"ignore parent and kid":  {in: `{"a":{"b":1},"c":1}`, ignore: []string{"/a/b", "/a"}, want: `{"c":1}`},
+		"ignore root pointer":    {in: `{"a":1}`, ignore: []string{""}, want: `{"a":1}`},
+		"ignore scalar doc":      {in: `5`, ignore: []string{"/a"}, want: `5`},
+		"ignore invalid pointer": {in: `{"a":1}`, ignore: []string{"a"}, wantErr: "invalid JSON pointer"},
+		"ignore bad tilde":       {in: `{"a":1}`, ignore: []string{"/a~2"}, wantErr: "invalid JSON pointer"},
+
+		// Invalid documents.
+		"empty":             {in: ``, wantErr: "unexpected end of input"},
+		"only whitespace":   {in: "  \n", wantErr: "unexpected end of input"},
+		"trailing garbage":  {in: `{"a":1}x`, wantErr: "after the JSON value"},
+		"two values":        {in: `1 2`, wantErr: "after the JSON value"},
+		"trailing comma":    {in: `[1,]`, wantErr: "invalid character ']'"},
+		"object trailing ,": {in: `{"a":1,}`, wantErr: "expecting a member name"},
+		"missing colon":     {in: `{"a" 1}`, wantErr: "expecting ':'"},
+		"unquoted key":      {in: `{a:1}`, wantErr: "expecting a member name"},
+		"single quotes":     {in: `{'a':1}`, wantErr: "expecting a member name"},
+		"unclosed array":    {in: `[1,2`, wantErr: "end of input in array"},
+		"unclosed object":   {in: `{"a":1`, wantErr: "end of input in object"},
+		"missing comma":     {in: `[1 2]`, wantErr: "expecting ',' or ']'"},
+		"bad literal":       {in: `tru`, wantErr: "expecting true"},
+		"capital literal":   {in: `True`, wantErr: "invalid character 'T'"},
+		"BOM":               {in: "\ufeff{}", wantErr: "invalid character 0xEF"},
+		"comment":           {in: `{} // x`, wantErr: "after the JSON value"},
+		"NUL":               {in: "\x00", wantErr: "invalid character 0x00"},
+		"vertical tab":      {in: "\v1", wantErr: "invalid character 0x0B"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := CanonicalJSON([]byte(tt.in), tt.ignore)
+			if tt.wantErr != "" {
+				if err == nil {
+					t.Fatalf("CanonicalJSON(%q) = %s; want error containing %q", tt.in, got, tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("CanonicalJSON(%q) error %q; want it to contain %q", tt.in, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("CanonicalJSON(%q): %v", tt.in, err)
+			}
+			if string(got) != tt.want {
+				t.Fatalf("CanonicalJSON(%q)\n got %s\nwant %s", tt.in, got, tt.want)
+			}
+			if !json.Valid(got) {
+				t.Fatalf("CanonicalJSON(%q) = %s: not valid JSON", tt.in, got)
+			}
+			again, err := CanonicalJSON(got, nil)
+			if err != nil || !bytes.Equal(again, got) {
+				t.Fatalf("canonicalising %s again = %s, %v", got, again, err)
+			}
+		})
+	}
+}
+
+func TestCanonicalJSONDuplicateKeyError(t *testing.T) {
+	t.Parallel()
+	_, err := CanonicalJSON([]byte(`{"a":1,"a":1}`), nil)
+	if !errors.Is(err, errDuplicateKey) {
+		t.Fatalf("error %v does not wrap errDuplicateKey", err)
+	}
+}
+
+// TestCanonicalJSONNumbersMatchFloat checks that numbers that are equal as
+// canonical decimals are equal when decoded as floats too (the converse does
+// not hold: floats round).
+func TestCanonicalJSONNumbersMatchFloat(t *testing.T) {
+	t.Parallel()
+	tests := map[string]string{
+		"integer":  `[1, 1.0, 1e0, 10e-1, 0.1e+1]`,
+		"fraction": `[0.5, 5e-1, 50E-2, 0.50]`,
+		"large":    `[1e22, 10e21, 10000000000000000000000]`,
+		"small":    `[1.5e-7, 15e-8, 0.00000015]`,
+		"negative": `[-3.25, -325e-2, -0.325e1]`,
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := CanonicalJSON([]byte(in), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw, canon []float64
+			if err := json.Unmarshal([]byte(in), &raw); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(got, &canon); err != nil {
+				t.Fatal(err)
+			}
+			for i := range raw {
+				if raw[i] != canon[i] || canon[i] != canon[0] {
+					t.Fatalf("%s: element %d: %v vs canonical %v (first %v); canonical %s", in, i, raw[i], canon[i], canon[0], got)
+				}
+			}
+		})
+	}
+}
+
+func TestValidatePointer(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		in string
+		ok bool
+	}{
+		"empty":         {"", true},
+		"root slash":    {"/", true},
+		"simple":        {"/a", true},
+		"nested":        {"/meta/requestedAt", true},
+		"array index":   {"/items/0/note", true},
+		"escapes":       {"/a~0b/c~1d", true},
+		"empty tokens":  {"//", true},
+		"unicode":       {"/é", true},
+		"no slash":      {"a/b", false},
+		"bare tilde":    {"/a~", false},
+		"tilde 2":       {"/a~2", false},
+		"tilde slash":   {"/~/", false},
+		"invalid UTF-8": {"/\xff", false},
+		"hash fragment": {"#/a", false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := ValidatePointer(tt.in)
+			if (err == nil) != tt.ok {
+				t.Fatalf("ValidatePointer(%q) = %v; want ok=%v", tt.in, err, tt.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "invalid JSON pointer") {
+				t.Fatalf("ValidatePointer(%q) error %q is not descriptive", tt.in, err)
+			}
+		})
+	}
+}
+
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"b":1,"a":[1,2,{"d":null,"c":true}]}`,
+		`[1,1.0,1e0,10e-1,-0,12345678901234567890,1e999999999999999999999]`,
+		`"\u00e9\ud83d\ude00\ud800\"\\\/\b\f\n\r\t\u0001"`,
+		`{"a":1,"a":2}`,
+		`  {"items":[{"note":"x","n":0.000001}]} `,
+		`[[[[[]]]]]`,
+		`{"a":}`,
+		"\"\xff\"",
+		`0.1e-7`,
+	} {
+		f.Add([]byte(s), "/items/0/note")
+	}
+	f.Fuzz(func(t *testing.T, doc []byte, ptr string) {
+		var ignore []string
+		if ptr != "" {
+			ignore = []string{ptr}
+		}
+		got, err := CanonicalJSON(doc, ignore)
+		if err != nil {
+			if got != nil {
+				t.Fatalf("CanonicalJSON returned output %q with error %v", got, err)
+			}
+			if json.Valid(doc) && utf8.Valid(doc) && ValidatePointer(ptr) == nil &&
+				!errors.Is(err, errDuplicateKey) && !strings.Contains(err.Error(), "nested deeper") {
+				t.Fatalf("CanonicalJSON(%q) rejected valid JSON: %v", doc, err)
+			}
+			return
+		}
+		if !json.Valid(doc) {
+			t.Fatalf("CanonicalJSON(%q) accepted invalid JSON: %s", doc, got)
+		}
+		if !json.Valid(got) || !utf8.Valid(got) {
+			t.Fatalf("CanonicalJSON(%q) = %q: not valid UTF-8 JSON", doc, got)
+		}
+		again, err := CanonicalJSON(got, nil)
+		if err != nil || !bytes.Equal(again, got) {
+			t.Fatalf("CanonicalJSON not idempotent: %q -> %q -> %q, %v", doc, got, again, err)
+		}
+		if len(ignore) == 0 {
+			// Canonical JSON decodes to the same values as the input.
+			var a, b any
+			if json.Unmarshal(doc, &a) == nil {
+				if err := json.Unmarshal(got, &b); err != nil {
+					t.Fatalf("decoding canonical %q: %v", got, err)
+				}
+				ja, _ := json.Marshal(a)
+				jb, _ := json.Marshal(b)
+				if !bytes.Equal(ja, jb) {
+					t.Fatalf("CanonicalJSON(%q) = %q changes the value: %s vs %s", doc, got, ja, jb)
+				}
+			}
+		}
+	})
+}

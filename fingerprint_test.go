@@ -1,0 +1,163 @@
+package retrysafe
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+type fpInput struct {
+	method, path, query string
+	body                []byte
+	ignore              []string
+}
+
+func (in fpInput) fingerprint() string {
+	return Fingerprint(in.method, in.path, in.query, in.body, in.ignore)
+}
+
+const paymentJSON = `{"amount":1999,"currency":"eur","customer":"cus_9s6XKzkNRiz8i3","description":"Order #4711","metadata":{"order_id":"4711","requestedAt":"2026-11-29T18:00:00Z"},"payment_method":"pm_card_visa","confirm":true,"capture_method":"automatic","receipt_email":"jenny.rosen@example.com","statement_descriptor":"ACME SHOP"}`
+
+func TestFingerprintEqual(t *testing.T) {
+	t.Parallel()
+	post := func(query, body string) fpInput {
+		return fpInput{method: "POST", path: "/v1/payments", query: query, body: []byte(body)}
+	}
+	tests := map[string]struct{ a, b fpInput }{
+		"identical":          {post("", paymentJSON), post("", paymentJSON)},
+		"method case":        {fpInput{method: "post", path: "/p"}, fpInput{method: "POST", path: "/p"}},
+		"query order":        {post("b=2&a=1", ""), post("a=1&b=2", "")},
+		"query repeated":     {post("a=2&a=1", ""), post("a=1&a=2", "")},
+		"query escaping":     {post("a=%41%20b", ""), post("a=A+b", "")},
+		"query empty value":  {post("a", ""), post("a=", "")},
+		"query empty":        {post("", ""), post("&", "")},
+		"empty and nil body": {fpInput{method: "POST", path: "/p", body: []byte{}}, fpInput{method: "POST", path: "/p"}},
+		"json key order":     {post("", `{"amount":5,"currency":"eur"}`), post("", `{"currency":"eur","amount":5}`)},
+		"json whitespace":    {post("", `{"amount":5}`), post("", "{ \"amount\" : 5 }\n")},
+		"json numbers":       {post("", `{"amount":5}`), post("", `{"amount":5.0}`)},
+		"json escapes":       {post("", `{"name":"\u00e9"}`), post("", `{"name":"é"}`)},
+		"ignored member": {
+			fpInput{method: "POST", path: "/p", body: []byte(`{"a":1,"meta":{"at":"x"}}`), ignore: []string{"/meta/at"}},
+			fpInput{method: "POST", path: "/p", body: []byte(`{"meta":{"at":"y"},"a":1}`), ignore: []string{"/meta/at"}},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if a, b := tt.a.fingerprint(), tt.b.fingerprint(); a != b {
+				t.Fatalf("fingerprints differ:\n%+v: %s\n%+v: %s", tt.a, a, tt.b, b)
+			}
+		})
+	}
+}
+
+func TestFingerprintDiffer(t *testing.T) {
+	t.Parallel()
+	req := func(method, path, query, body string) fpInput {
+		return fpInput{method: method, path: path, query: query, body: []byte(body)}
+	}
+	tests := map[string]struct{ a, b fpInput }{
+		"method":               {req("POST", "/p", "", ""), req("PUT", "/p", "", "")},
+		"path":                 {req("POST", "/p/1", "", ""), req("POST", "/p/2", "", "")},
+		"path case":            {req("POST", "/P", "", ""), req("POST", "/p", "", "")},
+		"method path boundary": {req("POST", "/x", "", ""), req("POST/", "x", "", "")},
+		"path query boundary":  {req("POST", "/p?a=1", "", ""), req("POST", "/p", "a=1", "")},
+		"query value":          {req("POST", "/p", "a=1", ""), req("POST", "/p", "a=2", "")},
+		"query name value":     {req("POST", "/p", "a=bc", ""), req("POST", "/p", "ab=c", "")},
+		"query split":          {req("POST", "/p", "a=b%26c=d", ""), req("POST", "/p", "a=b&c=d", "")},
+		"query count":          {req("POST", "/p", "a=1", ""), req("POST", "/p", "a=1&a=1", "")},
+		"query vs body":        {req("POST", "/p", "a=1", ""), req("POST", "/p", "", "a=1")},
+		"raw query escaping":   {req("POST", "/p", "a=%zz", ""), req("POST", "/p", "a=%ZZ", "")},
+		"raw vs parsed query":  {req("POST", "/p", "a=%zz", ""), req("POST", "/p", "query-raw", "")},
+		"semicolon query":      {req("POST", "/p", "a=1;b=2", ""), req("POST", "/p", "a=1&b=2", "")},
+		"json amount":          {req("POST", "/p", "", `{"amount":5}`), req("POST", "/p", "", `{"amount":50}`)},
+		"json big numbers":     {req("POST", "/p", "", `12345678901234567890`), req("POST", "/p", "", `12345678901234567891`)},
+		"json vs raw":          {req("POST", "/p", "", `{"a":1}`), req("POST", "/p", "", `{"a":1} x`)},
+		"raw whitespace":       {req("POST", "/p", "", "hello"), req("POST", "/p", "", "hello ")},
+		"raw bytes":            {req("POST", "/p", "", "a=1&b=2"), req("POST", "/p", "", "b=2&a=1")},
+		"duplicate keys raw":   {req("POST", "/p", "", `{"a":1,"a":2}`), req("POST", "/p", "", `{"a":2,"a":1}`)},
+		"empty vs empty json":  {req("POST", "/p", "", ""), req("POST", "/p", "", `""`)},
+		"ignore elsewhere": {
+			fpInput{method: "POST", path: "/p", body: []byte(`{"a":1,"meta":{"at":"x"}}`), ignore: []string{"/meta/id"}},
+			fpInput{method: "POST", path: "/p", body: []byte(`{"a":1,"meta":{"at":"y"}}`), ignore: []string{"/meta/id"}},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if a, b := tt.a.fingerprint(), tt.b.fingerprint(); a == b {
+				t.Fatalf("fingerprints equal (%s):\n%+v\n%+v", a, tt.a, tt.b)
+			}
+		})
+	}
+}
+
+func TestFingerprintFormat(t *testing.T) {
+	t.Parallel()
+	fp := Fingerprint("POST", "/v1/payments", "", []byte(paymentJSON), nil)
+	if b, err := hex.DecodeString(fp); err != nil || len(b) != sha256.Size || strings.ToLower(fp) != fp {
+		t.Fatalf("Fingerprint = %q; want 64 lowercase hex digits", fp)
+	}
+}
+
+func ExampleFingerprint() {
+	ignore := []string{"/metadata/requestedAt"}
+	first := Fingerprint("POST", "/v1/payments", "expand=customer",
+		[]byte(`{"amount": 1999, "currency": "eur", "metadata": {"requestedAt": "18:00:00"}}`), ignore)
+	retry := Fingerprint("post", "/v1/payments", "expand=customer",
+		[]byte(`{"currency":"eur","amount":1999.0,"metadata":{"requestedAt":"18:00:05"}}`), ignore)
+	other := Fingerprint("POST", "/v1/payments", "expand=customer",
+		[]byte(`{"amount": 2999, "currency": "eur", "metadata": {"requestedAt": "18:00:00"}}`), ignore)
+	fmt.Println("retry matches:", first == retry)
+	fmt.Println("other amount matches:", first == other)
+	// Output:
+	// retry matches: true
+	// other amount matches: false
+}
+
+// json64K returns a JSON document of about 64 KiB: a list of order lines.
+func json64K() []byte {
+	var b strings.Builder
+	b.WriteString(`{"order":"ord_4711","lines":[`)
+	for i := 0; b.Len() < 64<<10-200; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"sku":"SKU-%06d","name":"Widget \u00e9 %d","qty":%d,"price":%d.%02d,"tags":["a","b"],"gift":false}`, i, i, i%7+1, i*13%1000, i%100)
+	}
+	b.WriteString(`],"total":123456.78}`)
+	return []byte(b.String())
+}
+
+var benchSink string
+
+// BenchmarkFingerprint compares Fingerprint with plain SHA-256 over the same
+// raw bytes ("sha256-raw"), the floor for any body fingerprint.
+func BenchmarkFingerprint(b *testing.B) {
+	bodies := []struct {
+		name string
+		body []byte
+	}{
+		{"payment-300B", []byte(paymentJSON)},
+		{"json-64KiB", json64K()},
+	}
+	for _, bb := range bodies {
+		b.Run(bb.name+"/fingerprint", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bb.body)))
+			for b.Loop() {
+				benchSink = Fingerprint("POST", "/v1/payments", "expand=customer", bb.body, []string{"/metadata/requestedAt"})
+			}
+		})
+		b.Run(bb.name+"/sha256-raw", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bb.body)))
+			for b.Loop() {
+				sum := sha256.Sum256(bb.body)
+				benchSink = hex.EncodeToString(sum[:])
+			}
+		})
+	}
+}
