@@ -1,0 +1,246 @@
+package storetest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/storetest"
+)
+
+// The suite is tested by running it against stores broken on purpose
+// (mutants of the memory store): each must fail the scenario that guards
+// the rule it breaks, while the intact store passes the same scenario.
+// Mutants run in a child process, since a failing suite fails its test.
+
+const mutantEnv = "STORETEST_MUTANT"
+
+// base delegates every method, optional ones included, to a memory store.
+type base struct{ *memory.Store }
+
+func newBase(t *testing.T) *memory.Store {
+	s := memory.New(memory.Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// checkThenInsert reads, yields, then inserts: two claimants can both see
+// the key absent and both win.
+type checkThenInsert struct{ base }
+
+func (s checkThenInsert) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	_, err := s.Get(ctx, &retrysafe.GetParams{Scope: p.Scope, Key: p.Key, Now: p.Now})
+	if errors.Is(err, retrysafe.ErrNotFound) {
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+		_ = s.Delete(ctx, p.Scope, p.Key) // "insert" overwrites
+	}
+	return s.base.Claim(ctx, p)
+}
+
+// unfenced completes with whatever token currently owns the record.
+type unfenced struct{ base }
+
+func (s unfenced) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	err := s.base.Complete(ctx, p)
+	if !errors.Is(err, retrysafe.ErrLeaseLost) {
+		return err
+	}
+	rec, gerr := s.Get(ctx, &retrysafe.GetParams{Scope: p.Scope, Key: p.Key, Now: p.Now})
+	if gerr != nil {
+		return err
+	}
+	q := *p
+	q.Token = rec.Token
+	return s.base.Complete(ctx, &q)
+}
+
+// aliasing keeps the caller's response and hands it back on Get.
+type aliasing struct {
+	base
+	mu    *sync.Mutex
+	saved map[string]*retrysafe.Response
+}
+
+func (s aliasing) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	err := s.base.Complete(ctx, p)
+	if err == nil {
+		s.mu.Lock()
+		s.saved[p.Scope+"\x00"+p.Key] = p.Response
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (s aliasing) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
+	rec, err := s.base.Get(ctx, p)
+	if err == nil {
+		s.mu.Lock()
+		if r, ok := s.saved[p.Scope+"\x00"+p.Key]; ok {
+			rec.Response = r
+		}
+		s.mu.Unlock()
+	}
+	return rec, err
+}
+
+// ignoresContext never looks at the caller's context.
+type ignoresContext struct{ base }
+
+func (s ignoresContext) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	return s.base.Claim(context.WithoutCancel(ctx), p)
+}
+
+func (s ignoresContext) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	return s.base.Complete(context.WithoutCancel(ctx), p)
+}
+
+// reordersHeaders stores multi-valued headers in reverse order.
+type reordersHeaders struct{ base }
+
+func (s reordersHeaders) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	q := *p
+	q.Response = p.Response.Clone()
+	for _, v := range q.Response.Header {
+		slices.Reverse(v)
+	}
+	return s.base.Complete(ctx, &q)
+}
+
+// truncatesBodies keeps only the first MiB of a body.
+type truncatesBodies struct{ base }
+
+func (s truncatesBodies) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	q := *p
+	q.Response = p.Response.Clone()
+	if len(q.Response.Body) > 1<<20 {
+		q.Response.Body = q.Response.Body[:1<<20]
+	}
+	return s.base.Complete(ctx, &q)
+}
+
+// wallClock claims with the store's clock instead of params.Now.
+type wallClock struct{ base }
+
+func (s wallClock) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	q := *p
+	q.Now = time.Now()
+	return s.base.Claim(ctx, &q)
+}
+
+// sweepsEverything deletes processing records too.
+type sweepsEverything struct{ base }
+
+func (s sweepsEverything) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+	n, err := s.base.Sweep(ctx, p)
+	if err != nil {
+		return n, err
+	}
+	recs, err := s.List(ctx, &retrysafe.ListParams{Limit: 1000})
+	for _, rec := range recs {
+		if rec.State == retrysafe.StateProcessing && s.Delete(ctx, rec.Scope, rec.Key) == nil {
+			n++
+		}
+	}
+	return n, err
+}
+
+// ignoresCursor lists from the start every time.
+type ignoresCursor struct{ base }
+
+func (s ignoresCursor) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+	q := *p
+	q.AfterScope, q.AfterKey = "", ""
+	return s.base.List(ctx, &q)
+}
+
+// untranslated returns the backend's errors without wrapping them.
+type untranslated struct{ base }
+
+func (s untranslated) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
+	rec, err := s.base.Get(ctx, p)
+	if err != nil {
+		return nil, errors.New("connection refused")
+	}
+	return rec, nil
+}
+
+// mutants maps a mutant's name to its store and the suite entry point and
+// scenario that must catch it.
+var mutants = map[string]struct {
+	newStore func(t *testing.T) retrysafe.Store
+	run      func(t *testing.T, newStore func(t *testing.T) retrysafe.Store)
+	scenario string
+}{
+	"check-then-insert": {func(t *testing.T) retrysafe.Store { return checkThenInsert{base{newBase(t)}} }, storetest.Run, "ConcurrentClaims"},
+	"unfenced":          {func(t *testing.T) retrysafe.Store { return unfenced{base{newBase(t)}} }, storetest.Run, "FencingAfterTakeover"},
+	"aliasing": {func(t *testing.T) retrysafe.Store {
+		return aliasing{base{newBase(t)}, new(sync.Mutex), map[string]*retrysafe.Response{}}
+	}, storetest.Run, "Copies"},
+	"ignores-context":   {func(t *testing.T) retrysafe.Store { return ignoresContext{base{newBase(t)}} }, storetest.Run, "CancelledContext"},
+	"reorders-headers":  {func(t *testing.T) retrysafe.Store { return reordersHeaders{base{newBase(t)}} }, storetest.Run, "CompleteReplay"},
+	"truncates-bodies":  {func(t *testing.T) retrysafe.Store { return truncatesBodies{base{newBase(t)}} }, storetest.Run, "LargeBody"},
+	"wall-clock":        {func(t *testing.T) retrysafe.Store { return wallClock{base{newBase(t)}} }, storetest.Run, "ClaimNew"},
+	"sweeps-everything": {func(t *testing.T) retrysafe.Store { return sweepsEverything{base{newBase(t)}} }, storetest.Run, "Sweeper"},
+	"ignores-cursor":    {func(t *testing.T) retrysafe.Store { return ignoresCursor{base{newBase(t)}} }, storetest.Run, "AdminList"},
+	"untranslated": {func(t *testing.T) retrysafe.Store {
+		s := newBase(t)
+		s.Close()
+		return untranslated{base{s}}
+	}, storetest.RunUnavailable, "Get"},
+}
+
+// TestMutantChild runs one mutant through the suite. It runs only in the
+// child process TestSuiteCatchesBrokenStores starts.
+func TestMutantChild(t *testing.T) {
+	name := os.Getenv(mutantEnv)
+	if name == "" {
+		t.Skip("runs only as a child of TestSuiteCatchesBrokenStores")
+	}
+	if name == "intact" {
+		storetest.Run(t, func(t *testing.T) retrysafe.Store { return base{newBase(t)} })
+		return
+	}
+	m, ok := mutants[name]
+	if !ok {
+		t.Fatalf("unknown mutant %q", name)
+	}
+	m.run(t, m.newStore)
+}
+
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	if os.Getenv(mutantEnv) != "" {
+		t.Skip("child process")
+	}
+	t.Parallel()
+	child := func(t *testing.T, mutant, scenario string) (string, error) {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMutantChild$/^"+scenario+"$", "-test.count=1")
+		cmd.Env = append(os.Environ(), mutantEnv+"="+mutant)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t.Run("intact", func(t *testing.T) {
+		t.Parallel()
+		if out, err := child(t, "intact", ".*"); err != nil || !strings.Contains(out, "PASS") {
+			t.Errorf("the suite fails the intact memory store: %v\n%s", err, out)
+		}
+	})
+	for name, m := range mutants {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, err := child(t, name, m.scenario)
+			if err == nil || !strings.Contains(out, "--- FAIL: TestMutantChild/"+m.scenario) {
+				t.Errorf("scenario %s passed a store that is %s (err %v); output:\n%s", m.scenario, name, err, out)
+			}
+		})
+	}
+}
