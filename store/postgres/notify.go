@@ -60,6 +60,9 @@ func newListener(cc *pgx.ConnConfig, channel string) *listener {
 }
 
 func (l *listener) subscribe(ctx context.Context, payload string) (<-chan struct{}, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	ch := make(chan struct{}, 1)
 	l.mu.Lock()
 	if l.closed {
