@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
@@ -107,52 +109,94 @@ func TestMaxRecords(t *testing.T) {
 	}
 }
 
+// TestJanitor runs in a synctest bubble: time is fake and advances only
+// when every goroutine is blocked, so the janitor's ticks are
+// deterministic, and the bubble fails if the janitor goroutine outlives
+// Close.
 func TestJanitor(t *testing.T) {
 	t.Parallel()
-	clock := make(chan time.Time, 1)
-	clock <- base.Add(2 * time.Hour)
-	now := func() time.Time {
-		tm := <-clock
-		clock <- tm
-		return tm
-	}
-	s := New(Config{JanitorInterval: time.Millisecond, Now: now})
-	ctx := t.Context()
-	p, err := claim(t, s, "done", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "done", Token: p.Token, Now: base, TTL: time.Hour, Response: &retrysafe.Response{Status: 200}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := claim(t, s, "processing", base); err != nil {
-		t.Fatal(err)
-	}
-
-	// Wait (bounded) for the janitor to delete the expired record.
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Len() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("janitor did not delete the expired record: Len = %d", s.Len())
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{JanitorInterval: time.Minute}) // Now: time.Now, fake in the bubble
+		ctx := t.Context()
+		start := time.Now()
+		p, err := claim(t, s, "done", start)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "processing", Now: base}); err != nil {
-		t.Fatalf("janitor deleted a processing record: %v", err)
-	}
+		if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "done", Token: p.Token, Now: start, TTL: 90 * time.Second, Response: &retrysafe.Response{Status: 200}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := claim(t, s, "processing", start); err != nil {
+			t.Fatal(err)
+		}
 
-	// Close returns only after the janitor goroutine has returned.
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.janitorDone:
-	default:
-		t.Fatal("Close returned before the janitor goroutine exited")
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
+		// First tick at start+1m: nothing has expired yet.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := s.Len(); n != 2 {
+			t.Fatalf("after the first janitor pass: Len = %d, want 2", n)
+		}
+		// Second tick at start+2m: the completed record (expired at
+		// start+90s) is gone; the processing one, lease long over, stays.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := s.Len(); n != 1 {
+			t.Fatalf("after the second janitor pass: Len = %d, want 1", n)
+		}
+		if _, err := s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "processing", Now: time.Now()}); err != nil {
+			t.Fatalf("janitor deleted a processing record: %v", err)
+		}
+
+		// Close returns only after the janitor goroutine has returned (and
+		// the bubble would fail on a goroutine left behind).
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.janitorDone:
+		default:
+			t.Fatal("Close returned before the janitor goroutine exited")
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+	})
+}
+
+// TestJanitorClock: the janitor reads Config.Now, not the wall clock.
+func TestJanitorClock(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		clock := base
+		now := func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return clock
+		}
+		s := New(Config{JanitorInterval: time.Second, Now: now})
+		defer s.Close()
+		p, err := claim(t, s, "done", base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(t.Context(), &retrysafe.CompleteParams{Scope: "s", Key: "done", Token: p.Token, Now: base, TTL: time.Hour, Response: &retrysafe.Response{}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second) // ten ticks; Config.Now still says base
+		synctest.Wait()
+		if n := s.Len(); n != 1 {
+			t.Fatalf("janitor deleted a record that is live by Config.Now: Len = %d", n)
+		}
+		mu.Lock()
+		clock = base.Add(time.Hour)
+		mu.Unlock()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := s.Len(); n != 0 {
+			t.Fatalf("janitor kept a record expired by Config.Now: Len = %d", n)
+		}
+	})
 }
 
 func TestJanitorDisabled(t *testing.T) {
@@ -189,18 +233,17 @@ func TestSubscriptionsCleanedUp(t *testing.T) {
 	}
 
 	// A subscription also ends when its context is done.
-	ctx, cancel := context.WithCancel(t.Context())
-	if _, _, err := s.Subscribe(ctx, "s", "k"); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.subscriptions() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("subscription not ended by its context")
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		if _, _, err := s.Subscribe(ctx, "s", "k"); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		cancel()
+		synctest.Wait() // the AfterFunc goroutine has run
+		if n := s.subscriptions(); n != 0 {
+			t.Fatalf("%d subscriptions left after their context was cancelled", n)
+		}
+	})
 
 	// Close closes the channels of live subscriptions.
 	ch, _, err := s.Subscribe(t.Context(), "s", "k")
