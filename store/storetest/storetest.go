@@ -67,6 +67,7 @@ func scenarios() []scenario {
 	all = append(all, responseScenarios()...)
 	all = append(all, keyScenarios()...)
 	all = append(all, contextScenarios()...)
+	all = append(all, consistencyScenarios()...)
 	all = append(all, optionalScenarios()...)
 	return all
 }
