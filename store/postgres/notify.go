@@ -44,6 +44,7 @@ type listener struct {
 	started bool
 	closed  bool
 	up      bool          // LISTEN is active on a live connection
+	everUp  bool          // LISTEN was active once: later outages end in a wake-up
 	lastErr error         // why the last connection attempt failed
 	changed chan struct{} // closed (and replaced) when up or lastErr change
 	cancel  context.CancelFunc
@@ -87,12 +88,15 @@ func (l *listener) subscribe(ctx context.Context, payload string) (<-chan struct
 	unsubscribe := func() { once.Do(func() { l.remove(payload, ch) }) }
 
 	// Wait until LISTEN is active, so that every change committed after we
-	// return is seen; give up on the first failed connection attempt.
+	// return is seen; give up on the first failed connection attempt. While
+	// a listener that once worked reconnects, subscribing succeeds at once:
+	// the reconnection wakes every subscriber, which covers the changes
+	// that no connection heard.
 	for {
 		l.mu.Lock()
-		up, err, changed := l.up, l.lastErr, l.changed
+		up, everUp, err, changed := l.up, l.everUp, l.lastErr, l.changed
 		l.mu.Unlock()
-		if up {
+		if up || everUp {
 			return ch, unsubscribe, nil
 		}
 		if err != nil {
@@ -124,6 +128,7 @@ func (l *listener) remove(payload string, ch chan struct{}) {
 func (l *listener) setState(up bool, err error) {
 	l.mu.Lock()
 	l.up, l.lastErr = up, err
+	l.everUp = l.everUp || up
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
@@ -192,9 +197,14 @@ func (l *listener) listenOnce(ctx context.Context, connected func()) error {
 		return err
 	}
 	connected()
+	l.mu.Lock()
+	reconnect := l.everUp
+	l.mu.Unlock()
 	l.setState(true, nil)
-	// Changes made while no connection listened were not announced.
-	l.notify("", true)
+	if reconnect {
+		// Changes made while no connection listened were not announced.
+		l.notify("", true)
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
