@@ -42,6 +42,13 @@ var ErrAttemptTimeout = errors.New("client: attempt timed out")
 // modified: each attempt is a clone, and [KeyFromResponse] reads the key
 // from the clone in resp.Request.
 //
+// A key the transport makes up lives for one RoundTrip: [http.Client] follows
+// a 307 or 308 redirect with a new RoundTrip, hence a new key, and so does a
+// caller that retries the whole call. When an operation must keep its key
+// beyond one call (redirects, retries after a restart), create the key with
+// [NewKey], persist it with the pending operation, and pass it with
+// [WithKey] or the header.
+//
 // Requests with other methods are passed to Base unchanged, once.
 //
 // # Retries
@@ -193,10 +200,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	start := t.clock()
 	for attempt := 1; ; attempt++ {
-		resp, err := t.attempt(ctx, base, req, body, key, setKey)
-		info := AttemptInfo{Attempt: attempt, Key: key, Err: err}
+		areq, resp, err := t.attempt(ctx, base, req, body, key, setKey)
+		info := AttemptInfo{Attempt: attempt, Key: key, Request: areq, Err: err}
 		if resp != nil {
-			info.Request, info.StatusCode, info.Replayed = resp.Request, resp.StatusCode, Replayed(resp)
+			info.StatusCode, info.Replayed = resp.StatusCode, Replayed(resp)
 		}
 		if cerr := ctx.Err(); cerr != nil && err != nil {
 			info.Elapsed, info.Reason = t.clock().Sub(start), "context ended"
@@ -244,8 +251,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// attempt sends one clone of req with key and a fresh body.
-func (t *Transport) attempt(ctx context.Context, base http.RoundTripper, req *http.Request, body *replayBody, key string, setKey bool) (*http.Response, error) {
+// attempt sends one clone of req with key and a fresh body. It returns the
+// clone it sent.
+func (t *Transport) attempt(ctx context.Context, base http.RoundTripper, req *http.Request, body *replayBody, key string, setKey bool) (*http.Request, *http.Response, error) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	var timer *time.Timer
 	if t.AttemptTimeout > 0 {
@@ -258,7 +266,7 @@ func (t *Transport) attempt(ctx context.Context, base http.RoundTripper, req *ht
 	}
 	if err := body.apply(r); err != nil {
 		cancel()
-		return nil, err
+		return r, nil, err
 	}
 	resp, err := base.RoundTrip(r)
 	timedOut := timer != nil && !timer.Stop()
@@ -268,11 +276,11 @@ func (t *Transport) attempt(ctx context.Context, base http.RoundTripper, req *ht
 		if err == nil {
 			err = context.DeadlineExceeded
 		}
-		return nil, fmt.Errorf("%w after %s: %w", ErrAttemptTimeout, t.AttemptTimeout, err)
+		return r, nil, fmt.Errorf("%w after %s: %w", ErrAttemptTimeout, t.AttemptTimeout, err)
 	}
 	if err != nil {
 		cancel()
-		return nil, err
+		return r, nil, err
 	}
 	if resp.Request == nil {
 		resp.Request = r
@@ -280,7 +288,7 @@ func (t *Transport) attempt(ctx context.Context, base http.RoundTripper, req *ht
 	if timer != nil {
 		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	}
-	return resp, nil
+	return r, resp, nil
 }
 
 func (t *Transport) protected(method string) bool {

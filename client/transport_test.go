@@ -524,12 +524,25 @@ func TestTransportGivesUpOnErrors(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) { hangUp(t, w) })
 	var sleeps []time.Duration
+	var infos []AttemptInfo
 	tr := srv.transport(&sleeps)
+	tr.OnAttempt = func(i AttemptInfo) { infos = append(infos, i) }
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
 	resp, err := tr.RoundTrip(req)
 	if err == nil {
 		resp.Body.Close()
 		t.Fatal("RoundTrip succeeded against a server that always hangs up")
+	}
+	if len(infos) != 3 {
+		t.Fatalf("%d attempts reported, want 3", len(infos))
+	}
+	for i, info := range infos {
+		if info.Err == nil || info.StatusCode != 0 || info.Request == nil || info.Request.Header.Get(HeaderKey) != info.Key {
+			t.Errorf("attempt %d = %+v, want the error and the request sent with the key", i+1, info)
+		}
+	}
+	if last := infos[2]; last.Retry || !strings.Contains(last.Reason, "MaxAttempts") {
+		t.Errorf("last attempt = %+v, want a stop because of MaxAttempts", last)
 	}
 	if !strings.Contains(err.Error(), "3 attempts made") {
 		t.Errorf("err = %v, want it to say the attempts were used up", err)
