@@ -1,0 +1,183 @@
+package redis
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// scanCount is the COUNT hint of each SCAN call.
+const scanCount = 1000
+
+// defaultListLimit is the page size when ListParams.Limit is zero.
+const defaultListLimit = 100
+
+// List returns up to params.Limit records ordered by (Scope, Key), strictly
+// after (AfterScope, AfterKey). It implements [retrysafe.Admin].
+//
+// Redis has no ordered index of the records, so every page SCANs all keys
+// under the prefix (of one scope when params.Scope is set) on every master
+// and sorts them: O(records) work per page. It is meant for operators, not
+// for the request path. List does not know the time, so it also returns
+// completed records past ExpiresAt that Redis has not dropped yet.
+func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	match := globEscape(s.prefix) + "*"
+	if params.Scope != "" {
+		match = globEscape(s.prefix+scopeHash(params.Scope)+":") + "*"
+	}
+	keys, err := s.scan(ctx, match)
+	if err != nil {
+		return nil, s.fail(ctx, "list", err)
+	}
+
+	// Find each key's (scope, key): from the name when the scope is
+	// known, else from the record.
+	type entry struct{ redisKey, scope, key string }
+	entries := make([]entry, 0, len(keys))
+	if params.Scope != "" {
+		p := s.prefix + scopeHash(params.Scope) + ":"
+		for _, k := range keys {
+			entries = append(entries, entry{k, params.Scope, strings.TrimPrefix(k, p)})
+		}
+	} else {
+		cmds := make([]*goredis.SliceCmd, len(keys))
+		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, k := range keys {
+				cmds[i] = p.HMGet(ctx, k, fScope, fKey)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, s.fail(ctx, "list", err)
+		}
+		for i, cmd := range cmds {
+			v := cmd.Val()
+			scope, ok1 := v[0].(string)
+			key, ok2 := v[1].(string)
+			if !ok1 || !ok2 {
+				continue // deleted meanwhile, or not a record
+			}
+			entries = append(entries, entry{keys[i], scope, key})
+		}
+	}
+
+	page := entries[:0]
+	for _, e := range entries {
+		if e.scope > params.AfterScope || (e.scope == params.AfterScope && e.key > params.AfterKey) {
+			page = append(page, e)
+		}
+	}
+	sort.Slice(page, func(i, j int) bool {
+		if page[i].scope != page[j].scope {
+			return page[i].scope < page[j].scope
+		}
+		return page[i].key < page[j].key
+	})
+
+	fields := listFieldsNoBody
+	if params.WithBodies {
+		fields = recordFields
+	}
+	out := make([]*retrysafe.Record, 0, min(limit, len(page)))
+	// Fetch in batches: records deleted since the scan are skipped, so a
+	// batch may yield fewer than asked.
+	for len(page) > 0 && len(out) < limit {
+		n := min(limit-len(out), len(page))
+		batch := page[:n]
+		page = page[n:]
+		cmds := make([]*goredis.SliceCmd, len(batch))
+		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, e := range batch {
+				cmds[i] = p.HMGet(ctx, e.redisKey, fields...)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, s.fail(ctx, "list", err)
+		}
+		for _, cmd := range cmds {
+			h := make(map[string]string, len(fields))
+			for i, v := range cmd.Val() {
+				if str, ok := v.(string); ok {
+					h[fields[i]] = str
+				}
+			}
+			if len(h) == 0 {
+				continue
+			}
+			rec, err := decodeRecord(h)
+			if err != nil {
+				return nil, retrysafe.Unavailable("list", err)
+			}
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// Delete removes the record (scope, key) unconditionally and notifies
+// subscribers. It returns [retrysafe.ErrNotFound] when there was none. It
+// implements [retrysafe.Admin].
+func (s *Store) Delete(ctx context.Context, scope, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	k := s.recordKey(scope, key)
+	n, err := deleteScript.Run(ctx, s.client, []string{k}, k).Int64()
+	if err != nil {
+		return s.fail(ctx, "delete", err)
+	}
+	if n == 0 {
+		return retrysafe.ErrNotFound
+	}
+	return nil
+}
+
+// scan returns every key matching match, on every master of a cluster or
+// shard of a ring.
+func (s *Store) scan(ctx context.Context, match string) ([]string, error) {
+	scanOne := func(ctx context.Context, c goredis.Cmdable) ([]string, error) {
+		var keys []string
+		iter := c.Scan(ctx, 0, match, scanCount).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		return keys, iter.Err()
+	}
+	var (
+		mu   sync.Mutex
+		all  []string
+		each func(ctx context.Context, fn func(ctx context.Context, c *goredis.Client) error) error
+	)
+	switch c := s.client.(type) {
+	case *goredis.ClusterClient:
+		each = c.ForEachMaster
+	case *goredis.Ring:
+		each = c.ForEachShard
+	default:
+		return scanOne(ctx, s.client)
+	}
+	err := each(ctx, func(ctx context.Context, c *goredis.Client) error {
+		keys, err := scanOne(ctx, c)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		all = append(all, keys...)
+		mu.Unlock()
+		return nil
+	})
+	return all, err
+}

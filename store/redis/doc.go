@@ -1,0 +1,67 @@
+// Package redis is a [retrysafe.Store] backed by Redis (go-redis v9), for
+// several service or gateway instances that share one Redis.
+//
+// # Data model
+//
+// Each idempotency record is one Redis HASH under one key:
+//
+//	<prefix><hex(sha256(scope))[:32]>:<key>
+//
+// The scope is hashed to a fixed-width 32-hex-digit field, so no scope or key
+// can forge another scope's key name: whatever the key contains, the part
+// before the first ':' after the prefix is always the scope's hash. The raw
+// key stays readable for operators (redis-cli --scan). The hash holds plain
+// fields (scope, key, fp, state, token, attempt, created, updated, lease,
+// expires, and once completed status, header and body); the response body is
+// stored as a binary-safe field, the headers as JSON.
+//
+// Every operation touches exactly one key, so the store works unchanged on a
+// Redis Cluster without hash tags.
+//
+// # Atomicity and round trips
+//
+// Claim, Extend, Complete and Release are Lua scripts run with EVALSHA
+// (falling back to EVAL, which caches the script, when the server answers
+// NOSCRIPT). Each is one round trip. Complete, Release and Extend are fenced
+// by the owner token inside the script. Get is one HGETALL. The scripts only
+// use HGETALL, HMGET, HSET, DEL, PEXPIRE and PUBLISH, and nothing a real
+// Redis 7 rejects.
+//
+// # Time and expiry
+//
+// Every state decision uses params.Now, passed to the scripts as an argument;
+// the server clock (TIME) is never consulted. lease_until and expires_at are
+// stored in the record and checked against params.Now on every read. Native
+// expiry only reclaims memory: a completed record gets PX = TTL, a processing
+// record gets PX = Lease + [Config.ProcessingRetention] (24h by default), so a
+// record whose lease ran out stays in Redis for a takeover (Attempt+1, same
+// CreatedAt) or a late Complete by its owner. A processing record that nobody
+// touches for that long disappears as if released. Because of native expiry
+// the store needs no sweeper.
+//
+// # Retries of lost replies
+//
+// go-redis retries a command whose connection broke (MaxRetries, 3 by
+// default). When the first attempt had already run on the server, the retry
+// must not change the answer, so Claim and Complete carry a random per-call
+// nonce: a Claim retried after its reply was lost still reports Claimed=true,
+// and a retried Complete still succeeds. A retried Release whose first attempt
+// deleted the record reports [retrysafe.ErrLeaseLost]; the record is gone
+// either way.
+//
+// # Change notification
+//
+// Complete, Release and Delete PUBLISH on a per-record channel whose name is
+// the record's key. [Store.Subscribe] multiplexes all waiters of a Store over
+// one shared pub/sub connection, with SUBSCRIBE and UNSUBSCRIBE per channel as
+// waiters come and go; Subscribe returns only after Redis confirmed the
+// subscription. Redis pub/sub is fire-and-forget: a message sent while the
+// connection is down is lost. After a reconnect every waiter gets a wake-up
+// so it re-reads the record, and waiters must keep their fallback poll as the
+// [retrysafe.Notifier] contract says.
+//
+// # Durability
+//
+// Redis acknowledges writes before they are durable; see docs/redis.md for
+// what that means for the guarantees and when to choose PostgreSQL instead.
+package redis

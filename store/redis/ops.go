@@ -1,0 +1,202 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Claim claims (params.Scope, params.Key) in one round trip. See
+// [retrysafe.Store] for the rules. The loser gets the blocking record in
+// the same reply.
+func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now, err := encodeTime(params.Now)
+	if err != nil {
+		return nil, err
+	}
+	leaseUntil := params.Now.Add(params.Lease)
+	lease, err := encodeTime(leaseUntil)
+	if err != nil {
+		return nil, err
+	}
+	px := pxMillis(params.Lease) + pxMillis(s.retention)
+	k := s.recordKey(params.Scope, params.Key)
+	reply, err := claimScript.Run(ctx, s.client, []string{k},
+		params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce()).Slice()
+	if err != nil {
+		return nil, s.fail(ctx, "claim", err)
+	}
+	if len(reply) < 2 {
+		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
+	}
+	won, _ := reply[0].(int64)
+	if won == 0 {
+		flat, _ := reply[1].([]any)
+		h, err := flatToMap(flat)
+		if err != nil {
+			return nil, retrysafe.Unavailable("claim", err)
+		}
+		rec, err := decodeRecord(h)
+		if err != nil {
+			return nil, retrysafe.Unavailable("claim", err)
+		}
+		return &retrysafe.ClaimResult{Record: rec}, nil
+	}
+	if len(reply) != 3 {
+		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
+	}
+	attemptS, _ := reply[1].(string)
+	createdS, _ := reply[2].(string)
+	attempt, err := strconv.Atoi(attemptS)
+	if err != nil {
+		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: attempt %q", errCorrupt, attemptS))
+	}
+	created, err := decodeTime(createdS)
+	if err != nil {
+		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: created: %v", errCorrupt, err))
+	}
+	nowT, _ := decodeTime(now)
+	leaseT, _ := decodeTime(lease)
+	return &retrysafe.ClaimResult{
+		Claimed: true,
+		Record: &retrysafe.Record{
+			Scope:       params.Scope,
+			Key:         params.Key,
+			Fingerprint: params.Fingerprint,
+			State:       retrysafe.StateProcessing,
+			Token:       params.Token,
+			Attempt:     attempt,
+			CreatedAt:   created,
+			UpdatedAt:   nowT,
+			LeaseUntil:  leaseT,
+		},
+	}, nil
+}
+
+// Get returns the record of (params.Scope, params.Key) with one HGETALL, or
+// [retrysafe.ErrNotFound] when it is absent or completed with
+// ExpiresAt <= params.Now.
+func (s *Store) Get(ctx context.Context, params *retrysafe.GetParams) (*retrysafe.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h, err := s.client.HGetAll(ctx, s.recordKey(params.Scope, params.Key)).Result()
+	if errors.Is(err, goredis.Nil) || (err == nil && len(h) == 0) {
+		return nil, retrysafe.ErrNotFound
+	}
+	if err != nil {
+		return nil, s.fail(ctx, "get", err)
+	}
+	rec, err := decodeRecord(h)
+	if err != nil {
+		return nil, retrysafe.Unavailable("get", err)
+	}
+	if rec.State == retrysafe.StateCompleted && !params.Now.Before(rec.ExpiresAt) {
+		return nil, retrysafe.ErrNotFound
+	}
+	return rec, nil
+}
+
+// Extend moves the lease to params.Now + params.Lease if params.Token still
+// owns the processing record, in one round trip; otherwise it returns
+// [retrysafe.ErrLeaseLost].
+func (s *Store) Extend(ctx context.Context, params *retrysafe.ExtendParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now, err := encodeTime(params.Now)
+	if err != nil {
+		return err
+	}
+	lease, err := encodeTime(params.Now.Add(params.Lease))
+	if err != nil {
+		return err
+	}
+	px := pxMillis(params.Lease) + pxMillis(s.retention)
+	n, err := extendScript.Run(ctx, s.client, []string{s.recordKey(params.Scope, params.Key)},
+		params.Token, now, lease, px).Int64()
+	if err != nil {
+		return s.fail(ctx, "extend", err)
+	}
+	if n != 1 {
+		return retrysafe.ErrLeaseLost
+	}
+	return nil
+}
+
+// Complete stores params.Response if params.Token still owns the processing
+// record, sets ExpiresAt = Now + TTL (and Redis PX = TTL), and notifies
+// subscribers, in one round trip; otherwise it returns
+// [retrysafe.ErrLeaseLost].
+func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now, err := encodeTime(params.Now)
+	if err != nil {
+		return err
+	}
+	expires, err := encodeTime(params.Now.Add(params.TTL))
+	if err != nil {
+		return err
+	}
+	k := s.recordKey(params.Scope, params.Key)
+	args := []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), k}
+	if resp := params.Response; resp != nil {
+		header, err := encodeHeader(resp.Header)
+		if err != nil {
+			return err
+		}
+		hasBody := "0"
+		if resp.Body != nil {
+			hasBody = "1"
+		}
+		args = append(args, "1", resp.Status, header, hasBody, resp.Body)
+	} else {
+		args = append(args, "0", "", "", "0", "")
+	}
+	n, err := completeScript.Run(ctx, s.client, []string{k}, args...).Int64()
+	if err != nil {
+		return s.fail(ctx, "complete", err)
+	}
+	if n != 1 {
+		return retrysafe.ErrLeaseLost
+	}
+	return nil
+}
+
+// Release deletes the processing record if params.Token owns it and
+// notifies subscribers, in one round trip; otherwise it returns
+// [retrysafe.ErrLeaseLost].
+func (s *Store) Release(ctx context.Context, params *retrysafe.ReleaseParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	k := s.recordKey(params.Scope, params.Key)
+	n, err := releaseScript.Run(ctx, s.client, []string{k}, params.Token, k).Int64()
+	if err != nil {
+		return s.fail(ctx, "release", err)
+	}
+	if n != 1 {
+		return retrysafe.ErrLeaseLost
+	}
+	return nil
+}
+
+// newNonce returns a random per-call value that lets a script recognise a
+// go-redis retry of a call it already executed.
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,159 @@
+package redis
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Hash field names of a record.
+const (
+	fScope   = "scope"
+	fKey     = "key"
+	fFP      = "fp"
+	fState   = "state"
+	fToken   = "token"
+	fAttempt = "attempt"
+	fCreated = "created"
+	fUpdated = "updated"
+	fLease   = "lease"
+	fExpires = "expires"
+	fStatus  = "status"
+	fHeader  = "header"
+	fBody    = "body"
+)
+
+// recordFields are the fields List reads; listFieldsNoBody omits the body.
+var (
+	recordFields = []string{fScope, fKey, fFP, fState, fToken, fAttempt,
+		fCreated, fUpdated, fLease, fExpires, fStatus, fHeader, fBody}
+	listFieldsNoBody = recordFields[:len(recordFields)-1]
+)
+
+// year1Unix is -time.Time{}.Unix(): seconds from 0001-01-01 to 1970-01-01.
+const year1Unix = 62135596800
+
+// maxEncodedSec bounds the 12-digit seconds field (about year 31690).
+const maxEncodedSec = 999_999_999_999
+
+// encodeTime returns t as 21 decimal digits: 12 of seconds since
+// 0001-01-01 UTC and 9 of nanoseconds. Fixed width keeps the field exact
+// (Lua numbers are doubles) and comparable in the scripts.
+func encodeTime(t time.Time) (string, error) {
+	sec := t.Unix() + year1Unix
+	if sec < 0 || sec > maxEncodedSec {
+		return "", fmt.Errorf("retrysafe/redis: time %s out of range", t)
+	}
+	return fmt.Sprintf("%012d%09d", sec, t.Nanosecond()), nil
+}
+
+// decodeTime parses what encodeTime wrote. The result is in UTC.
+func decodeTime(s string) (time.Time, error) {
+	if len(s) != 21 {
+		return time.Time{}, fmt.Errorf("bad time %q", s)
+	}
+	sec, err1 := strconv.ParseInt(s[:12], 10, 64)
+	nsec, err2 := strconv.ParseInt(s[12:], 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, fmt.Errorf("bad time %q", s)
+	}
+	return time.Unix(sec-year1Unix, nsec).UTC(), nil
+}
+
+// pxMillis returns d in whole milliseconds, rounded up, at least 1: a valid
+// PX argument.
+func pxMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 1
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// errCorrupt marks a hash that is not a record this store wrote.
+var errCorrupt = errors.New("retrysafe/redis: corrupt record")
+
+// decodeRecord builds a Record from a hash's fields. present tells which
+// fields exist (HGETALL omits absent fields; HMGET returns nil for them).
+func decodeRecord(h map[string]string) (*retrysafe.Record, error) {
+	rec := &retrysafe.Record{
+		Scope:       h[fScope],
+		Key:         h[fKey],
+		Fingerprint: h[fFP],
+		State:       retrysafe.State(h[fState]),
+		Token:       h[fToken],
+	}
+	if rec.State != retrysafe.StateProcessing && rec.State != retrysafe.StateCompleted {
+		return nil, fmt.Errorf("%w: state %q", errCorrupt, h[fState])
+	}
+	var err error
+	if rec.Attempt, err = strconv.Atoi(h[fAttempt]); err != nil {
+		return nil, fmt.Errorf("%w: attempt: %v", errCorrupt, err)
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Time
+	}{
+		{fCreated, &rec.CreatedAt},
+		{fUpdated, &rec.UpdatedAt},
+		{fLease, &rec.LeaseUntil},
+		{fExpires, &rec.ExpiresAt},
+	} {
+		v, ok := h[f.name]
+		if !ok {
+			continue
+		}
+		if *f.dst, err = decodeTime(v); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", errCorrupt, f.name, err)
+		}
+	}
+	if rec.State == retrysafe.StateCompleted {
+		if _, ok := h[fExpires]; !ok {
+			return nil, fmt.Errorf("%w: completed without expiry", errCorrupt)
+		}
+		if status, ok := h[fStatus]; ok {
+			resp := &retrysafe.Response{}
+			if resp.Status, err = strconv.Atoi(status); err != nil {
+				return nil, fmt.Errorf("%w: status: %v", errCorrupt, err)
+			}
+			if err := json.Unmarshal([]byte(h[fHeader]), &resp.Header); err != nil {
+				return nil, fmt.Errorf("%w: header: %v", errCorrupt, err)
+			}
+			if body, ok := h[fBody]; ok {
+				resp.Body = []byte(body)
+			}
+			rec.Response = resp
+		}
+	}
+	return rec, nil
+}
+
+// encodeHeader returns h as JSON ("null" for a nil header).
+func encodeHeader(h http.Header) (string, error) {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("retrysafe/redis: header: %w", err)
+	}
+	return string(b), nil
+}
+
+// flatToMap turns a flat [field, value, …] reply into a map.
+func flatToMap(flat []any) (map[string]string, error) {
+	if len(flat)%2 != 0 {
+		return nil, fmt.Errorf("%w: odd field list", errCorrupt)
+	}
+	h := make(map[string]string, len(flat)/2)
+	for i := 0; i < len(flat); i += 2 {
+		k, ok1 := flat[i].(string)
+		v, ok2 := flat[i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%w: non-string field", errCorrupt)
+		}
+		h[k] = v
+	}
+	return h, nil
+}

@@ -1,0 +1,122 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// The scripts below are the whole of the store's write logic. Each runs
+// atomically on the one key it names (KEYS[1]), so a claim is insert-if-absent
+// in one step and the fenced calls compare the owner token and write in one
+// step.
+//
+// Times are passed in as fixed-width 21-digit strings (see encodeTime):
+// 12 digits of seconds since 0001-01-01 and 9 digits of nanoseconds. Lua
+// numbers are doubles, which cannot hold Unix nanoseconds exactly, so
+// luaLE compares the two parts as separate numbers. Expiry durations (PX) are
+// computed by the caller in milliseconds.
+
+// luaLE is shared by the scripts that compare times: le(a, b) is a <= b.
+const luaLE = `
+local function le(a, b)
+  local as, bs = tonumber(string.sub(a, 1, 12)), tonumber(string.sub(b, 1, 12))
+  if as ~= bs then return as < bs end
+  return tonumber(string.sub(a, 13)) <= tonumber(string.sub(b, 13))
+end
+`
+
+// claimSrc claims KEYS[1].
+//
+// ARGV: 1 scope, 2 key, 3 fingerprint, 4 token, 5 now, 6 lease until,
+// 7 PX (ms), 8 call nonce.
+//
+// Returns {1, attempt, created} when the caller owns the record (new,
+// replaced an expired completed record, took over an expired lease with the
+// same fingerprint, or this very call already claimed it before go-redis
+// retried it), else {0, HGETALL of the blocking record}.
+const claimSrc = luaLE + `
+local cur = redis.call('HGETALL', KEYS[1])
+local attempt, created = 1, ARGV[5]
+if #cur > 0 then
+  local h = {}
+  for i = 1, #cur, 2 do h[cur[i]] = cur[i + 1] end
+  if h['state'] == 'completed' and h['expires'] and le(h['expires'], ARGV[5]) then
+    -- expired result: counts as absent
+  elseif h['state'] == 'processing' and h['token'] == ARGV[4] and h['nonce'] == ARGV[8] then
+    return {1, h['attempt'], h['created']}
+  elseif h['state'] == 'processing' and h['lease'] and le(h['lease'], ARGV[5]) and h['fp'] == ARGV[3] then
+    attempt = tonumber(h['attempt']) + 1
+    created = h['created']
+  else
+    return {0, cur}
+  end
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1],
+  'scope', ARGV[1], 'key', ARGV[2], 'fp', ARGV[3], 'state', 'processing',
+  'token', ARGV[4], 'attempt', tostring(attempt), 'created', created,
+  'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8])
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+return {1, tostring(attempt), created}
+`
+
+// extendSrc moves the lease of KEYS[1] if ARGV[1] owns it.
+//
+// ARGV: 1 token, 2 now, 3 lease until, 4 PX (ms). Returns 1 or 0 (lease lost).
+const extendSrc = `
+local st = redis.call('HMGET', KEYS[1], 'state', 'token')
+if st[1] ~= 'processing' or st[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'updated', ARGV[2], 'lease', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+`
+
+// completeSrc stores the response in KEYS[1] if ARGV[1] owns it, sets its
+// expiry and publishes on the record's channel.
+//
+// ARGV: 1 token, 2 now, 3 expires at, 4 PX (ms), 5 call nonce, 6 channel,
+// 7 has response ('1'/'0'), 8 status, 9 header JSON, 10 has body, 11 body.
+// Returns 1, or 0 (lease lost). A retry of a call that already completed the
+// record (same token and nonce) returns 1.
+const completeSrc = `
+local st = redis.call('HMGET', KEYS[1], 'state', 'token', 'cnonce')
+if st[1] == 'completed' and st[2] == ARGV[1] and st[3] == ARGV[5] then return 1 end
+if st[1] ~= 'processing' or st[2] ~= ARGV[1] then return 0 end
+local f = {'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5]}
+if ARGV[7] == '1' then
+  f[#f + 1] = 'status'; f[#f + 1] = ARGV[8]
+  f[#f + 1] = 'header'; f[#f + 1] = ARGV[9]
+  if ARGV[10] == '1' then f[#f + 1] = 'body'; f[#f + 1] = ARGV[11] end
+end
+redis.call('HSET', KEYS[1], unpack(f))
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PUBLISH', ARGV[6], 'completed')
+return 1
+`
+
+// releaseSrc deletes KEYS[1] if ARGV[1] owns it and publishes on the
+// record's channel.
+//
+// ARGV: 1 token, 2 channel. Returns 1 or 0 (lease lost).
+const releaseSrc = `
+local st = redis.call('HMGET', KEYS[1], 'state', 'token')
+if st[1] ~= 'processing' or st[2] ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], 'released')
+return 1
+`
+
+// deleteSrc deletes KEYS[1] unconditionally (admin) and publishes on the
+// record's channel. ARGV: 1 channel. Returns the number of keys deleted.
+const deleteSrc = `
+local n = redis.call('DEL', KEYS[1])
+if n > 0 then redis.call('PUBLISH', ARGV[1], 'deleted') end
+return n
+`
+
+var (
+	claimScript    = goredis.NewScript(claimSrc)
+	extendScript   = goredis.NewScript(extendSrc)
+	completeScript = goredis.NewScript(completeSrc)
+	releaseScript  = goredis.NewScript(releaseSrc)
+	deleteScript   = goredis.NewScript(deleteSrc)
+
+	allScripts = []*goredis.Script{claimScript, extendScript, completeScript, releaseScript, deleteScript}
+)

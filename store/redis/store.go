@@ -1,0 +1,187 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// DefaultPrefix is the key prefix used when [Config.Prefix] is empty.
+const DefaultPrefix = "retrysafe:"
+
+// DefaultProcessingRetention is the default of [Config.ProcessingRetention].
+const DefaultProcessingRetention = 24 * time.Hour
+
+// Config configures a [Store]. The zero value is valid.
+type Config struct {
+	// Prefix starts every key the store writes; default "retrysafe:".
+	// Stores that share a Redis and a prefix share their records. The
+	// prefix must not contain a hash tag ("{…}") if the records are to
+	// spread over a Redis Cluster.
+	Prefix string
+
+	// ProcessingRetention is how long Redis keeps a processing record after
+	// its lease ends (measured from the last Claim or Extend, on the
+	// server's clock) before it drops the key: PX = Lease +
+	// ProcessingRetention. Until then a retry takes the record over
+	// (Attempt+1) and the owner may still complete it; afterwards the key
+	// is absent and a retry runs as a new request (Attempt 1). Zero means
+	// [DefaultProcessingRetention]; negative is an error.
+	ProcessingRetention time.Duration
+}
+
+// Store is a [retrysafe.Store] on Redis. It also implements
+// [retrysafe.Pinger], [retrysafe.Notifier] and [retrysafe.Admin]. It needs
+// no [retrysafe.Sweeper]: Redis expires the keys itself.
+//
+// A Store is safe for concurrent use. Create it with [New] or [Open] and
+// release it with [Store.Close].
+type Store struct {
+	client     goredis.UniversalClient
+	prefix     string
+	retention  time.Duration
+	ownsClient bool
+	notify     *notifier
+}
+
+var (
+	_ retrysafe.Store    = (*Store)(nil)
+	_ retrysafe.Pinger   = (*Store)(nil)
+	_ retrysafe.Notifier = (*Store)(nil)
+	_ retrysafe.Admin    = (*Store)(nil)
+)
+
+// New returns a Store that uses the caller's client (a *goredis.Client,
+// *goredis.ClusterClient, *goredis.Ring or failover client). It performs no
+// I/O: the scripts are loaded on first use. [Store.Close] does not close
+// the client.
+func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("retrysafe/redis: nil client")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.ProcessingRetention < 0 {
+		return nil, fmt.Errorf("retrysafe/redis: negative ProcessingRetention %s", cfg.ProcessingRetention)
+	}
+	if cfg.ProcessingRetention == 0 {
+		cfg.ProcessingRetention = DefaultProcessingRetention
+	}
+	s := &Store{
+		client:    client,
+		prefix:    cfg.Prefix,
+		retention: cfg.ProcessingRetention,
+	}
+	s.notify = newNotifier(client)
+	return s, nil
+}
+
+// Open connects to the Redis server at url (redis://[user:password@]host:port/db
+// or rediss://…, as parsed by goredis.ParseURL), loads the scripts, and
+// returns a Store that owns the client: [Store.Close] closes it. It fails,
+// wrapping [retrysafe.ErrStoreUnavailable], when the server does not answer
+// within ctx. For a Cluster or Sentinel setup build the client yourself and
+// call [New].
+func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("retrysafe/redis: %w", err)
+	}
+	client := goredis.NewClient(opts)
+	s, err := New(client, cfg)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	s.ownsClient = true
+	if err := s.loadScripts(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close ends the store's pub/sub connection and, if the store was created
+// by [Open], closes its client. Subscriptions stop receiving values.
+func (s *Store) Close() error {
+	err := s.notify.close()
+	if s.ownsClient {
+		if cerr := s.client.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// Ping reports whether Redis answers. It implements [retrysafe.Pinger].
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return s.fail(ctx, "ping", err)
+	}
+	return nil
+}
+
+// loadScripts loads every script in one pipelined round trip.
+func (s *Store) loadScripts(ctx context.Context) error {
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, sc := range allScripts {
+			sc.Load(ctx, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return s.fail(ctx, "load scripts", err)
+	}
+	return nil
+}
+
+// scopeHashLen is the number of hex digits of sha256(scope) in a key name.
+const scopeHashLen = 32
+
+// scopeHash returns the fixed-width scope part of a key name.
+func scopeHash(scope string) string {
+	sum := sha256.Sum256([]byte(scope))
+	return hex.EncodeToString(sum[:])[:scopeHashLen]
+}
+
+// recordKey returns the Redis key of the record (scope, key). Its name is
+// also the record's pub/sub channel.
+func (s *Store) recordKey(scope, key string) string {
+	return s.prefix + scopeHash(scope) + ":" + key
+}
+
+// fail translates a client error. A context that ended wins: the caller
+// gets an error matching ctx.Err(), even when go-redis reports a network
+// timeout. Everything else, including server errors such as OOM or a
+// script error, means the store failed.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("retrysafe/redis: %s: %w (%v)", op, cerr, err)
+	}
+	return retrysafe.Unavailable(op, err)
+}
+
+// globEscape escapes s for a SCAN MATCH pattern.
+func globEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
