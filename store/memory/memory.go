@@ -33,11 +33,12 @@ const (
 
 // Config configures a [Store]. The zero value is ready to use.
 type Config struct {
-	// MaxRecords bounds the number of stored records; zero means
-	// DefaultMaxRecords (1,000,000). When the store is full, a claim of a
-	// new key first evicts completed records that have expired; if it is
-	// still full, the claim fails with an error matching
-	// retrysafe.ErrStoreUnavailable. Live records are never evicted.
+	// MaxRecords bounds the number of stored records; zero (or a negative
+	// value) means DefaultMaxRecords (1,000,000). When the store is full, a
+	// claim of a new key first evicts completed records that have expired;
+	// if it is still full, the claim fails with an error matching
+	// retrysafe.ErrStoreUnavailable and ErrFull. Live records are never
+	// evicted.
 	MaxRecords int
 	// JanitorInterval is how often expired completed records are deleted
 	// in the background; zero means DefaultJanitorInterval (1 minute); a
