@@ -161,6 +161,10 @@ type ReleaseParams struct {
 //     [ErrStoreUnavailable]; context errors are returned as they are (or
 //     wrapping the context's error).
 //   - Returned records and responses are copies the caller may keep.
+//   - Complete is atomic for readers: a concurrent Get sees either the
+//     processing record or the whole completed one, never a part.
+//   - Complete keeps Token, Attempt, Fingerprint and CreatedAt, and sets
+//     UpdatedAt to params.Now.
 type Store interface {
 	Claim(ctx context.Context, params *ClaimParams) (*ClaimResult, error)
 	Get(ctx context.Context, params *GetParams) (*Record, error)
@@ -185,8 +189,9 @@ type SweepParams struct {
 
 // Sweeper is implemented by stores that need expired records deleted in the
 // background. Sweeping only reclaims space: expiry is enforced on read
-// whether or not a sweeper runs. It deletes completed records with
-// ExpiresAt <= Now and returns how many it deleted.
+// whether or not a sweeper runs. One call deletes every completed record
+// with ExpiresAt <= Now (in batches of BatchSize, each its own short
+// statement or transaction) and returns how many it deleted in all.
 type Sweeper interface {
 	Sweep(ctx context.Context, params *SweepParams) (int, error)
 }
@@ -198,7 +203,8 @@ type Sweeper interface {
 // at least one value after any change that happens after Subscribe returned)
 // and a function that ends the subscription. Notifications are a hint: a
 // waiter must re-read the record and keep a fallback poll, because a
-// notification may be missed.
+// notification may be missed. The returned function may be called more than
+// once.
 type Notifier interface {
 	Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error)
 }
