@@ -12,6 +12,10 @@ import (
 // would have been retried was not, because its body cannot be sent again.
 var ErrBodyNotReplayable = errors.New("client: request body cannot be replayed")
 
+// errGetBody wraps a failure of the request's GetBody: the retry cannot be
+// sent, and no later one could be.
+var errGetBody = errors.New("client: request GetBody failed")
+
 // replayBody decides how each attempt gets its request body.
 type replayBody struct {
 	orig      *http.Request
@@ -77,7 +81,7 @@ func (b *replayBody) apply(r *http.Request) error {
 	default:
 		body, err := b.orig.GetBody()
 		if err != nil {
-			return fmt.Errorf("client: GetBody: %w", err)
+			return fmt.Errorf("%w: %w", errGetBody, err)
 		}
 		r.Body = body
 	}

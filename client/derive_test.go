@@ -163,6 +163,9 @@ func FuzzDeriveKey(f *testing.F) {
 		if !derivedKeyFormat.MatchString(k) || validKey(k) != "" {
 			t.Fatalf("derived key %q has the wrong format", k)
 		}
+		if parsed, err := retrysafe.ParseKey(k); err != nil || parsed != k || encodeKey(k) != k {
+			t.Fatalf("derived key %q is not sent bare: ParseKey = %q, %v", k, parsed, err)
+		}
 		if again, _ := DeriveKeyWithSecret(opContext(scope, key), secret, label); again != k {
 			t.Fatalf("not deterministic: %q then %q", k, again)
 		}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+
+	"github.com/retrysafe/retrysafe"
 )
 
 // Header names used by the transport.
@@ -51,9 +53,10 @@ type keyContextKey struct{}
 
 // WithKey returns a copy of ctx that makes [Transport] use key for a
 // protected request sent with that context, unless the request already has
-// an Idempotency-Key header. The key is sent as given (bare); it must be 1 to
-// 255 printable ASCII characters, or the request fails before it is sent.
-// An empty key is ignored.
+// an Idempotency-Key header. key is the key itself, not a header value: it
+// is sent bare when it can be, else as a quoted string that servers decode
+// back to key. It must be at most 255 printable ASCII characters, or the
+// request fails before it is sent. An empty key is ignored.
 //
 // Use one context per logical operation: every request sent with it carries
 // the same key.
@@ -66,14 +69,35 @@ func keyFromContext(ctx context.Context) string {
 	return k
 }
 
-// KeyFromResponse returns the Idempotency-Key that was sent with the request
-// that produced resp (read from resp.Request), exactly as it appeared on the
-// wire, or "" if there was none.
+// KeyFromResponse returns the idempotency key that was sent with the request
+// that produced resp (read from resp.Request), or "" if there was none. A
+// key sent as a quoted string is returned decoded, as servers read it
+// ([retrysafe.ParseKey]), so WithKey(ctx, KeyFromResponse(resp)) names the
+// same operation again; a header value that does not parse is returned as
+// is.
 func KeyFromResponse(resp *http.Response) string {
 	if resp == nil || resp.Request == nil {
 		return ""
 	}
-	return resp.Request.Header.Get(HeaderKey)
+	return decodeKey(resp.Request.Header.Get(HeaderKey))
+}
+
+// decodeKey returns the key in an Idempotency-Key header value, or v itself
+// when it does not parse.
+func decodeKey(v string) string {
+	if k, err := retrysafe.ParseKey(v); err == nil {
+		return k
+	}
+	return v
+}
+
+// encodeKey returns the header value for key: the key bare when servers read
+// it back unchanged, else quoted.
+func encodeKey(key string) string {
+	if k, err := retrysafe.ParseKey(key); err == nil && k == key {
+		return key
+	}
+	return retrysafe.FormatKey(key)
 }
 
 // Replayed reports whether resp is an answer the server replayed from its

@@ -36,9 +36,12 @@ var ErrAttemptTimeout = errors.New("client: attempt timed out")
 // is fixed, in this order: the request's own Idempotency-Key header, kept
 // exactly as given; else the key from the request's context ([WithKey],
 // [WithDerivedKey]); else a new random UUIDv4 from [NewKey]. Keys the
-// transport adds are written bare (8e03978e-…), not as a quoted
-// Structured-Field string; retrysafe's servers accept both, as does Stripe.
-// Every attempt carries the same key. The caller's request is never
+// transport adds are written bare (8e03978e-…), as Stripe's clients do,
+// rather than as the draft standard's quoted Structured-Field string;
+// retrysafe's servers accept both ([retrysafe.ParseKey]). Only a key that
+// cannot be sent bare (one with spaces, quotes, commas or semicolons) is
+// written quoted ([retrysafe.FormatKey]). Every attempt carries the same
+// key. The caller's request is never
 // modified: each attempt is a clone, and [KeyFromResponse] reads the key
 // from the clone in resp.Request.
 //
@@ -137,9 +140,10 @@ type Transport struct {
 type AttemptInfo struct {
 	// Attempt is 1 for the first attempt, 2 for the first retry, and so on.
 	Attempt int
-	// Key is the Idempotency-Key sent, the same on every attempt. It
-	// identifies an operation and may grant access to its stored answer:
-	// avoid logging it where secrets are not logged.
+	// Key is the idempotency key sent, the same on every attempt (decoded,
+	// as [KeyFromResponse] returns it). It identifies an operation and may
+	// grant access to its stored answer: avoid logging it where secrets are
+	// not logged.
 	Key string
 	// Request is the attempt's request (a clone of the caller's). Do not
 	// modify it or read its body.
@@ -175,7 +179,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return base.RoundTrip(req)
 	}
 	ctx := req.Context()
-	key, setKey := req.Header.Get(HeaderKey), false
+	// key is the key itself, for AttemptInfo; wire is the header value to
+	// set, or "" to keep the caller's header.
+	key, wire := decodeKey(req.Header.Get(HeaderKey)), ""
 	if key == "" {
 		if key = keyFromContext(ctx); key != "" {
 			if why := validKey(key); why != "" {
@@ -187,7 +193,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			key = NewKey()
 		}
-		setKey = true
+		wire = encodeKey(key)
 	}
 	body := newReplayBody(req, t.maxBufferedBody())
 	defer body.close()
@@ -200,10 +206,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	start := t.clock()
 	for attempt := 1; ; attempt++ {
-		areq, resp, err := t.attempt(ctx, base, req, body, key, setKey)
+		areq, resp, err := t.attempt(ctx, base, req, body, wire)
 		info := AttemptInfo{Attempt: attempt, Key: key, Request: areq, Err: err}
 		if resp != nil {
 			info.StatusCode, info.Replayed = resp.StatusCode, Replayed(resp)
+		}
+		if errors.Is(err, errGetBody) {
+			t.report(info)
+			return nil, err
 		}
 		if cerr := ctx.Err(); cerr != nil && err != nil {
 			info.Elapsed, info.Reason = t.clock().Sub(start), "context ended"
@@ -253,7 +263,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // attempt sends one clone of req with key and a fresh body. It returns the
 // clone it sent.
-func (t *Transport) attempt(ctx context.Context, base http.RoundTripper, req *http.Request, body *replayBody, key string, setKey bool) (*http.Request, *http.Response, error) {
+func (t *Transport) attempt(ctx context.Context, base http.RoundTripper, req *http.Request, body *replayBody, wire string) (*http.Request, *http.Response, error) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	var timer *time.Timer
 	if t.AttemptTimeout > 0 {
@@ -261,8 +271,8 @@ func (t *Transport) attempt(ctx context.Context, base http.RoundTripper, req *ht
 		timer = time.AfterFunc(t.AttemptTimeout, cancel)
 	}
 	r := req.Clone(actx)
-	if setKey {
-		r.Header.Set(HeaderKey, key)
+	if wire != "" {
+		r.Header.Set(HeaderKey, wire)
 	}
 	if err := body.apply(r); err != nil {
 		cancel()

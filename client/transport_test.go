@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"regexp"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retrysafe/retrysafe"
 )
 
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -193,15 +196,17 @@ func TestTransportDoesNotRetryFinalAnswers(t *testing.T) {
 func TestTransportKeySources(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		header string // Idempotency-Key set by the caller
-		ctxKey string // key given with WithKey
-		want   string
+		header  string // Idempotency-Key set by the caller
+		ctxKey  string // key given with WithKey
+		wire    string // header value the server must see; "": a new UUIDv4
+		wantKey string // KeyFromResponse; "": wire
 	}{
-		"header":                    {header: "order-42", want: "order-42"},
-		"quoted header kept as is":  {header: `"order-42"`, want: `"order-42"`},
-		"context":                   {ctxKey: "from-ctx", want: "from-ctx"},
-		"header wins over context":  {header: "from-header", ctxKey: "from-ctx", want: "from-header"},
-		"empty context key ignored": {ctxKey: "", want: ""},
+		"header":                        {header: "order-42", wire: "order-42"},
+		"quoted header kept as is":      {header: `"order-42"`, wire: `"order-42"`, wantKey: "order-42"},
+		"context":                       {ctxKey: "from-ctx", wire: "from-ctx"},
+		"context key with space quoted": {ctxKey: `order "42", v2`, wire: `"order \"42\", v2"`, wantKey: `order "42", v2`},
+		"header wins over context":      {header: "from-header", ctxKey: "from-ctx", wire: "from-header"},
+		"empty context key ignored":     {ctxKey: ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -229,18 +234,25 @@ func TestTransportKeySources(t *testing.T) {
 			}
 			resp.Body.Close()
 			keys, _ := srv.seen()
-			want := tc.want
-			if want == "" {
-				want = keys[0]
-				if !uuidV4.MatchString(want) {
-					t.Errorf("generated key %q is not a UUIDv4", want)
+			wire := tc.wire
+			if wire == "" {
+				wire = keys[0]
+				if !uuidV4.MatchString(wire) {
+					t.Errorf("generated key %q is not a UUIDv4", wire)
 				}
 			}
-			if len(keys) != 2 || keys[0] != want || keys[1] != want {
-				t.Errorf("server saw keys %q, want %q twice", keys, want)
+			if len(keys) != 2 || keys[0] != wire || keys[1] != wire {
+				t.Errorf("server saw keys %q, want %q twice", keys, wire)
 			}
-			if got := KeyFromResponse(resp); got != want {
-				t.Errorf("KeyFromResponse = %q, want %q", got, want)
+			wantKey := tc.wantKey
+			if wantKey == "" {
+				wantKey = wire
+			}
+			if got := KeyFromResponse(resp); got != wantKey {
+				t.Errorf("KeyFromResponse = %q, want %q", got, wantKey)
+			}
+			if parsed, err := retrysafe.ParseKey(keys[0]); err != nil || parsed != wantKey {
+				t.Errorf("retrysafe.ParseKey(%q) = %q, %v; want %q", keys[0], parsed, err, wantKey)
 			}
 			if req.Header.Get(HeaderKey) != tc.header {
 				t.Errorf("caller's header changed to %q", req.Header.Get(HeaderKey))
@@ -520,6 +532,49 @@ func TestTransportMaxElapsedBoundsRetryAfter(t *testing.T) {
 	}
 }
 
+func TestTransportRetriesRefusedConnections(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var infos []AttemptInfo
+	tr := &Transport{
+		OnAttempt: func(i AttemptInfo) { infos = append(infos, i) },
+		sleep:     func(ctx context.Context, d time.Duration) error { return nil },
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr, strings.NewReader("x"))
+	resp, err := tr.RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("RoundTrip succeeded with nothing listening")
+	}
+	var opErr *net.OpError
+	if !errors.As(err, &opErr) || len(infos) != 3 {
+		t.Errorf("err = %v after %d attempts, want a dial error after 3", err, len(infos))
+	}
+}
+
+func TestTransportStopsWhenGetBodyFails(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(503) })
+	var sleeps []time.Duration
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+	resp, err := srv.transport(&sleeps).RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "gone") || len(sleeps) != 1 {
+		t.Errorf("err = %v after %d waits, want the GetBody error after 1", err, len(sleeps))
+	}
+	if keys, _ := srv.seen(); len(keys) != 1 {
+		t.Errorf("server saw %d requests, want 1", len(keys))
+	}
+}
+
 func TestTransportGivesUpOnErrors(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) { hangUp(t, w) })
@@ -748,6 +803,9 @@ func TestNewKey(t *testing.T) {
 		k := NewKey()
 		if !uuidV4.MatchString(k) {
 			t.Fatalf("NewKey() = %q, not a UUIDv4", k)
+		}
+		if parsed, err := retrysafe.ParseKey(k); err != nil || parsed != k || encodeKey(k) != k {
+			t.Fatalf("NewKey() = %q is not sent bare: ParseKey = %q, %v", k, parsed, err)
 		}
 		if seen[k] {
 			t.Fatalf("NewKey() repeated %q", k)
