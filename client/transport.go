@@ -212,6 +212,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			info.StatusCode, info.Replayed = resp.StatusCode, Replayed(resp)
 		}
 		if errors.Is(err, errGetBody) {
+			info.Elapsed, info.Reason = t.clock().Sub(start), "GetBody failed"
 			t.report(info)
 			return nil, err
 		}
@@ -228,21 +229,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		info.Elapsed = t.clock().Sub(start)
 		switch {
 		case !wanted:
+		case ctx.Err() != nil:
+			info.Reason = "context ended"
 		case body.whyNot != "":
 			info.Reason = "request body cannot be replayed: " + body.whyNot
 		case attempt >= maxAttempts:
 			info.Reason = fmt.Sprintf("%d attempts made (MaxAttempts)", attempt)
 		case info.Elapsed+delay > maxElapsed:
 			info.Reason = fmt.Sprintf("next attempt would start %s after the first, beyond MaxElapsed (%s)", (info.Elapsed + delay).Round(time.Millisecond), maxElapsed)
-		case ctx.Err() != nil:
-			info.Reason = "context ended"
 		default:
 			info.Retry, info.Delay = true, delay
 		}
 		t.report(info)
 
 		if !info.Retry {
-			if wanted && ctx.Err() != nil {
+			if wanted && info.Reason == "context ended" {
 				closeBody(resp)
 				return nil, ctx.Err()
 			}
@@ -258,6 +259,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := t.wait(ctx, delay); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// CloseIdleConnections closes the idle connections of Base, when it can, so
+// that [http.Client.CloseIdleConnections] reaches through the Transport.
+func (t *Transport) CloseIdleConnections() {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
 	}
 }
 

@@ -842,3 +842,19 @@ func TestReplayed(t *testing.T) {
 		t.Error("Replayed(nil) = true")
 	}
 }
+
+type idleCloser struct {
+	http.RoundTripper
+	closed bool
+}
+
+func (c *idleCloser) CloseIdleConnections() { c.closed = true }
+
+func TestTransportCloseIdleConnections(t *testing.T) {
+	t.Parallel()
+	base := &idleCloser{RoundTripper: http.DefaultTransport}
+	(&http.Client{Transport: &Transport{Base: base}}).CloseIdleConnections()
+	if !base.closed {
+		t.Error("http.Client.CloseIdleConnections did not reach Base")
+	}
+}
