@@ -1,0 +1,69 @@
+package sqlite
+
+import "strings"
+
+// recordColumns are the columns scanRecord reads, in order.
+const recordColumns = `scope, idem_key, fingerprint, state, token, attempt,
+	created_at, updated_at, lease_until, expires_at, status, headers, body`
+
+// queries holds the store's SQL with the table name filled in.
+type queries struct {
+	claim, get, extend, complete, release, sweep, del string
+	list, listNoBody                                  string
+}
+
+func newQueries(table string) queries {
+	r := strings.NewReplacer("{{table}}", table, "{{columns}}", recordColumns)
+	return queries{
+		// One atomic statement: insert, or take over the existing row
+		// when it is completed and expired, or processing with an
+		// expired lease and the same fingerprint. The DO UPDATE's WHERE
+		// leaves any other row untouched and RETURNING then yields no
+		// row. A takeover keeps CreatedAt and increments Attempt; an
+		// expired completed record is replaced by a new one.
+		claim: r.Replace(`INSERT INTO {{table}} (
+	scope, idem_key, fingerprint, state, token, attempt,
+	created_at, updated_at, lease_until, expires_at, status, headers, body
+) VALUES (?1, ?2, ?3, 'processing', ?4, 1, ?5, ?5, ?6, NULL, NULL, NULL, NULL)
+ON CONFLICT (scope, idem_key) DO UPDATE SET
+	fingerprint = excluded.fingerprint,
+	state       = 'processing',
+	token       = excluded.token,
+	attempt     = CASE WHEN {{table}}.state = 'completed' THEN 1 ELSE {{table}}.attempt + 1 END,
+	created_at  = CASE WHEN {{table}}.state = 'completed' THEN excluded.created_at ELSE {{table}}.created_at END,
+	updated_at  = excluded.updated_at,
+	lease_until = excluded.lease_until,
+	expires_at  = NULL,
+	status      = NULL,
+	headers     = NULL,
+	body        = NULL
+WHERE ({{table}}.state = 'completed' AND {{table}}.expires_at <= excluded.updated_at)
+   OR ({{table}}.state = 'processing' AND {{table}}.lease_until <= excluded.updated_at
+       AND {{table}}.fingerprint = excluded.fingerprint)
+RETURNING {{columns}}`),
+
+		get: r.Replace(`SELECT {{columns}} FROM {{table}} WHERE scope = ?1 AND idem_key = ?2`),
+
+		// The fenced statements: one each, matching only the owner's
+		// processing record.
+		extend: r.Replace(`UPDATE {{table}} SET lease_until = ?4, updated_at = ?5
+WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND state = 'processing'`),
+		complete: r.Replace(`UPDATE {{table}} SET state = 'completed', updated_at = ?4, expires_at = ?5,
+	status = ?6, headers = ?7, body = ?8
+WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND state = 'processing'`),
+		release: r.Replace(`DELETE FROM {{table}}
+WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND state = 'processing'`),
+
+		sweep: r.Replace(`DELETE FROM {{table}} WHERE rowid IN (
+	SELECT rowid FROM {{table}} WHERE state = 'completed' AND expires_at <= ?1 LIMIT ?2)`),
+
+		del: r.Replace(`DELETE FROM {{table}} WHERE scope = ?1 AND idem_key = ?2`),
+
+		list: r.Replace(`SELECT {{columns}} FROM {{table}}
+WHERE (?1 = '' OR scope = ?1) AND (scope, idem_key) > (?2, ?3)
+ORDER BY scope, idem_key LIMIT ?4`),
+		listNoBody: r.Replace(`SELECT ` + strings.Replace(recordColumns, "body", "NULL", 1) + ` FROM {{table}}
+WHERE (?1 = '' OR scope = ?1) AND (scope, idem_key) > (?2, ?3)
+ORDER BY scope, idem_key LIMIT ?4`),
+	}
+}

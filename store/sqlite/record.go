@@ -1,0 +1,94 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Times are stored as integer Unix nanoseconds and read back in UTC, so
+// params.Now round-trips exactly (time.Time.Equal; the monotonic reading and
+// the location are not kept).
+func toNanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNullNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return fromNanos(n.Int64)
+}
+
+// encodeHeaders stores nil as NULL and anything else as JSON, so that a nil
+// and an empty header map both round-trip.
+func encodeHeaders(h http.Header) (any, error) {
+	if h == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode headers: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeHeaders(s sql.NullString) (http.Header, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	var h http.Header
+	if err := json.Unmarshal([]byte(s.String), &h); err != nil {
+		return nil, fmt.Errorf("decode headers: %w", err)
+	}
+	return h, nil
+}
+
+// encodeBody never binds nil: a NULL body and an empty one both read back
+// with length 0, but an empty blob keeps the column's type uniform.
+func encodeBody(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanRecord reads one row of recordColumns into a new Record the caller
+// owns.
+func scanRecord(row scanner) (*retrysafe.Record, error) {
+	var (
+		rec                          retrysafe.Record
+		state                        string
+		created, updated, leaseUntil int64
+		expires, status              sql.NullInt64
+		headers                      sql.NullString
+		body                         []byte
+	)
+	err := row.Scan(&rec.Scope, &rec.Key, &rec.Fingerprint, &state, &rec.Token, &rec.Attempt,
+		&created, &updated, &leaseUntil, &expires, &status, &headers, &body)
+	if err != nil {
+		return nil, err
+	}
+	rec.State = retrysafe.State(state)
+	rec.CreatedAt = fromNanos(created)
+	rec.UpdatedAt = fromNanos(updated)
+	rec.LeaseUntil = fromNanos(leaseUntil)
+	rec.ExpiresAt = fromNullNanos(expires)
+	if rec.State == retrysafe.StateCompleted {
+		h, err := decodeHeaders(headers)
+		if err != nil {
+			return nil, err
+		}
+		rec.Response = &retrysafe.Response{Status: int(status.Int64), Header: h, Body: body}
+	}
+	return &rec, nil
+}

@@ -1,0 +1,234 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Compile-time interface guards.
+var (
+	_ retrysafe.Store    = (*Store)(nil)
+	_ retrysafe.Pinger   = (*Store)(nil)
+	_ retrysafe.Sweeper  = (*Store)(nil)
+	_ retrysafe.Notifier = (*Store)(nil)
+	_ retrysafe.Admin    = (*Store)(nil)
+)
+
+// DefaultTable is the records table used when Config.Table is empty.
+const DefaultTable = "retrysafe_records"
+
+// DefaultBusyTimeout is used when Config.BusyTimeout is zero.
+const DefaultBusyTimeout = 5 * time.Second
+
+// DefaultSweepBatch is the number of records one Sweep statement deletes
+// when SweepParams.BatchSize is zero.
+const DefaultSweepBatch = 1000
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Config configures a [Store]. The zero value is valid and means the
+// documented defaults.
+type Config struct {
+	// Table is the records table, default [DefaultTable]. It must be an SQL
+	// identifier ([A-Za-z_][A-Za-z0-9_]*). Migrate also creates
+	// Table+"_migrations" (the schema version table) and an index named
+	// Table+"_expires_at".
+	Table string
+	// BusyTimeout bounds how long an operation waits for a write lock held
+	// by another connection or process (SQLITE_BUSY) before it fails with
+	// retrysafe.ErrStoreUnavailable. Default [DefaultBusyTimeout]. Open sets
+	// it as the connection's busy_timeout; the store also retries busy
+	// errors itself within this bound, so it holds on a caller's *sql.DB
+	// that has no busy_timeout.
+	BusyTimeout time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if !identifier.MatchString(c.Table) {
+		return c, fmt.Errorf("sqlite: invalid table name %q: want an SQL identifier [A-Za-z_][A-Za-z0-9_]*", c.Table)
+	}
+	if c.BusyTimeout < 0 {
+		return c, fmt.Errorf("sqlite: negative BusyTimeout %s", c.BusyTimeout)
+	}
+	if c.BusyTimeout == 0 {
+		c.BusyTimeout = DefaultBusyTimeout
+	}
+	return c, nil
+}
+
+// Store is a [retrysafe.Store] on an SQLite database. It also implements
+// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier] and
+// [retrysafe.Admin]. It is safe for concurrent use by many goroutines, and
+// several processes may share one database file.
+type Store struct {
+	db     *sql.DB
+	ownsDB bool
+	cfg    Config
+	q      queries
+
+	// writeSem serialises this Store's writes (one token). SQLite admits
+	// one writer at a time anyway; queueing writers here, in FIFO-ish
+	// order and with context cancellation, is cheaper than letting them
+	// spin in SQLite's busy handler. It is an optimisation only: every
+	// decision is still made by a single atomic statement, and writers in
+	// other processes (or other Stores) are handled by busy_timeout.
+	writeSem chan struct{}
+
+	subs subscribers
+
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt // prepared on first use, by query text
+}
+
+// DSN returns the data source name that [Open] uses for path: SQLite URI
+// form with modernc.org/sqlite's parameters for WAL journal mode,
+// synchronous=FULL, foreign keys, the busy timeout, and BEGIN IMMEDIATE for
+// every transaction started with (*sql.DB).BeginTx. Use it to open your own
+// *sql.DB for [New] with the same durability and locking behaviour.
+//
+// Durability: in WAL mode synchronous=FULL syncs the write-ahead log on
+// every commit, so a completed record survives an operating system crash or
+// power loss, not just a crash of the process. (synchronous=NORMAL would be
+// faster but may lose the last commits on power loss; a lost completion
+// means a retry runs the operation a second time, which is what this
+// package exists to prevent.)
+func DSN(path string, cfg Config) string {
+	if cfg.BusyTimeout <= 0 {
+		cfg.BusyTimeout = DefaultBusyTimeout
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_foreign_keys", "1")
+	q.Set("_txlock", "immediate")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the SQLite database file at path with the
+// settings of [DSN], runs [Store.Migrate], and returns a Store that owns the
+// database: [Store.Close] closes it.
+//
+// Pool: at most 2+GOMAXPROCS connections. Writes of one Store are serialised
+// (SQLite has a single writer); WAL lets reads (Get, List) run beside them
+// on the other connections.
+func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", DSN(path, cfg))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	n := 2 + runtime.GOMAXPROCS(0)
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	s := newStore(db, cfg)
+	s.ownsDB = true
+	if err := s.Migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New returns a Store on the caller's database. The caller runs
+// [Store.Migrate] (or its own migrations with the same schema) and closes
+// db; [Store.Close] does not close it.
+//
+// Open db with [DSN], or at least with WAL journal mode and a busy timeout.
+// Transactions passed to [Store.CompleteTx] should begin with BEGIN
+// IMMEDIATE (DSN's _txlock=immediate does that for BeginTx), so that their
+// first write never fails with SQLITE_BUSY on a lock upgrade.
+func New(db *sql.DB, cfg Config) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("sqlite: nil *sql.DB")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return newStore(db, cfg), nil
+}
+
+func newStore(db *sql.DB, cfg Config) *Store {
+	return &Store{
+		db:       db,
+		cfg:      cfg,
+		q:        newQueries(cfg.Table),
+		writeSem: make(chan struct{}, 1),
+		subs:     subscribers{m: make(map[string]map[*subscriber]struct{})},
+		stmts:    make(map[string]*sql.Stmt),
+	}
+}
+
+// DB returns the database the Store uses, for example to begin the
+// transaction passed to [Store.CompleteTx].
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close releases the Store's prepared statements and closes the database if
+// the Store opened it with [Open]; a Store from [New] leaves the caller's
+// database open. Close ends no subscription.
+func (s *Store) Close() error {
+	s.stmtMu.Lock()
+	var errs []error
+	for q, st := range s.stmts {
+		errs = append(errs, st.Close())
+		delete(s.stmts, q)
+	}
+	s.stmtMu.Unlock()
+	if s.ownsDB {
+		errs = append(errs, s.db.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// stmt returns query prepared on the Store's database, preparing it on
+// first use (lazily, because the table may not exist before Migrate).
+// database/sql re-prepares it on each connection as needed; parsing the
+// claim statement costs more than running it.
+func (s *Store) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st, ok := s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := s.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	s.stmts[query] = st
+	return st, nil
+}
+
+// Ping checks that the database answers a query.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	err := s.db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	return s.translate(ctx, "ping", err)
+}
+
+// subscribers is the in-process registry behind Subscribe.
+type subscribers struct {
+	mu sync.Mutex
+	m  map[string]map[*subscriber]struct{}
+}

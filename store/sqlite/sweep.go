@@ -1,0 +1,51 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Sweep deletes completed records with ExpiresAt <= params.Now and returns
+// how many it deleted. It deletes in batches of params.BatchSize (default
+// [DefaultSweepBatch]) records, each batch one DELETE … WHERE rowid IN
+// (SELECT … LIMIT n) in its own short transaction, so claims interleave
+// with a long sweep instead of waiting for it. It loops until a batch
+// deletes fewer than BatchSize records. On error it returns the count
+// deleted so far with the error.
+//
+// Sweeping only reclaims space: Claim and Get treat expired records as
+// absent whether or not a sweeper runs.
+func (s *Store) Sweep(ctx context.Context, params *retrysafe.SweepParams) (int, error) {
+	if params == nil {
+		return 0, errors.New("sqlite: sweep: nil params")
+	}
+	if params.Now.IsZero() {
+		return 0, errors.New("sqlite: sweep: params.Now is zero")
+	}
+	batch := params.BatchSize
+	if batch <= 0 {
+		batch = DefaultSweepBatch
+	}
+	now := toNanos(params.Now)
+	total := 0
+	for {
+		var n int64
+		err := s.write(ctx, "sweep", func() error {
+			res, err := s.db.ExecContext(ctx, s.q.sweep, now, batch)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}
