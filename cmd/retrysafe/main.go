@@ -1,0 +1,166 @@
+// Command retrysafe makes non-idempotent HTTP operations safe to retry.
+//
+//	retrysafe serve   run the gateway in front of an HTTP service
+//	retrysafe demo    play the classic failure stories against a demo service
+//	retrysafe keys    inspect idempotency records
+//	retrysafe sweep   delete expired records
+//	retrysafe migrate apply the store's schema migrations
+//
+// Run "retrysafe COMMAND --help" for a command's flags and examples.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// A command is one subcommand. Each lives in its own file and registers
+// itself from that file's init function:
+//
+//	func init() {
+//		register(&command{
+//			name:    "sweep",
+//			summary: "delete expired records once",
+//			run:     runSweep,
+//		})
+//	}
+//
+// run receives the arguments after the command's name and a context that
+// is cancelled on SIGINT or SIGTERM. It parses its flags with [newFlagSet]
+// and returns flag.ErrHelp (after printing help), a [usageError] (wrong
+// arguments: exit status 2), or any other error (exit status 1).
+type command struct {
+	name    string
+	summary string // one line for the command list
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]*command{}
+
+// register adds c to the commands; it panics on a duplicate name, which is
+// a programming error found by any test.
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("retrysafe: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// usageError reports wrong command-line arguments (exit status 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a *usageError.
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches args to a command and returns the process exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		printUsage(stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				return exitStatus(c.run(ctx, []string{"--help"}, stdout, stderr), c.name, stderr)
+			}
+			fmt.Fprintf(stderr, "retrysafe: unknown command %q\n\n", args[1])
+			printUsage(stderr)
+			return 2
+		}
+		printUsage(stdout)
+		return 0
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "retrysafe: unknown command %q\n\n", name)
+		printUsage(stderr)
+		return 2
+	}
+	return exitStatus(c.run(ctx, args[1:], stdout, stderr), c.name, stderr)
+}
+
+func exitStatus(err error, name string, stderr io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "retrysafe %s: %v\nRun 'retrysafe %s --help' for usage.\n", name, err, name)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "retrysafe %s: %v\n", name, err)
+		return 1
+	}
+}
+
+func printUsage(w io.Writer) {
+	names := make([]string, 0, len(commands))
+	width := 0
+	for n := range commands {
+		names = append(names, n)
+		width = max(width, len(n))
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "retrysafe makes non-idempotent HTTP operations safe to retry (Idempotency-Key).\n\n")
+	fmt.Fprintf(w, "Usage:\n  retrysafe COMMAND [flags]\n\nCommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\nRun 'retrysafe COMMAND --help' for a command's flags and examples.\n")
+	fmt.Fprintf(w, "First time? Run: go run ./cmd/retrysafe demo\n")
+}
+
+// newFlagSet returns a flag set for a command whose --help prints synopsis,
+// description, the flags and examples to stdout. Flag errors are returned
+// by Parse (wrap them with usagef) after a one-line hint on stderr.
+func newFlagSet(name, synopsis, description, examples string, stdout, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("retrysafe "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		w := stdout
+		fmt.Fprintf(w, "Usage:\n  retrysafe %s %s\n\n", name, synopsis)
+		if description != "" {
+			fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(description))
+		}
+		fmt.Fprintf(w, "Flags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		if examples != "" {
+			fmt.Fprintf(w, "\nExamples:\n%s\n", strings.TrimRight(examples, "\n"))
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args with fs, turning flag errors into usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usagef("%v", err)
+	}
+	return nil
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/storeurl"
+)
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "run the idempotency gateway in front of an HTTP service",
+		run:     runServe,
+	})
+}
+
+const serveDescription = `
+Runs a reverse proxy in front of --upstream that makes its POST and PATCH
+requests safe to retry. A request with an Idempotency-Key runs once; its
+response is stored and replayed byte for byte (with Idempotent-Replayed: true)
+to every retry with the same key. A duplicate that arrives while the first is
+running gets 409 (or waits, with --in-flight wait); the same key with another
+body gets 422; a store outage answers 503 and forwards nothing.
+
+If the upstream cannot be reached (connection refused, DNS failure), nothing
+ran: the gateway answers 502 and releases the key, so a retry runs. If the
+upstream may have received the request (timeout, connection reset) the
+outcome is unknown: the gateway answers 502/504 and keeps the key locked
+until its --lease runs out, so the operation never runs twice at once.
+
+Per-route policies come from --config (YAML); flags give the defaults. The
+admin listener serves /healthz, /readyz and /metrics (Prometheus). SIGINT or
+SIGTERM stops accepting connections, lets in-flight requests finish and store
+their results, then exits 0. See docs/gateway.md.`
+
+const serveExamples = `  # In front of a service on port 3000, records in ./retrysafe.db:
+  retrysafe serve --upstream http://127.0.0.1:3000
+
+  # Keys required, duplicates wait for the original, shared PostgreSQL:
+  retrysafe serve --upstream http://127.0.0.1:3000 --require-key --in-flight wait \
+      --store postgres://retrysafe@db:5432/retrysafe
+
+  # Per-route policies, JSON logs on stderr:
+  retrysafe serve --upstream http://127.0.0.1:3000 --config retrysafe.yaml --log-format json
+
+  # retrysafe.yaml:
+  routes:
+    - match: "POST /payments"
+      require_key: true
+      ignore_fields: ["/meta/requestedAt"]
+    - match: "POST /orders/{id}/refunds"
+      in_flight: wait
+      store_statuses: ["2xx", "4xx"]`
+
+// serveOptions are the parsed flags of serve.
+type serveOptions struct {
+	listen, adminListen, upstream, store, config string
+	ttl, lease, waitTimeout                      time.Duration
+	requireKey, failOpen                         bool
+	inFlight, scopeHeader                        string
+	maxBody, maxResponseBody                     int64
+	methods, storeStatuses, ignoreFields         string
+	upstreamTimeout, dialTimeout, storeTimeout   time.Duration
+	sweepInterval, shutdownTimeout               time.Duration
+	logFormat, logLevel                          string
+}
+
+func (o *serveOptions) flags(fs interface {
+	StringVar(*string, string, string, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+	BoolVar(*bool, string, bool, string)
+	Int64Var(*int64, string, int64, string)
+}) {
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` the gateway listens on (port 0: any free port)")
+	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:9090", "`address` of /healthz, /readyz and /metrics (\"off\" disables)")
+	fs.StringVar(&o.upstream, "upstream", "", "`URL` of the service behind the gateway (required), e.g. http://127.0.0.1:3000")
+	fs.StringVar(&o.store, "store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
+	fs.DurationVar(&o.ttl, "ttl", retrysafe.DefaultTTL, "how long a completed response is replayed")
+	fs.DurationVar(&o.lease, "lease", retrysafe.DefaultLease, "how long a claim holds without a heartbeat; a request with an unknown outcome keeps its key this long")
+	fs.BoolVar(&o.requireKey, "require-key", false, "answer 400 to a POST/PATCH without Idempotency-Key (default: pass it through unprotected)")
+	fs.StringVar(&o.inFlight, "in-flight", string(retrysafe.InFlightConflict), "`mode` of a duplicate that arrives while the original runs: conflict (409 + Retry-After) or wait (then replay)")
+	fs.DurationVar(&o.waitTimeout, "wait-timeout", retrysafe.DefaultWaitTimeout, "longest wait in --in-flight wait mode before answering 409")
+	fs.Int64Var(&o.maxBody, "max-body", retrysafe.DefaultMaxBody, "largest request body in `bytes`; larger ones get 413 and nothing runs")
+	fs.StringVar(&o.scopeHeader, "scope-header", "Authorization", "`header` whose value (hashed) identifies the caller, so callers never share keys")
+	fs.StringVar(&o.config, "config", "", "YAML `file` of per-route policies (flags give the defaults)")
+	fs.Int64Var(&o.maxResponseBody, "max-response-body", retrysafe.DefaultMaxResponseBody, "largest response body stored, in `bytes`; a larger response reaches the first caller, and the key replays a 502 problem, never a second run")
+	fs.StringVar(&o.methods, "methods", "POST,PATCH", "comma-separated protected `methods`")
+	fs.StringVar(&o.storeStatuses, "store-statuses", "", "comma-separated `statuses` stored and replayed (codes or classes: 2xx,4xx,409); other statuses release the key (default: every status)")
+	fs.StringVar(&o.ignoreFields, "ignore-fields", "", "comma-separated JSON `pointers` left out of the body fingerprint, e.g. /meta/requestedAt")
+	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "bound on a protected request's upstream exchange; must be shorter than --lease")
+	fs.DurationVar(&o.dialTimeout, "dial-timeout", gateway.DefaultDialTimeout, "bound on connecting to the upstream")
+	fs.DurationVar(&o.storeTimeout, "store-timeout", retrysafe.DefaultStoreTimeout, "bound on each store call")
+	fs.BoolVar(&o.failOpen, "fail-open", false, "forward requests unprotected while the store is down (default: 503, nothing forwarded)")
+	fs.DurationVar(&o.sweepInterval, "sweep-interval", time.Minute, "how often expired records are deleted (SQLite, PostgreSQL, memory); 0 disables")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
+	fs.StringVar(&o.logFormat, "log-format", "json", "log `format` on stderr: json or text")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (keys and bodies are never logged at info)")
+}
+
+// policy returns the default policy the flags describe, or a usage error
+// naming the flag at fault.
+func (o *serveOptions) policy() (gateway.Policy, error) {
+	p := gateway.DefaultPolicy()
+	p.RequireKey = o.requireKey
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ttl", o.ttl}, {"lease", o.lease}, {"wait-timeout", o.waitTimeout}} {
+		if d.v <= 0 {
+			return p, usagef("--%s must be positive (got %s)", d.name, d.v)
+		}
+	}
+	p.TTL, p.Lease, p.WaitTimeout = o.ttl, o.lease, o.waitTimeout
+	switch m := retrysafe.InFlightMode(o.inFlight); m {
+	case retrysafe.InFlightConflict, retrysafe.InFlightWait:
+		p.InFlight = m
+	default:
+		return p, usagef("--in-flight %q: want conflict or wait", o.inFlight)
+	}
+	if o.maxBody <= 0 {
+		return p, usagef("--max-body must be positive (got %d)", o.maxBody)
+	}
+	if o.maxResponseBody <= 0 {
+		return p, usagef("--max-response-body must be positive (got %d)", o.maxResponseBody)
+	}
+	p.MaxBody, p.MaxResponseBody = o.maxBody, o.maxResponseBody
+	p.Methods = nil
+	for _, m := range splitList(o.methods) {
+		p.Methods = append(p.Methods, strings.ToUpper(m))
+	}
+	if len(p.Methods) == 0 {
+		return p, usagef("--methods is empty")
+	}
+	if s := splitList(o.storeStatuses); len(s) > 0 {
+		set, err := gateway.ParseStatusSet(s)
+		if err != nil {
+			return p, usagef("--store-statuses: %v", err)
+		}
+		p.StoreStatuses = set
+	}
+	for _, ptr := range splitList(o.ignoreFields) {
+		if err := retrysafe.ValidatePointer(ptr); err != nil {
+			return p, usagef("--ignore-fields: %q: %v", ptr, err)
+		}
+		p.IgnoreFields = append(p.IgnoreFields, ptr)
+	}
+	if strings.TrimSpace(o.scopeHeader) == "" {
+		return p, usagef("--scope-header is empty")
+	}
+	p.ScopeHeader = strings.TrimSpace(o.scopeHeader)
+	return p, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want json or text", format)
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o serveOptions
+	fs := newFlagSet("serve", "--upstream URL [flags]", serveDescription, serveExamples, stdout, stderr)
+	o.flags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.upstream == "" {
+		return usagef("--upstream is required (the URL of the service to protect, e.g. http://127.0.0.1:3000)")
+	}
+	upstream, err := url.Parse(o.upstream)
+	if err != nil || (upstream.Scheme != "http" && upstream.Scheme != "https") || upstream.Host == "" {
+		return usagef("--upstream %q: want an http:// or https:// URL with a host", o.upstream)
+	}
+	logger, err := newLogger(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	defaults, err := o.policy()
+	if err != nil {
+		return err
+	}
+	if o.upstreamTimeout <= 0 || o.dialTimeout <= 0 || o.storeTimeout <= 0 || o.shutdownTimeout <= 0 {
+		return usagef("--upstream-timeout, --dial-timeout, --store-timeout and --shutdown-timeout must be positive")
+	}
+	if o.upstreamTimeout >= o.lease {
+		return usagef("--upstream-timeout (%s) must be shorter than --lease (%s): a request whose outcome is unknown keeps its key until the lease runs out, so the lease must outlast the upstream call", o.upstreamTimeout, o.lease)
+	}
+	var routes []gateway.Route
+	if o.config != "" {
+		if routes, err = gateway.LoadConfigFile(o.config, defaults); err != nil {
+			return err
+		}
+		for _, rt := range routes {
+			if !rt.Policy.Bypass && o.upstreamTimeout >= rt.Policy.Lease {
+				return fmt.Errorf("config %s: route %q: lease (%s) must be longer than --upstream-timeout (%s)", o.config, rt.Pattern, rt.Policy.Lease, o.upstreamTimeout)
+			}
+		}
+	}
+
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	store, closeStore, err := storeurl.Open(openCtx, o.store)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer func() {
+		if err := closeStore(); err != nil {
+			logger.Warn("closing the store failed", "err", err)
+		}
+	}()
+
+	gw, err := gateway.New(gateway.Config{
+		Upstream:        upstream,
+		Store:           store,
+		Defaults:        defaults,
+		Routes:          routes,
+		UpstreamTimeout: o.upstreamTimeout,
+		DialTimeout:     o.dialTimeout,
+		StoreTimeout:    o.storeTimeout,
+		FailOpen:        o.failOpen,
+		Logger:          logger,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	servers := []*http.Server{{
+		Handler:           gw,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          errorLog,
+	}}
+	listeners := []net.Listener{ln}
+	if o.adminListen != "off" && o.adminListen != "" {
+		aln, err := net.Listen("tcp", o.adminListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--admin-listen: %w", err)
+		}
+		servers = append(servers, &http.Server{
+			Handler:           gw.AdminHandler(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          errorLog,
+		})
+		listeners = append(listeners, aln)
+	}
+
+	fmt.Fprintf(stdout, "retrysafe: listening on http://%s, forwarding to %s (store %s)\n",
+		ln.Addr(), upstream.Redacted(), storeurl.Redact(o.store))
+	if len(listeners) > 1 {
+		fmt.Fprintf(stdout, "retrysafe: admin on http://%s (/healthz, /readyz, /metrics)\n", listeners[1].Addr())
+	}
+	logger.Info("gateway started", "listen", ln.Addr().String(), "upstream", upstream.Redacted(),
+		"store", storeurl.Redact(o.store), "routes", len(routes))
+
+	serveErr := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() {
+			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		}()
+	}
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { gw.RunSweeper(sweepCtx, o.sweepInterval) })
+	defer func() { stopSweep(); wg.Wait() }()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		// A second signal ends the process at once.
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		logger.Info("shutting down: finishing in-flight requests", "timeout", o.shutdownTimeout.String())
+	case runErr = <-serveErr:
+		logger.Error("server failed; shutting down", "err", runErr)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout)
+	defer cancel()
+	var shutdownWG sync.WaitGroup
+	shutdownErrs := make([]error, len(servers))
+	for i, srv := range servers {
+		shutdownWG.Go(func() { shutdownErrs[i] = srv.Shutdown(shutdownCtx) })
+	}
+	shutdownWG.Wait()
+	if err := errors.Join(shutdownErrs...); err != nil {
+		for _, srv := range servers {
+			srv.Close()
+		}
+		runErr = errors.Join(runErr, fmt.Errorf("shutdown: requests still running after --shutdown-timeout %s were cut off: %w", o.shutdownTimeout, err))
+	}
+	if runErr == nil {
+		logger.Info("gateway stopped")
+	}
+	return runErr
+}

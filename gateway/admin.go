@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/retrysafe/retrysafe"
+)
+
+// ReadyTimeout bounds the store check of /readyz.
+const ReadyTimeout = 2 * time.Second
+
+// AdminHandler serves the admin endpoints:
+//
+//	GET /healthz  200 while the process runs
+//	GET /readyz   200 when the store answers within ReadyTimeout, else 503
+//	GET /metrics  the Prometheus registry (every name starts with retrysafe_)
+func (g *Gateway) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := g.Ready(r.Context()); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// Ready checks that the store answers within [ReadyTimeout]: with Ping when
+// it implements [retrysafe.Pinger], otherwise with a Get in a scope no client
+// has (real scopes are hex digests).
+func (g *Gateway) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	if p, ok := g.cfg.Store.(retrysafe.Pinger); ok {
+		if err := p.Ping(ctx); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		return nil
+	}
+	_, err := g.cfg.Store.Get(ctx, &retrysafe.GetParams{Scope: "retrysafe:readyz", Key: "readyz", Now: g.cfg.Now()})
+	if err != nil && !errors.Is(err, retrysafe.ErrNotFound) {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// RunSweeper deletes expired records every interval until ctx is done, when
+// the store implements [retrysafe.Sweeper] (stores with native expiry, such
+// as Redis, do not). It returns at once otherwise, or when interval <= 0.
+// Sweeping only reclaims space: expiry is enforced on read regardless.
+func (g *Gateway) RunSweeper(ctx context.Context, interval time.Duration) {
+	sw, ok := g.cfg.Store.(retrysafe.Sweeper)
+	if !ok || interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, interval)
+		n, err := sw.Sweep(sctx, &retrysafe.SweepParams{Now: g.cfg.Now()})
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			g.metrics.sweepErrors.Inc()
+			g.logger.WarnContext(ctx, "sweep failed", "err", err)
+		default:
+			g.metrics.sweepDeleted.Add(float64(n))
+			if n > 0 {
+				g.logger.DebugContext(ctx, "swept expired records", "deleted", n)
+			}
+		}
+	}
+}

@@ -1,0 +1,382 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+	"go.yaml.in/yaml/v3"
+)
+
+// fileConfig is the YAML document of --config. Every field of a route is
+// optional except match; an absent field takes the flag's default.
+type fileConfig struct {
+	Routes []fileRoute `yaml:"routes"`
+}
+
+type fileRoute struct {
+	Match           *string  `yaml:"match"`
+	Protect         *bool    `yaml:"protect"`
+	Methods         []string `yaml:"methods"`
+	RequireKey      *bool    `yaml:"require_key"`
+	TTL             *string  `yaml:"ttl"`
+	Lease           *string  `yaml:"lease"`
+	InFlight        *string  `yaml:"in_flight"`
+	WaitTimeout     *string  `yaml:"wait_timeout"`
+	MaxBody         *string  `yaml:"max_body"`
+	MaxResponseBody *string  `yaml:"max_response_body"`
+	IgnoreFields    []string `yaml:"ignore_fields"`
+	StoreStatuses   []string `yaml:"store_statuses"`
+	ScopeHeader     *string  `yaml:"scope_header"`
+}
+
+// routeFields lists the YAML fields of a route, for error messages.
+var routeFields = []string{
+	"match", "protect", "methods", "require_key", "ttl", "lease", "in_flight", "wait_timeout",
+	"max_body", "max_response_body", "ignore_fields", "store_statuses", "scope_header",
+}
+
+// LoadConfigFile reads a YAML route file (see [ParseConfig]).
+func LoadConfigFile(path string, defaults Policy) ([]Route, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	routes, err := ParseConfig(data, defaults)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return routes, nil
+}
+
+// ParseConfig parses a YAML route file. Each route starts from defaults
+// (the flags) and overrides the fields it sets:
+//
+//	routes:
+//	  - match: "POST /payments"          # Go ServeMux pattern (required)
+//	    require_key: true
+//	    ttl: 48h
+//	    lease: 1m
+//	    in_flight: wait                  # conflict | wait
+//	    wait_timeout: 15s
+//	    max_body: 64KiB                  # bytes; KiB/MiB/GiB suffixes allowed
+//	    max_response_body: 1MiB
+//	    ignore_fields: ["/meta/requestedAt"]
+//	    store_statuses: ["2xx", "4xx", 500]
+//	    scope_header: X-Api-Key
+//	  - match: "POST /webhooks/"
+//	    protect: false                   # pass through unprotected
+//
+// Decoding is strict: an unknown field, a value of the wrong type or an
+// invalid value is an error that names the route and the field. When a
+// route's pattern names a method and methods is not set, that method is the
+// one protected.
+func ParseConfig(data []byte, defaults Policy) ([]Route, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	infos := routeInfos(&doc)
+
+	var fc fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, explainYAMLError(err, infos, &fc)
+	}
+	mux := http.NewServeMux()
+	routes := make([]Route, 0, len(fc.Routes))
+	for i, fr := range fc.Routes {
+		r, err := fr.route(defaults)
+		if err == nil {
+			err = registerPattern(mux, r.Pattern, http.NotFoundHandler())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", routeName(i, infos, fr.Match), err)
+		}
+		routes = append(routes, r)
+	}
+	return routes, nil
+}
+
+func (fr *fileRoute) route(p Policy) (Route, error) {
+	if fr.Match == nil || strings.TrimSpace(*fr.Match) == "" {
+		return Route{}, errors.New("match: required (a ServeMux pattern such as \"POST /payments\")")
+	}
+	pattern := strings.TrimSpace(*fr.Match)
+	p.Methods = append([]string(nil), p.Methods...)
+	p.IgnoreFields = append([]string(nil), p.IgnoreFields...)
+	if fr.Protect != nil {
+		p.Bypass = !*fr.Protect
+	}
+	switch {
+	case fr.Methods != nil:
+		if len(fr.Methods) == 0 {
+			return Route{}, errors.New("methods: empty list (omit the field for the defaults, or set protect: false)")
+		}
+		p.Methods = p.Methods[:0]
+		for _, m := range fr.Methods {
+			if !validMethod(m) {
+				return Route{}, fmt.Errorf("methods: %q is not an HTTP method", m)
+			}
+			p.Methods = append(p.Methods, strings.ToUpper(m))
+		}
+	case patternMethod(pattern) != "":
+		p.Methods = []string{patternMethod(pattern)}
+	}
+	if fr.RequireKey != nil {
+		p.RequireKey = *fr.RequireKey
+	}
+	var err error
+	if p.TTL, err = parseDurationField("ttl", fr.TTL, p.TTL); err != nil {
+		return Route{}, err
+	}
+	if p.Lease, err = parseDurationField("lease", fr.Lease, p.Lease); err != nil {
+		return Route{}, err
+	}
+	if p.WaitTimeout, err = parseDurationField("wait_timeout", fr.WaitTimeout, p.WaitTimeout); err != nil {
+		return Route{}, err
+	}
+	if fr.InFlight != nil {
+		switch m := retrysafe.InFlightMode(strings.TrimSpace(*fr.InFlight)); m {
+		case retrysafe.InFlightConflict, retrysafe.InFlightWait:
+			p.InFlight = m
+		default:
+			return Route{}, fmt.Errorf("in_flight: %q is not %q or %q", *fr.InFlight, retrysafe.InFlightConflict, retrysafe.InFlightWait)
+		}
+	}
+	if p.MaxBody, err = parseSizeField("max_body", fr.MaxBody, p.MaxBody); err != nil {
+		return Route{}, err
+	}
+	if p.MaxResponseBody, err = parseSizeField("max_response_body", fr.MaxResponseBody, p.MaxResponseBody); err != nil {
+		return Route{}, err
+	}
+	if fr.IgnoreFields != nil {
+		p.IgnoreFields = append([]string(nil), fr.IgnoreFields...)
+		for j, ptr := range p.IgnoreFields {
+			if err := retrysafe.ValidatePointer(ptr); err != nil {
+				return Route{}, fmt.Errorf("ignore_fields[%d]: %q is not a JSON Pointer: %w", j, ptr, err)
+			}
+		}
+	}
+	if fr.StoreStatuses != nil {
+		if len(fr.StoreStatuses) == 0 {
+			return Route{}, errors.New("store_statuses: empty list (omit the field to store every status)")
+		}
+		set, err := ParseStatusSet(fr.StoreStatuses)
+		if err != nil {
+			return Route{}, fmt.Errorf("store_statuses: %w", err)
+		}
+		p.StoreStatuses = set
+	}
+	if fr.ScopeHeader != nil {
+		h := strings.TrimSpace(*fr.ScopeHeader)
+		if !validHeaderName(h) {
+			return Route{}, fmt.Errorf("scope_header: %q is not a header name", *fr.ScopeHeader)
+		}
+		p.ScopeHeader = h
+	}
+	return Route{Pattern: pattern, Policy: p}, nil
+}
+
+func parseDurationField(name string, v *string, def time.Duration) (time.Duration, error) {
+	if v == nil {
+		return def, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(*v))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive duration (write it with a unit, like 30s, 5m or 24h)", name, *v)
+	}
+	return d, nil
+}
+
+func parseSizeField(name string, v *string, def int64) (int64, error) {
+	if v == nil {
+		return def, nil
+	}
+	n, err := ParseSize(*v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return n, nil
+}
+
+var sizeRE = regexp.MustCompile(`^([0-9]+)\s*(|B|KB|KiB|MB|MiB|GB|GiB)$`)
+
+// ParseSize parses a positive byte count: "1048576", "64KiB", "1MiB",
+// "1MB" (KB/MB/GB are powers of 1000, KiB/MiB/GiB powers of 1024).
+func ParseSize(s string) (int64, error) {
+	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a size in bytes (like 1048576, 64KiB or 1MiB)", s)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "KiB": 1 << 10, "MB": 1e6, "MiB": 1 << 20, "GB": 1e9, "GiB": 1 << 30}[m[2]]
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a positive size in bytes", s)
+	}
+	return n * mult, nil
+}
+
+// registerPattern registers h for pattern on mux, turning ServeMux's panics
+// (invalid pattern, conflict with an earlier pattern) into errors.
+func registerPattern(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("match: %q: %v", pattern, v)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// patternMethod returns the method of a ServeMux pattern, or "".
+func patternMethod(pattern string) string {
+	method, rest, found := strings.Cut(pattern, " ")
+	if !found || strings.HasPrefix(method, "/") || strings.TrimSpace(rest) == "" {
+		return ""
+	}
+	return method
+}
+
+func validMethod(m string) bool {
+	return m != "" && validToken(m)
+}
+
+func validHeaderName(h string) bool { return h != "" && validToken(h) }
+
+func validToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// routeInfo locates a route in the YAML source: the line it starts on and,
+// for each line holding a value, the field it belongs to.
+type routeInfo struct {
+	line   int
+	fields map[int]string
+}
+
+// routeInfos returns the location of each route of the document.
+func routeInfos(doc *yaml.Node) []routeInfo {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return nil
+	}
+	var infos []routeInfo
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != "routes" || top.Content[i+1].Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, n := range top.Content[i+1].Content {
+			ri := routeInfo{line: n.Line, fields: map[int]string{}}
+			if n.Kind == yaml.MappingNode {
+				for j := 0; j+1 < len(n.Content); j += 2 {
+					key, val := n.Content[j], n.Content[j+1]
+					ri.fields[key.Line] = key.Value
+					markLines(val, key.Value, ri.fields)
+				}
+			}
+			infos = append(infos, ri)
+		}
+	}
+	return infos
+}
+
+func markLines(n *yaml.Node, field string, m map[int]string) {
+	if _, ok := m[n.Line]; !ok {
+		m[n.Line] = field
+	}
+	for _, c := range n.Content {
+		markLines(c, field, m)
+	}
+}
+
+// routeName names route i for an error message: its line, index and pattern.
+func routeName(i int, infos []routeInfo, match *string) string {
+	s := fmt.Sprintf("routes[%d]", i)
+	if match != nil {
+		s += fmt.Sprintf(" (%q)", *match)
+	}
+	if i < len(infos) {
+		s = fmt.Sprintf("line %d: %s", infos[i].line, s)
+	}
+	return s
+}
+
+var yamlLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// explainYAMLError rewrites yaml's type errors so that each names the route
+// it is in and, for an unknown field, lists the known ones.
+func explainYAMLError(err error, infos []routeInfo, fc *fileConfig) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("invalid config: %w", err)
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, m := range te.Errors {
+		sm := yamlLineRE.FindStringSubmatch(m)
+		if sm == nil {
+			msgs = append(msgs, m)
+			continue
+		}
+		line, _ := strconv.Atoi(sm[1])
+		what := sm[2]
+		route := -1
+		for i, ri := range infos {
+			if ri.line <= line {
+				route = i
+			}
+		}
+		switch {
+		case strings.Contains(what, "in type gateway.fileRoute"):
+			what = strings.Replace(what, " not found in type gateway.fileRoute", "", 1)
+			what = "unknown " + what + " (known fields: " + strings.Join(sortedCopy(routeFields), ", ") + ")"
+		case strings.Contains(what, "in type gateway.fileConfig"):
+			what = strings.Replace(what, " not found in type gateway.fileConfig", "", 1)
+			what = "unknown top-level " + what + " (known fields: routes)"
+			route = -1
+		case route >= 0:
+			if f, ok := infos[route].fields[line]; ok {
+				what = f + ": " + what
+			}
+		}
+		if route >= 0 {
+			var match *string
+			if route < len(fc.Routes) {
+				match = fc.Routes[route].Match
+			}
+			name := fmt.Sprintf("routes[%d]", route)
+			if match != nil {
+				name += fmt.Sprintf(" (%q)", *match)
+			}
+			msgs = append(msgs, fmt.Sprintf("line %d: %s: %s", line, name, what))
+		} else {
+			msgs = append(msgs, fmt.Sprintf("line %d: %s", line, what))
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+func sortedCopy(s []string) []string {
+	c := append([]string(nil), s...)
+	sort.Strings(c)
+	return c
+}

@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/retrysafe/retrysafe"
+)
+
+// Defaults of [Config] fields.
+const (
+	// DefaultUpstreamTimeout bounds a protected request's whole upstream
+	// exchange; it must be shorter than every route's lease.
+	DefaultUpstreamTimeout = 20 * time.Second
+	// DefaultDialTimeout bounds connecting (and the TLS handshake) to the
+	// upstream.
+	DefaultDialTimeout = 5 * time.Second
+)
+
+// Config configures a [Gateway]. Zero values mean the documented defaults.
+type Config struct {
+	// Upstream is the service behind the gateway (http or https URL).
+	// Required. A path in it is prefixed to every request's path.
+	Upstream *url.URL
+	// Store holds the idempotency records. Required.
+	Store retrysafe.Store
+
+	// Defaults is the policy of requests that match no route.
+	Defaults Policy
+	// Routes are per-route policies, matched like http.ServeMux patterns
+	// ("POST /payments", "POST /orders/{id}/refunds"). See [ParseConfig].
+	Routes []Route
+
+	// UpstreamTimeout bounds the upstream exchange of a protected request
+	// (connect, send, response headers and body) and the wait for response
+	// headers of any request. Default [DefaultUpstreamTimeout]. It must be
+	// shorter than every lease: a request that times out has an unknown
+	// outcome, and its key stays locked until the lease runs out.
+	UpstreamTimeout time.Duration
+	// DialTimeout bounds connecting to the upstream. Default
+	// [DefaultDialTimeout].
+	DialTimeout time.Duration
+	// Transport reaches the upstream; nil means an http.Transport built
+	// from the timeouts above.
+	Transport http.RoundTripper
+
+	// StoreTimeout bounds every store call (default 5s).
+	StoreTimeout time.Duration
+	// FailOpen forwards requests unprotected while the store is
+	// unavailable. The default answers 503 and forwards nothing.
+	FailOpen bool
+
+	// Logger receives one line per protected request and the gateway's
+	// warnings. Nil means slog.Default().
+	Logger *slog.Logger
+	// Registry receives the gateway's metrics. Nil means a new registry
+	// from [NewRegistry]; the admin handler serves it.
+	Registry *prometheus.Registry
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// ProblemBase is the base URI of problem "type" members; "" means
+	// retrysafe.DefaultProblemBase.
+	ProblemBase string
+}
+
+// Gateway is a reverse proxy that makes the upstream's non-idempotent
+// requests safe to retry. It is an http.Handler; [Gateway.AdminHandler]
+// serves health, readiness and metrics.
+type Gateway struct {
+	cfg         Config
+	logger      *slog.Logger
+	registry    *prometheus.Registry
+	metrics     *Metrics
+	proxy       *httputil.ReverseProxy
+	problemBase string
+
+	mux *http.ServeMux // routes; nil when there are none
+	def *routeHandler  // requests that match no route
+}
+
+// routeHandler serves the requests of one route (or the defaults).
+type routeHandler struct {
+	pattern string // "" for the defaults
+	policy  Policy
+	h       http.Handler // the middleware around the proxy
+}
+
+func (rh *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { rh.h.ServeHTTP(w, r) }
+
+// New validates cfg and returns a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Upstream == nil {
+		return nil, errors.New("gateway: Config.Upstream is required")
+	}
+	if cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https" || cfg.Upstream.Host == "" {
+		return nil, fmt.Errorf("gateway: upstream %q is not an http:// or https:// URL with a host", cfg.Upstream.Redacted())
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("gateway: Config.Store is required")
+	}
+	if cfg.UpstreamTimeout < 0 || cfg.DialTimeout < 0 {
+		return nil, errors.New("gateway: negative timeout")
+	}
+	if cfg.UpstreamTimeout == 0 {
+		cfg.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	g := &Gateway{cfg: cfg, logger: cfg.Logger, registry: cfg.Registry, problemBase: cfg.ProblemBase}
+	if g.problemBase == "" {
+		g.problemBase = retrysafe.DefaultProblemBase
+	}
+	if g.registry == nil {
+		g.registry = NewRegistry()
+	}
+	var err error
+	if g.metrics, err = NewMetrics(g.registry); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	transport := cfg.Transport
+	if transport == nil {
+		transport = newTransport(cfg.DialTimeout, cfg.UpstreamTimeout)
+	}
+	g.proxy = g.newProxy(cfg.Upstream, transport)
+
+	if err := g.checkLease("the default lease", cfg.Defaults); err != nil {
+		return nil, err
+	}
+	if g.def, err = g.newRouteHandler("", cfg.Defaults); err != nil {
+		return nil, fmt.Errorf("gateway: defaults: %w", err)
+	}
+	if len(cfg.Routes) > 0 {
+		g.mux = http.NewServeMux()
+		for i, rt := range cfg.Routes {
+			name := fmt.Sprintf("route %q", rt.Pattern)
+			if err := g.checkLease(name+": lease", rt.Policy); err != nil {
+				return nil, err
+			}
+			rh, err := g.newRouteHandler(rt.Pattern, rt.Policy)
+			if err == nil {
+				err = registerPattern(g.mux, rt.Pattern, rh)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("gateway: routes[%d] (%q): %w", i, rt.Pattern, err)
+			}
+		}
+	}
+	return g, nil
+}
+
+// checkLease enforces UpstreamTimeout < lease: an upstream call must end
+// (or be given up) while its claim still holds.
+func (g *Gateway) checkLease(what string, p Policy) error {
+	if p.Bypass {
+		return nil
+	}
+	if lease := p.lease(); g.cfg.UpstreamTimeout >= lease {
+		return fmt.Errorf("gateway: %s (%s) must be longer than the upstream timeout (%s): lengthen the lease or shorten the upstream timeout",
+			what, lease, g.cfg.UpstreamTimeout)
+	}
+	return nil
+}
+
+func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, error) {
+	rh := &routeHandler{pattern: pattern, policy: p}
+	forward := http.HandlerFunc(g.forward)
+	if p.Bypass {
+		rh.h = forward
+		return rh, nil
+	}
+	scopeHeader := p.ScopeHeader
+	if scopeHeader == "" {
+		scopeHeader = "Authorization"
+	}
+	var storeStatus func(int) bool
+	if p.StoreStatuses != nil {
+		storeStatus = p.StoreStatuses.Contains
+	}
+	mw, err := retrysafe.NewMiddleware(retrysafe.Config{
+		Store:           g.cfg.Store,
+		Methods:         p.Methods,
+		RequireKey:      p.RequireKey,
+		TTL:             p.TTL,
+		Lease:           p.Lease,
+		InFlight:        p.InFlight,
+		WaitTimeout:     p.WaitTimeout,
+		MaxBody:         p.MaxBody,
+		MaxResponseBody: p.MaxResponseBody,
+		StoreTimeout:    g.cfg.StoreTimeout,
+		FailOpen:        g.cfg.FailOpen,
+		StoreStatus:     storeStatus,
+		Scope:           retrysafe.ScopeFromHeader(scopeHeader),
+		IgnoreFields:    p.IgnoreFields,
+		Now:             g.cfg.Now,
+		Logger:          g.logger,
+		Observer:        g.metrics,
+		ProblemBase:     g.problemBase,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rh.h = mw(forward)
+	return rh, nil
+}
+
+// ServeHTTP proxies r to the upstream under the policy of the route it
+// matches, and logs one line for it.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rh := g.route(r)
+	info := &requestInfo{route: rh}
+	sw := &statusWriter{ResponseWriter: w}
+	start := time.Now()
+	defer func() { g.logRequest(r, rh, info, sw, time.Since(start)) }()
+	rh.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
+}
+
+// route returns the handler of the route r matches, or the defaults. The
+// path is cleaned for matching (as ServeMux would) so that "//payments" or
+// "/x/../payments" cannot slip past a route's policy; the request itself is
+// forwarded unchanged.
+func (g *Gateway) route(r *http.Request) *routeHandler {
+	if g.mux == nil {
+		return g.def
+	}
+	mr := r
+	if p := cleanPath(r.URL.Path); p != r.URL.Path || r.URL.RawPath != "" {
+		u := *r.URL
+		u.Path, u.RawPath = p, ""
+		mr = new(http.Request)
+		*mr = *r
+		mr.URL = &u
+	}
+	if h, _ := g.mux.Handler(mr); h != nil {
+		if rh, ok := h.(*routeHandler); ok {
+			return rh
+		}
+	}
+	return g.def
+}
+
+// cleanPath is path.Clean that keeps a trailing slash, as ServeMux does.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if strings.HasSuffix(p, "/") && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// forward sends a request to the upstream. For a protected request it runs
+// behind the middleware, with a context that a client hang-up does not
+// cancel, bounded by the upstream timeout.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
+	op := retrysafe.OperationFromContext(r.Context())
+	if info := infoFrom(r.Context()); info != nil {
+		info.forwarded = true
+		info.op = op
+	}
+	if op != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.UpstreamTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	g.proxy.ServeHTTP(w, r)
+}
+
+// Metrics returns the gateway's metrics (the Observer given to the
+// middleware).
+func (g *Gateway) Metrics() *Metrics { return g.metrics }
+
+// Registry returns the registry that holds the gateway's metrics.
+func (g *Gateway) Registry() *prometheus.Registry { return g.registry }

@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/retrysafe/retrysafe"
+)
+
+// MetricPrefix starts the name of every metric the gateway exports.
+const MetricPrefix = "retrysafe_"
+
+// Metrics is a [retrysafe.Observer] that records the engine's events, and
+// the gateway's own, as Prometheus metrics:
+//
+//	retrysafe_requests_total{outcome}                    counter
+//	retrysafe_request_duration_seconds{outcome}          histogram
+//	retrysafe_store_operation_duration_seconds{op}       histogram
+//	retrysafe_store_errors_total{op}                     counter
+//	retrysafe_in_flight                                  gauge
+//	retrysafe_upstream_duration_seconds{result}          histogram
+//	retrysafe_upstream_errors_total{kind}                counter
+//	retrysafe_sweep_deleted_total                        counter
+//	retrysafe_sweep_errors_total                         counter
+//
+// outcome is one of [retrysafe.Outcome]'s values (new, replayed, conflict,
+// mismatch, invalid_key, missing_key, too_large, store_error, fail_open,
+// released, abandoned, lease_lost); op is claim, get, extend, complete or
+// release; result is response, not_sent or unknown; kind is not_sent or
+// unknown.
+type Metrics struct {
+	requests         *prometheus.CounterVec
+	requestDuration  *prometheus.HistogramVec
+	storeDuration    *prometheus.HistogramVec
+	storeErrors      *prometheus.CounterVec
+	inFlight         prometheus.Gauge
+	upstreamDuration *prometheus.HistogramVec
+	upstreamErrors   *prometheus.CounterVec
+	sweepDeleted     prometheus.Counter
+	sweepErrors      prometheus.Counter
+}
+
+var _ retrysafe.Observer = (*Metrics)(nil)
+
+// allOutcomes are pre-set to zero so that every series exists from the start.
+var allOutcomes = []retrysafe.Outcome{
+	retrysafe.OutcomeNew, retrysafe.OutcomeReplayed, retrysafe.OutcomeConflict,
+	retrysafe.OutcomeMismatch, retrysafe.OutcomeInvalidKey, retrysafe.OutcomeMissingKey,
+	retrysafe.OutcomeTooLarge, retrysafe.OutcomeStoreError, retrysafe.OutcomeFailOpen,
+	retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned, retrysafe.OutcomeLeaseLost,
+}
+
+var storeOps = []string{"claim", "get", "extend", "complete", "release"}
+
+// NewMetrics creates the gateway's metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	// Store calls take from well under a millisecond (memory, SQLite) to
+	// tens of milliseconds (a remote database under load).
+	storeBuckets := []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPrefix + "requests_total",
+			Help: "Protected requests by outcome.",
+		}, []string{"outcome"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricPrefix + "request_duration_seconds",
+			Help:    "Time spent on a protected request, including the upstream call, by outcome.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"outcome"}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricPrefix + "store_operation_duration_seconds",
+			Help:    "Latency of idempotency store operations.",
+			Buckets: storeBuckets,
+		}, []string{"op"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPrefix + "store_errors_total",
+			Help: "Failed idempotency store operations.",
+		}, []string{"op"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricPrefix + "in_flight",
+			Help: "Protected operations executing now (claimed, waiting for the upstream).",
+		}),
+		upstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricPrefix + "upstream_duration_seconds",
+			Help:    "Time from sending a request upstream to its response headers (or the error), by result.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"result"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPrefix + "upstream_errors_total",
+			Help: "Upstream failures: not_sent (nothing was delivered; key released) or unknown (the upstream may have received the request; key kept until its lease ends).",
+		}, []string{"kind"}),
+		sweepDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricPrefix + "sweep_deleted_total",
+			Help: "Expired records deleted by the background sweeper.",
+		}),
+		sweepErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricPrefix + "sweep_errors_total",
+			Help: "Failed background sweeps.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{
+		m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.inFlight,
+		m.upstreamDuration, m.upstreamErrors, m.sweepDeleted, m.sweepErrors,
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range allOutcomes {
+		m.requests.WithLabelValues(string(o))
+	}
+	for _, op := range storeOps {
+		m.storeErrors.WithLabelValues(op)
+	}
+	for _, k := range []string{upstreamNotSent, upstreamUnknown} {
+		m.upstreamErrors.WithLabelValues(k)
+	}
+	return m, nil
+}
+
+// NewRegistry returns a Prometheus registry holding the Go runtime and
+// process collectors, renamed with [MetricPrefix] (retrysafe_go_goroutines,
+// retrysafe_process_cpu_seconds_total, …) so that every metric of the
+// gateway starts with it.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	wrapped := prometheus.WrapRegistererWithPrefix(MetricPrefix, reg)
+	wrapped.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// Outcome implements [retrysafe.Observer].
+func (m *Metrics) Outcome(o retrysafe.Outcome, d time.Duration) {
+	m.requests.WithLabelValues(string(o)).Inc()
+	m.requestDuration.WithLabelValues(string(o)).Observe(d.Seconds())
+}
+
+// StoreCall implements [retrysafe.Observer].
+func (m *Metrics) StoreCall(op string, d time.Duration, err error) {
+	m.storeDuration.WithLabelValues(op).Observe(d.Seconds())
+	if err != nil {
+		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// InFlight implements [retrysafe.Observer].
+func (m *Metrics) InFlight(delta int) { m.inFlight.Add(float64(delta)) }
+
+func (m *Metrics) upstream(result string, d time.Duration) {
+	m.upstreamDuration.WithLabelValues(result).Observe(d.Seconds())
+	if result != upstreamResponse {
+		m.upstreamErrors.WithLabelValues(result).Inc()
+	}
+}

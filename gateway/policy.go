@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Policy is the idempotency policy of one route (or the defaults). The zero
+// Policy protects POST and PATCH with the defaults of [retrysafe.Config]:
+// zero fields mean those defaults, and ScopeHeader "" means Authorization.
+type Policy struct {
+	// Bypass passes the route through unprotected (config file:
+	// protect: false).
+	Bypass bool
+	// Methods are the protected methods; nil means POST and PATCH.
+	Methods []string
+	// RequireKey answers 400 to a protected request without a key; when
+	// false such a request passes through unprotected.
+	RequireKey bool
+	// TTL is how long a completed response is replayed.
+	TTL time.Duration
+	// Lease is how long a claim holds without a heartbeat; an abandoned
+	// request (outcome unknown) keeps its key this long.
+	Lease time.Duration
+	// InFlight is what a duplicate gets while the original runs.
+	InFlight retrysafe.InFlightMode
+	// WaitTimeout bounds waiting in wait mode.
+	WaitTimeout time.Duration
+	// MaxBody is the largest request body accepted, in bytes.
+	MaxBody int64
+	// MaxResponseBody is the largest response body stored, in bytes.
+	MaxResponseBody int64
+	// IgnoreFields are JSON Pointers left out of the fingerprint.
+	IgnoreFields []string
+	// StoreStatuses are the response statuses stored and replayed; nil
+	// stores every status. For other statuses the key is released.
+	StoreStatuses StatusSet
+	// ScopeHeader names the header whose value (hashed) identifies the
+	// caller; "" means Authorization.
+	ScopeHeader string
+}
+
+// DefaultPolicy returns the policy of the fixed CLI defaults: POST and PATCH
+// protected, key optional, TTL 24h, lease 30s, conflict mode, wait timeout
+// 10s, 1 MiB request bodies, every status stored, scope from Authorization.
+func DefaultPolicy() Policy {
+	return Policy{
+		Methods:         []string{http.MethodPost, http.MethodPatch},
+		TTL:             retrysafe.DefaultTTL,
+		Lease:           retrysafe.DefaultLease,
+		InFlight:        retrysafe.InFlightConflict,
+		WaitTimeout:     retrysafe.DefaultWaitTimeout,
+		MaxBody:         retrysafe.DefaultMaxBody,
+		MaxResponseBody: retrysafe.DefaultMaxResponseBody,
+		ScopeHeader:     "Authorization",
+	}
+}
+
+// lease returns the effective lease.
+func (p *Policy) lease() time.Duration {
+	if p.Lease > 0 {
+		return p.Lease
+	}
+	return retrysafe.DefaultLease
+}
+
+// stores reports whether a response with status is stored under p.
+func (p *Policy) stores(status int) bool {
+	return p.StoreStatuses == nil || p.StoreStatuses.Contains(status)
+}
+
+// protects reports whether method is protected under p.
+func (p *Policy) protects(method string) bool {
+	if p.Bypass {
+		return false
+	}
+	methods := p.Methods
+	if methods == nil {
+		methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	for _, m := range methods {
+		if strings.EqualFold(m, method) {
+			return true
+		}
+	}
+	return false
+}
+
+// StatusRange is an inclusive range of HTTP status codes.
+type StatusRange struct{ Lo, Hi int }
+
+// StatusSet is a set of HTTP status codes, written as codes ("201") and
+// classes ("2xx"). The zero (nil) set has no members; [Policy] reads a nil
+// StoreStatuses as "every status".
+type StatusSet []StatusRange
+
+// ParseStatusSet parses codes such as "200", "409" and classes such as
+// "2xx", "5xx". It returns an error naming the first invalid entry.
+func ParseStatusSet(items []string) (StatusSet, error) {
+	set := make(StatusSet, 0, len(items))
+	for _, it := range items {
+		s := strings.ToLower(strings.TrimSpace(it))
+		if len(s) == 3 && s[1:] == "xx" && s[0] >= '1' && s[0] <= '5' {
+			lo := int(s[0]-'0') * 100
+			set = append(set, StatusRange{lo, lo + 99})
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 100 || n > 599 {
+			return nil, fmt.Errorf("%q is not a status code (100-599) or class (1xx-5xx)", it)
+		}
+		set = append(set, StatusRange{n, n})
+	}
+	return set, nil
+}
+
+// Contains reports whether code is in the set.
+func (s StatusSet) Contains(code int) bool {
+	for _, r := range s {
+		if code >= r.Lo && code <= r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+// String formats the set as a comma-separated list.
+func (s StatusSet) String() string {
+	parts := make([]string, len(s))
+	for i, r := range s {
+		switch {
+		case r.Lo == r.Hi:
+			parts[i] = strconv.Itoa(r.Lo)
+		case r.Lo%100 == 0 && r.Hi == r.Lo+99:
+			parts[i] = strconv.Itoa(r.Lo/100) + "xx"
+		default:
+			parts[i] = fmt.Sprintf("%d-%d", r.Lo, r.Hi)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Route is a per-route policy: requests that match Pattern (a Go ServeMux
+// pattern such as "POST /payments" or "POST /orders/{id}/refunds") use
+// Policy instead of the gateway's defaults.
+type Route struct {
+	Pattern string
+	Policy  Policy
+}

@@ -1,0 +1,228 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Results of an upstream call, for metrics and logs.
+const (
+	upstreamResponse = "response" // the upstream answered (any status)
+	upstreamNotSent  = "not_sent" // nothing was delivered: the key is released
+	upstreamUnknown  = "unknown"  // the upstream may have received it: the key is kept
+)
+
+// Problem type slugs of the gateway's own answers, appended to the problem
+// base URI.
+const (
+	// ProblemUpstreamUnreachable (502): the request was not delivered to
+	// the upstream; nothing ran and the key was released.
+	ProblemUpstreamUnreachable = "upstream-unreachable"
+	// ProblemOutcomeUnknown (502 or 504): the upstream may have received
+	// the request but no complete answer came back; the key stays locked
+	// until its lease runs out.
+	ProblemOutcomeUnknown = "upstream-outcome-unknown"
+)
+
+// newTransport returns the Transport used to reach the upstream.
+//
+// It ignores proxy environment variables (the upstream is normally a
+// neighbour), keeps many idle connections to the one upstream host, bounds
+// connecting by dialTimeout and waiting for response headers by
+// responseTimeout.
+func newTransport(dialTimeout, responseTimeout time.Duration) *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   dialTimeout,
+		ResponseHeaderTimeout: responseTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// newProxy configures the ReverseProxy in front of upstream.
+func (g *Gateway) newProxy(upstream *url.URL, transport http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.SetXForwarded()
+			hideReplayable(pr.Out)
+		},
+		Transport:    &timedTransport{next: transport, metrics: g.metrics},
+		ErrorHandler: g.proxyError,
+		ErrorLog:     slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// hideReplayable keeps net/http's Transport from resending a request.
+//
+// The Transport treats a request whose header map holds "Idempotency-Key"
+// (or "X-Idempotency-Key") as replayable: after some failures on a reused
+// connection — including a failed read of the response after the request
+// was written — it silently sends the request again. The upstream would then
+// run the operation twice behind the gateway's back. The key is forwarded
+// with a lower-case field name instead; header names are case-insensitive
+// in HTTP (and always lower case in HTTP/2), so the upstream sees the same
+// header and value. Safe methods are left alone.
+func hideReplayable(out *http.Request) {
+	switch out.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return
+	}
+	for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+		if v, ok := out.Header[name]; ok {
+			delete(out.Header, name)
+			out.Header[lowerASCII(name)] = v
+		}
+	}
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// timedTransport measures upstream calls.
+type timedTransport struct {
+	next    http.RoundTripper
+	metrics *Metrics
+}
+
+func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.next.RoundTrip(r)
+	d := time.Since(start)
+	result := upstreamResponse
+	if err != nil {
+		result = upstreamUnknown
+		if nothingSent(err) {
+			result = upstreamNotSent
+		}
+	}
+	t.metrics.upstream(result, d)
+	if info := infoFrom(r.Context()); info != nil {
+		info.upstreamDuration = d
+		info.upstreamResult = result
+		if resp != nil {
+			info.upstreamStatus = resp.StatusCode
+		}
+	}
+	return resp, err
+}
+
+// nothingSent reports whether err proves that the request never reached
+// the upstream, so that no part of the operation can have run:
+//
+//   - a failed dial: connection refused, no route, dial timeout, DNS failure
+//     (*net.OpError with Op "dial", which wraps a *net.DNSError for a
+//     lookup failure);
+//   - a failed TLS handshake with the upstream (the HTTP request is only
+//     written after it).
+//
+// Everything else — a timeout while waiting for the response, a connection
+// reset or closed after the request was written, a cancelled context — may
+// come after the upstream read the request, so its outcome is unknown.
+func nothingSent(err error) bool {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	var (
+		certErr  *tls.CertificateVerificationError
+		unknownA x509.UnknownAuthorityError
+		hostErr  x509.HostnameError
+		alertErr tls.AlertError
+		recErr   tls.RecordHeaderError
+	)
+	return errors.As(err, &certErr) || errors.As(err, &unknownA) || errors.As(err, &hostErr) ||
+		errors.As(err, &alertErr) || errors.As(err, &recErr)
+}
+
+// isTimeout reports whether err is a timeout.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// proxyError is the ReverseProxy's ErrorHandler: the upstream produced no
+// response. If nothing was delivered the operation did not run: the key is
+// released and the answer is 502, so a retry runs it. Otherwise the outcome
+// is unknown: the record is left processing until its lease runs out (never
+// released early, so no retry can run the operation again while the first
+// attempt may still be executing upstream) and the answer is 504 for a
+// timeout, 502 otherwise.
+func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	op := retrysafe.OperationFromContext(r.Context())
+	info := infoFrom(r.Context())
+	if info != nil {
+		info.upstreamErr = err
+	}
+	if nothingSent(err) {
+		if op != nil {
+			op.Release()
+		}
+		g.logger.WarnContext(r.Context(), "upstream unreachable; nothing was sent", "err", err)
+		retrysafe.WriteProblem(w, &retrysafe.Problem{
+			Type:   g.problemBase + ProblemUpstreamUnreachable,
+			Title:  "Upstream unreachable",
+			Status: http.StatusBadGateway,
+			Detail: "The gateway could not deliver the request to the upstream service, so nothing was processed. Retry with the same Idempotency-Key.",
+		}, time.Second)
+		return
+	}
+	status, what := http.StatusBadGateway, "the connection failed before a complete response arrived"
+	if isTimeout(err) {
+		status, what = http.StatusGatewayTimeout, "the upstream did not answer in time"
+	}
+	if r.Context().Err() != nil && errors.Is(context.Cause(r.Context()), retrysafe.ErrLeaseLost) {
+		what = "another request took over this key's lease"
+	}
+	p := &retrysafe.Problem{
+		Type:   g.problemBase + ProblemOutcomeUnknown,
+		Title:  "Outcome unknown",
+		Status: status,
+	}
+	var retryAfter time.Duration
+	if op != nil {
+		op.Abandon()
+		lease := g.def.policy.lease()
+		if info != nil && info.route != nil {
+			lease = info.route.policy.lease()
+		}
+		retryAfter = lease
+		p.Detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown. "+
+			"The Idempotency-Key stays locked for up to %s (its lease) so that the operation never runs twice at once; "+
+			"until then a retry gets 409. Retry with the same key after that: if the first attempt stored no result, the operation runs again.",
+			what, lease)
+	} else {
+		p.Detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown.", what)
+	}
+	g.logger.WarnContext(r.Context(), "upstream outcome unknown", "err", err, "status", status)
+	retrysafe.WriteProblem(w, p, retryAfter)
+}

@@ -1,0 +1,166 @@
+// Package storeurl opens a retrysafe store from the URL given to the CLI's
+// --store flag:
+//
+//	memory:                      in-process memory (lost on exit; one instance only)
+//	sqlite:PATH                  SQLite file at PATH, relative or absolute (the default
+//	                             is sqlite:retrysafe.db); also sqlite://PATH and
+//	                             sqlite:///ABSOLUTE/PATH
+//	postgres://user@host/db      PostgreSQL (postgresql:// too); any libpq URL parameter,
+//	                             plus retrysafe_schema and retrysafe_table
+//	redis://host:6379/0          Redis (rediss:// for TLS); go-redis URL parameters,
+//	                             plus retrysafe_prefix
+//
+// SQLite accepts the query parameter retrysafe_table (sqlite:app.db?retrysafe_table=idem).
+// SQLite and PostgreSQL stores apply their migrations when opened.
+package storeurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/postgres"
+	"github.com/retrysafe/retrysafe/store/redis"
+	"github.com/retrysafe/retrysafe/store/sqlite"
+)
+
+// Default is the store used when none is given.
+const Default = "sqlite:retrysafe.db"
+
+// Accepted lists the accepted URL forms, for help texts and errors.
+const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://… or rediss://…"
+
+// Query parameters understood by storeurl itself.
+const (
+	ParamTable  = "retrysafe_table"  // sqlite (postgres handles its own)
+	ParamPrefix = "retrysafe_prefix" // redis
+)
+
+// ErrNotSupported is returned by [Migrate] and [Sweep] for a store that has
+// no such operation.
+var ErrNotSupported = errors.New("not supported by this store")
+
+// Open opens the store rawURL names ("" means [Default]). The returned
+// function closes it. The store is returned as its concrete type, so the
+// optional interfaces (retrysafe.Pinger, Sweeper, Notifier, Admin) are found
+// by type assertion.
+func Open(ctx context.Context, rawURL string) (retrysafe.Store, func() error, error) {
+	if rawURL == "" {
+		rawURL = Default
+	}
+	scheme, rest, ok := strings.Cut(rawURL, ":")
+	if !ok || scheme == "" {
+		return nil, nil, fmt.Errorf("store %q has no scheme; use %s (for a file, sqlite:%s)", Redact(rawURL), Accepted, rawURL)
+	}
+	switch strings.ToLower(scheme) {
+	case "memory":
+		if rest != "" && rest != "//" {
+			return nil, nil, fmt.Errorf("store %q: write the memory store as memory: (it takes no path)", Redact(rawURL))
+		}
+		s := memory.New(memory.Config{})
+		return s, s.Close, nil
+	case "sqlite", "sqlite3":
+		path, table, err := sqlitePath(rest)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store %q: %w", Redact(rawURL), err)
+		}
+		s, err := sqlite.Open(ctx, path, sqlite.Config{Table: table})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	case "postgres", "postgresql":
+		s, err := postgres.Open(ctx, rawURL, postgres.Config{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() error { s.Close(); return nil }, nil
+	case "redis", "rediss":
+		u, prefix, err := redisURL(rawURL)
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := redis.Open(ctx, u, redis.Config{Prefix: prefix})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	}
+	return nil, nil, fmt.Errorf("store %q: unknown scheme %q; use %s", Redact(rawURL), scheme, Accepted)
+}
+
+// sqlitePath splits the part after "sqlite:" into a file path and table.
+func sqlitePath(rest string) (path, table string, err error) {
+	if p, q, ok := strings.Cut(rest, "?"); ok {
+		rest = p
+		vals, err := url.ParseQuery(q)
+		if err != nil {
+			return "", "", fmt.Errorf("query: %w", err)
+		}
+		for k := range vals {
+			if k != ParamTable {
+				return "", "", fmt.Errorf("unknown parameter %q (only %s)", k, ParamTable)
+			}
+		}
+		table = vals.Get(ParamTable)
+	}
+	if after, ok := strings.CutPrefix(rest, "//"); ok {
+		rest = after // sqlite://rel.db is relative; sqlite:///abs.db is absolute
+	}
+	if rest == "" {
+		return "", "", errors.New("empty path; write sqlite:retrysafe.db or sqlite:/var/lib/retrysafe.db")
+	}
+	return rest, table, nil
+}
+
+// redisURL removes the retrysafe_prefix parameter, which go-redis would
+// reject.
+func redisURL(raw string) (string, string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("store %q: %w", Redact(raw), err)
+	}
+	q := u.Query()
+	if !q.Has(ParamPrefix) {
+		return raw, "", nil
+	}
+	prefix := q.Get(ParamPrefix)
+	q.Del(ParamPrefix)
+	u.RawQuery = q.Encode()
+	return u.String(), prefix, nil
+}
+
+// Redact returns rawURL with any password replaced by "xxxxx", for logs and
+// error messages.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User == nil {
+		return rawURL
+	}
+	return u.Redacted()
+}
+
+// Migrate applies the store's schema migrations. It returns
+// [ErrNotSupported] for a store without migrations (memory, Redis).
+func Migrate(ctx context.Context, s retrysafe.Store) error {
+	m, ok := s.(interface{ Migrate(context.Context) error })
+	if !ok {
+		return ErrNotSupported
+	}
+	return m.Migrate(ctx)
+}
+
+// Sweep deletes expired records once and returns how many. It returns
+// [ErrNotSupported] for a store without a sweeper (Redis expires records
+// itself).
+func Sweep(ctx context.Context, s retrysafe.Store, params *retrysafe.SweepParams) (int, error) {
+	sw, ok := s.(retrysafe.Sweeper)
+	if !ok {
+		return 0, ErrNotSupported
+	}
+	return sw.Sweep(ctx, params)
+}
