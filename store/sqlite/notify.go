@@ -1,8 +1,6 @@
 package sqlite
 
-import (
-	"context"
-)
+import "context"
 
 type subscriber struct {
 	ch chan struct{}
@@ -18,9 +16,13 @@ type subscriber struct {
 // caller's). Waiters in other processes, or waiting on a CompleteTx, see the
 // change on the engine's fallback poll. Sends never block; the channel
 // holds one pending value.
+//
+// Subscribe checks that the database answers (a subscription to a store
+// that cannot change is useless) and returns an error matching
+// [retrysafe.ErrStoreUnavailable] when it does not.
 func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+	if err := s.db.PingContext(ctx); err != nil {
+		return nil, nil, s.translate(ctx, "subscribe", err)
 	}
 	sub := &subscriber{ch: make(chan struct{}, 1)}
 	id := subscriptionID(scope, key)
