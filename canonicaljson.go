@@ -45,9 +45,13 @@ var errDuplicateKey = errors.New("duplicate object key")
 // objects and arrays nest deeper than 1000 levels, or if an ignore entry is not
 // a valid JSON Pointer (see [ValidatePointer]). It does not panic on any input.
 func CanonicalJSON(doc []byte, ignore []string) ([]byte, error) {
+	if len(doc) > maxJSONSize {
+		return nil, fmt.Errorf("retrysafe: canonical json: document of %d bytes is larger than %d", len(doc), maxJSONSize)
+	}
 	p := canonParser{
 		doc:   doc,
 		nodes: make([]jnode, 0, len(doc)/8+4),
+		kids:  make([]int32, 0, len(doc)/8+4),
 	}
 	root, err := p.parseDocument()
 	if err != nil {
@@ -108,18 +112,27 @@ const (
 	kindArray
 )
 
-// jnode is one value of the parsed document.
+// maxJSONSize bounds the documents CanonicalJSON accepts, so that offsets
+// fit in int32 even after numbers expand.
+const maxJSONSize = 1 << 28
+
+// span locates text: doc[off:off+n] when off >= 0, else
+// scratch[^off:^off+n].
+type span struct{ off, n int32 }
+
+// jnode is one value of the parsed document. It holds no pointers, so a
+// large tree costs the garbage collector nothing to scan.
 type jnode struct {
-	key        []byte // decoded member name, for members of objects
-	val        []byte // canonical encoding, for scalars
-	kids, nkid int32  // children: canonParser.kids[kids : kids+nkid]
+	key        span  // decoded member name, for members of objects
+	val        span  // canonical encoding, for scalars
+	kids, nkid int32 // children: canonParser.kids[kids : kids+nkid]
 	kind       uint8
 	removed    bool
 }
 
 // canonParser parses a document into a tree of jnodes. Strings that need no
-// re-encoding and plain integers are referenced in doc; everything else is
-// written once to scratch, which is only ever appended to.
+// re-encoding, literals and plain integers are referenced in doc; everything
+// else is written once to scratch, which is only ever appended to.
 type canonParser struct {
 	doc     []byte
 	pos     int
@@ -129,6 +142,20 @@ type canonParser struct {
 	stack   []int32 // children of the objects and arrays being parsed
 	scratch []byte
 	digits  []byte // a number's significant digits, reused
+}
+
+// text returns the bytes s locates.
+func (p *canonParser) text(s span) []byte {
+	if s.off >= 0 {
+		return p.doc[s.off : s.off+s.n : s.off+s.n]
+	}
+	off := ^s.off
+	return p.scratch[off : off+s.n : off+s.n]
+}
+
+// scratchSince returns the span of scratch written since offset start.
+func (p *canonParser) scratchSince(start int) span {
+	return span{^int32(start), int32(len(p.scratch) - start)}
 }
 
 func (p *canonParser) errorf(format string, args ...any) error {
@@ -174,17 +201,18 @@ func (p *canonParser) parseValue() (int32, error) {
 	case c == '[':
 		return p.parseArray()
 	case c == '"':
-		s, raw, err := p.parseString()
+		s, err := p.parseString()
 		if err != nil {
 			return 0, err
 		}
 		n := p.newNode(kindScalar)
-		if raw != nil {
-			p.nodes[n].val = raw
+		if s.off >= 0 {
+			// Already canonical: the quoted source text.
+			p.nodes[n].val = span{s.off - 1, s.n + 2}
 		} else {
 			start := len(p.scratch)
-			p.scratch = appendQuoted(p.scratch, s)
-			p.nodes[n].val = p.scratch[start:len(p.scratch):len(p.scratch)]
+			p.scratch = appendQuoted(p.scratch, p.text(s))
+			p.nodes[n].val = p.scratchSince(start)
 		}
 		return n, nil
 	case c == '-' || ('0' <= c && c <= '9'):
@@ -218,7 +246,7 @@ func (p *canonParser) parseLiteral(lit string) (int32, error) {
 		return 0, p.errorf("invalid literal, expecting %s", lit)
 	}
 	n := p.newNode(kindScalar)
-	p.nodes[n].val = p.doc[p.pos : p.pos+len(lit) : p.pos+len(lit)]
+	p.nodes[n].val = span{int32(p.pos), int32(len(lit))}
 	p.pos += len(lit)
 	return n, nil
 }
@@ -298,7 +326,7 @@ func (p *canonParser) parseObject() (int32, error) {
 			}
 			return 0, p.errorf("invalid character %s, expecting a member name in double quotes", quoteByte(p.doc[p.pos]))
 		}
-		key, _, err := p.parseString()
+		key, err := p.parseString()
 		if err != nil {
 			return 0, err
 		}
@@ -339,7 +367,7 @@ func (p *canonParser) sortMembers(base int) error {
 	m := p.stack[base:]
 	sorted := true
 	for i := 1; i < len(m); i++ {
-		c := bytes.Compare(p.nodes[m[i-1]].key, p.nodes[m[i]].key)
+		c := bytes.Compare(p.text(p.nodes[m[i-1]].key), p.text(p.nodes[m[i]].key))
 		if c == 0 {
 			return p.duplicate(p.nodes[m[i]].key)
 		}
@@ -350,23 +378,23 @@ func (p *canonParser) sortMembers(base int) error {
 	if sorted {
 		return nil
 	}
-	slices.SortFunc(m, func(a, b int32) int { return bytes.Compare(p.nodes[a].key, p.nodes[b].key) })
+	slices.SortFunc(m, func(a, b int32) int { return bytes.Compare(p.text(p.nodes[a].key), p.text(p.nodes[b].key)) })
 	for i := 1; i < len(m); i++ {
-		if bytes.Equal(p.nodes[m[i-1]].key, p.nodes[m[i]].key) {
+		if bytes.Equal(p.text(p.nodes[m[i-1]].key), p.text(p.nodes[m[i]].key)) {
 			return p.duplicate(p.nodes[m[i]].key)
 		}
 	}
 	return nil
 }
 
-func (p *canonParser) duplicate(key []byte) error {
-	return fmt.Errorf("%w %s in the object ending at offset %d", errDuplicateKey, appendQuoted(nil, key), p.pos)
+func (p *canonParser) duplicate(key span) error {
+	return fmt.Errorf("%w %s in the object ending at offset %d", errDuplicateKey, appendQuoted(nil, p.text(key)), p.pos)
 }
 
-// parseString parses the string at p.pos (a '"'). It returns the decoded
-// string and, when the string is already in canonical form, the quoted
-// source text.
-func (p *canonParser) parseString() (decoded, raw []byte, err error) {
+// parseString parses the string at p.pos (a '"') and returns the decoded
+// string. The span is in doc exactly when the string needed no decoding; its
+// quoted source text is then also its canonical encoding.
+func (p *canonParser) parseString() (span, error) {
 	start := p.pos
 	i := start + 1
 	for i < len(p.doc) {
@@ -374,7 +402,7 @@ func (p *canonParser) parseString() (decoded, raw []byte, err error) {
 		switch {
 		case c == '"':
 			p.pos = i + 1
-			return p.doc[start+1 : i : i], p.doc[start : i+1 : i+1], nil
+			return span{int32(start + 1), int32(i - start - 1)}, nil
 		case c == '\\' || c < 0x20:
 			return p.parseStringSlow(start, i)
 		case c < utf8.RuneSelf:
@@ -383,18 +411,18 @@ func (p *canonParser) parseString() (decoded, raw []byte, err error) {
 			r, size := utf8.DecodeRune(p.doc[i:])
 			if r == utf8.RuneError && size == 1 {
 				p.pos = i
-				return nil, nil, p.errorf("invalid UTF-8 in string")
+				return span{}, p.errorf("invalid UTF-8 in string")
 			}
 			i += size
 		}
 	}
 	p.pos = i
-	return nil, nil, p.errorf("unexpected end of input in string")
+	return span{}, p.errorf("unexpected end of input in string")
 }
 
 // parseStringSlow decodes the string starting at start whose first i-start
 // bytes need no decoding.
-func (p *canonParser) parseStringSlow(start, i int) (decoded, raw []byte, err error) {
+func (p *canonParser) parseStringSlow(start, i int) (span, error) {
 	out := len(p.scratch)
 	p.scratch = append(p.scratch, p.doc[start+1:i]...)
 	for i < len(p.doc) {
@@ -402,14 +430,14 @@ func (p *canonParser) parseStringSlow(start, i int) (decoded, raw []byte, err er
 		switch {
 		case c == '"':
 			p.pos = i + 1
-			return p.scratch[out:len(p.scratch):len(p.scratch)], nil, nil
+			return p.scratchSince(out), nil
 		case c < 0x20:
 			p.pos = i
-			return nil, nil, p.errorf("control character %s in string must be escaped", quoteByte(c))
+			return span{}, p.errorf("control character %s in string must be escaped", quoteByte(c))
 		case c == '\\':
 			if i+1 >= len(p.doc) {
 				p.pos = i
-				return nil, nil, p.errorf("unexpected end of input in string escape")
+				return span{}, p.errorf("unexpected end of input in string escape")
 			}
 			e := p.doc[i+1]
 			switch e {
@@ -429,7 +457,7 @@ func (p *canonParser) parseStringSlow(start, i int) (decoded, raw []byte, err er
 				r, ok := hex4(p.doc[i+2:])
 				if !ok {
 					p.pos = i
-					return nil, nil, p.errorf("invalid \\u escape in string, expecting four hex digits")
+					return span{}, p.errorf("invalid \\u escape in string, expecting four hex digits")
 				}
 				i += 6
 				if 0xD800 <= r && r < 0xDC00 && len(p.doc) >= i+6 && p.doc[i] == '\\' && p.doc[i+1] == 'u' {
@@ -443,7 +471,7 @@ func (p *canonParser) parseStringSlow(start, i int) (decoded, raw []byte, err er
 				continue
 			default:
 				p.pos = i
-				return nil, nil, p.errorf("invalid escape %s in string", strconv.Quote(string(p.doc[i:i+2])))
+				return span{}, p.errorf("invalid escape %s in string", strconv.Quote(string(p.doc[i:i+2])))
 			}
 			i += 2
 		case c < utf8.RuneSelf:
@@ -453,14 +481,14 @@ func (p *canonParser) parseStringSlow(start, i int) (decoded, raw []byte, err er
 			r, size := utf8.DecodeRune(p.doc[i:])
 			if r == utf8.RuneError && size == 1 {
 				p.pos = i
-				return nil, nil, p.errorf("invalid UTF-8 in string")
+				return span{}, p.errorf("invalid UTF-8 in string")
 			}
 			p.scratch = append(p.scratch, p.doc[i:i+size]...)
 			i += size
 		}
 	}
 	p.pos = i
-	return nil, nil, p.errorf("unexpected end of input in string")
+	return span{}, p.errorf("unexpected end of input in string")
 }
 
 // appendRune3 appends r (< 0x10000) in the UTF-8 bit layout even when r is a
@@ -545,7 +573,7 @@ func appendQuoted(b []byte, s []byte) []byte {
 }
 
 // parseNumber parses the number at p.pos and returns its canonical form.
-func (p *canonParser) parseNumber() ([]byte, error) {
+func (p *canonParser) parseNumber() (span, error) {
 	d := p.doc
 	start := p.pos
 	i := start
@@ -563,7 +591,7 @@ func (p *canonParser) parseNumber() ([]byte, error) {
 		}
 	default:
 		p.pos = i
-		return nil, p.errorf("invalid number, expecting a digit")
+		return span{}, p.errorf("invalid number, expecting a digit")
 	}
 	intEnd := i
 	fracStart, fracEnd := i, i
@@ -576,7 +604,7 @@ func (p *canonParser) parseNumber() ([]byte, error) {
 		fracEnd = i
 		if fracStart == fracEnd {
 			p.pos = i
-			return nil, p.errorf("invalid number, expecting a digit after '.'")
+			return span{}, p.errorf("invalid number, expecting a digit after '.'")
 		}
 	}
 	expNeg := false
@@ -594,7 +622,7 @@ func (p *canonParser) parseNumber() ([]byte, error) {
 		expEnd = i
 		if expStart == expEnd {
 			p.pos = i
-			return nil, p.errorf("invalid number, expecting a digit in the exponent")
+			return span{}, p.errorf("invalid number, expecting a digit in the exponent")
 		}
 	}
 	p.pos = i
@@ -607,7 +635,7 @@ func (p *canonParser) parseNumber() ([]byte, error) {
 			z++
 		}
 		if z <= maxPlainZeros {
-			return d[start:i:i], nil
+			return span{int32(start), int32(i - start)}, nil
 		}
 	}
 
@@ -624,7 +652,7 @@ func (p *canonParser) parseNumber() ([]byte, error) {
 		trailing++
 	}
 	if len(digits) == 0 {
-		return []byte("0"), nil
+		return span{int32(intStart), 1}, nil // a '0'
 	}
 	adjust := int64(trailing) - int64(fracEnd-fracStart)
 
@@ -637,7 +665,10 @@ func (p *canonParser) parseNumber() ([]byte, error) {
 		p.scratch = append(p.scratch, '-')
 	}
 	if len(exp) <= 18 {
-		e, _ := strconv.ParseInt(string(exp), 10, 64) // fits: < 10^18
+		var e int64 // < 10^18: no overflow
+		for _, c := range exp {
+			e = e*10 + int64(c-'0')
+		}
 		if expNeg {
 			e = -e
 		}
@@ -653,7 +684,7 @@ func (p *canonParser) parseNumber() ([]byte, error) {
 		p.scratch = append(p.scratch, 'e')
 		p.scratch = e.Append(p.scratch, 10)
 	}
-	return p.scratch[out:len(p.scratch):len(p.scratch)], nil
+	return p.scratchSince(out), nil
 }
 
 // maxPlainZeros is the most trailing zeros an integer is written with;
@@ -709,7 +740,7 @@ func (p *canonParser) remove(n int32, toks []string) {
 		switch node.kind {
 		case kindObject:
 			for _, k := range kids {
-				if string(p.nodes[k].key) == tok {
+				if string(p.text(p.nodes[k].key)) == tok {
 					next = k
 					break
 				}
@@ -765,13 +796,17 @@ func (p *canonParser) emit(b []byte, n int32) []byte {
 			}
 			first = false
 			if node.kind == kindObject {
-				b = appendQuoted(b, p.nodes[k].key)
+				if key := p.nodes[k].key; key.off >= 0 {
+					b = append(b, p.doc[key.off-1:key.off+key.n+1]...) // canonical already
+				} else {
+					b = appendQuoted(b, p.text(key))
+				}
 				b = append(b, ':')
 			}
 			b = p.emit(b, k)
 		}
 		return append(b, close)
 	default:
-		return append(b, node.val...)
+		return append(b, p.text(node.val)...)
 	}
 }
