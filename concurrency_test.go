@@ -11,21 +11,15 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
-
-// storeFactories lists every store the HTTP-level tests run against. Each
-// returns a fresh, isolated store; stores whose server is unreachable skip
-// locally and fail under CI=true.
-var storeFactories = map[string]func(t *testing.T) retrysafe.Store{
-	"memory": func(t *testing.T) retrysafe.Store { return newMemory(t) },
-}
 
 // TestOverlappingDuplicatesRunOnce fires 100 overlapping requests with one
 // key at a slow handler, for each store, in both in-flight modes: exactly
 // one execution; every other request gets 409 or (wait mode) the replay.
 func TestOverlappingDuplicatesRunOnce(t *testing.T) {
 	t.Parallel()
-	for name, newStore := range storeFactories {
+	for name, newStore := range testenv.Stores {
 		for _, mode := range []retrysafe.InFlightMode{retrysafe.InFlightConflict, retrysafe.InFlightWait} {
 			t.Run(name+"/"+string(mode), func(t *testing.T) {
 				t.Parallel()
