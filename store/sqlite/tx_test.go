@@ -1,0 +1,291 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/store/sqlite"
+)
+
+// openApp opens a caller's database (as an application would, with DSN),
+// with a business table, and a Store on it through New.
+func openApp(t *testing.T) (*sql.DB, *sqlite.Store) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "app.db"), sqlite.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s, err := sqlite.New(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return db, s
+}
+
+// placeOrder is a handler's work: the business write and the completion in
+// one transaction, committed only if commit is true.
+func placeOrder(ctx context.Context, db *sql.DB, s *sqlite.Store, p *retrysafe.ClaimParams, now time.Time, orderID string, commit bool) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, amount) VALUES (?, ?)`, orderID, 4200); err != nil {
+		return err
+	}
+	if err := s.CompleteTx(ctx, tx, completeParams(p, now, `{"order":"`+orderID+`"}`)); err != nil {
+		return err
+	}
+	if !commit {
+		return tx.Rollback()
+	}
+	return tx.Commit()
+}
+
+func countOrders(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM orders`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestCompleteTxCommit(t *testing.T) {
+	t.Parallel()
+	db, s := openApp(t)
+	ctx := context.Background()
+	p := claimParams("order-key", "fp", base)
+	mustClaim(t, s, p)
+	if err := placeOrder(ctx, db, s, p, base.Add(time.Second), "o-1", true); err != nil {
+		t.Fatalf("placeOrder: %v", err)
+	}
+	if n := countOrders(t, db); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
+	}
+	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: p.Scope, Key: p.Key, Now: base.Add(time.Second)})
+	if err != nil || rec.State != retrysafe.StateCompleted || string(rec.Response.Body) != `{"order":"o-1"}` {
+		t.Fatalf("record after commit: %+v, %v", rec, err)
+	}
+	// A retry replays; it does not run again.
+	if res := mustClaim(t, s, claimParams("order-key", "fp", base.Add(time.Minute))); res.Claimed {
+		t.Fatal("retry after a committed completion claimed the key again")
+	}
+}
+
+func TestCompleteTxRollback(t *testing.T) {
+	t.Parallel()
+	for name, retry := range map[string]func(t *testing.T, s *sqlite.Store, p *retrysafe.ClaimParams) *retrysafe.ClaimParams{
+		// The engine saw the error and released the record.
+		"release": func(t *testing.T, s *sqlite.Store, p *retrysafe.ClaimParams) *retrysafe.ClaimParams {
+			if err := s.Release(context.Background(), &retrysafe.ReleaseParams{Scope: p.Scope, Key: p.Key, Token: p.Token}); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			return claimParams(p.Key, p.Fingerprint, base.Add(time.Second))
+		},
+		// The process died: the lease runs out and a retry takes over.
+		"takeover": func(t *testing.T, s *sqlite.Store, p *retrysafe.ClaimParams) *retrysafe.ClaimParams {
+			return claimParams(p.Key, p.Fingerprint, base.Add(p.Lease))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db, s := openApp(t)
+			ctx := context.Background()
+			p := claimParams("order-key", "fp", base)
+			mustClaim(t, s, p)
+			if err := placeOrder(ctx, db, s, p, base, "o-1", false); err != nil {
+				t.Fatalf("placeOrder (rolled back): %v", err)
+			}
+			if n := countOrders(t, db); n != 0 {
+				t.Fatalf("%d orders after rollback, want 0", n)
+			}
+			rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: p.Scope, Key: p.Key, Now: base})
+			if err != nil || rec.State != retrysafe.StateProcessing || rec.Token != p.Token || rec.Response != nil {
+				t.Fatalf("record after rollback: %+v, %v; want processing, owned by the first claimant", rec, err)
+			}
+
+			p2 := retry(t, s, p)
+			res := mustClaim(t, s, p2)
+			if !res.Claimed {
+				t.Fatalf("retry after rollback did not claim: %+v", res.Record)
+			}
+			// The first owner is fenced out of the retry's record.
+			if err := placeOrder(ctx, db, s, p, base.Add(p.Lease), "o-stale", true); !errors.Is(err, retrysafe.ErrLeaseLost) {
+				t.Fatalf("stale owner's CompleteTx: %v, want ErrLeaseLost", err)
+			}
+			if err := placeOrder(ctx, db, s, p2, base.Add(p.Lease), "o-1", true); err != nil {
+				t.Fatalf("retry's placeOrder: %v", err)
+			}
+			if n := countOrders(t, db); n != 1 {
+				t.Fatalf("%d orders after the retry, want exactly 1", n)
+			}
+		})
+	}
+}
+
+func TestCompleteTxErrors(t *testing.T) {
+	t.Parallel()
+	db, s := openApp(t)
+	ctx := context.Background()
+	if err := s.CompleteTx(ctx, nil, &retrysafe.CompleteParams{Now: base}); err == nil {
+		t.Error("CompleteTx with a nil tx: no error")
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	err = s.CompleteTx(ctx, tx, &retrysafe.CompleteParams{Scope: "tenant", Key: "absent", Token: "t", Now: base, TTL: time.Hour})
+	if !errors.Is(err, retrysafe.ErrLeaseLost) {
+		t.Errorf("CompleteTx of an absent record: %v, want ErrLeaseLost", err)
+	}
+}
+
+func countRows(t *testing.T, db *sql.DB, query string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func TestMigrateIdempotent(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t) // Open migrated once
+	ctx := context.Background()
+	for i := range 2 {
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate #%d: %v", i+2, err)
+		}
+	}
+	if n := countRows(t, s.DB(), `SELECT COUNT(*) FROM retrysafe_records_migrations`); n != sqlite.SchemaVersion() {
+		t.Fatalf("%d version rows, want %d", n, sqlite.SchemaVersion())
+	}
+	if v := countRows(t, s.DB(), `SELECT MAX(version) FROM retrysafe_records_migrations`); v != sqlite.SchemaVersion() || v < 1 {
+		t.Fatalf("schema version %d, want %d", v, sqlite.SchemaVersion())
+	}
+}
+
+// TestMigrateConcurrent: eight *sql.DB (as eight processes would) migrate a
+// fresh file at once; all succeed and each migration is applied once.
+func TestMigrateConcurrent(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "race.db")
+	ctx := context.Background()
+	const n = 8
+	stores := make([]*sqlite.Store, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var ready, done sync.WaitGroup
+	for i := range n {
+		ready.Add(1)
+		done.Go(func() {
+			ready.Done()
+			<-start
+			if i%2 == 0 {
+				stores[i], errs[i] = sqlite.Open(ctx, path, sqlite.Config{})
+				return
+			}
+			db, err := sql.Open("sqlite", sqlite.DSN(path, sqlite.Config{}))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			t.Cleanup(func() { db.Close() })
+			s, err := sqlite.New(db, sqlite.Config{})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			stores[i], errs[i] = s, s.Migrate(ctx)
+		})
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("migrator %d: %v", i, err)
+		}
+		t.Cleanup(func() { stores[i].Close() })
+	}
+	if got := countRows(t, stores[0].DB(), `SELECT COUNT(*) FROM retrysafe_records_migrations`); got != sqlite.SchemaVersion() {
+		t.Fatalf("%d version rows, want %d", got, sqlite.SchemaVersion())
+	}
+	// Every store works on the migrated file.
+	for i, s := range stores {
+		if _, err := s.Claim(ctx, claimParams(fmt.Sprint("k", i), "fp", base)); err != nil {
+			t.Fatalf("store %d: Claim: %v", i, err)
+		}
+	}
+}
+
+// TestSweepBatches: 2500 expired records swept in batches of 1000 (three
+// statements, the last partial); live and processing records stay.
+func TestSweepBatches(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	ctx := context.Background()
+	db := s.DB()
+
+	// Bulk-load expired completed records in one transaction (through the
+	// store API each would be its own synced commit).
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 2500)
+INSERT INTO retrysafe_records (scope, idem_key, fingerprint, state, token, attempt,
+	created_at, updated_at, lease_until, expires_at, status, headers, body)
+SELECT 'tenant', 'old-' || i, 'fp', 'completed', 'tok', 1, ?1, ?1, ?1, ?2, 200, '{}', x'00' FROM n`,
+		base.UnixNano(), base.Add(time.Hour).UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// Survivors: one completed record still live, one processing record
+	// whose lease ran out long ago (not the sweeper's business).
+	live := claimParams("live", "fp", base)
+	mustClaim(t, s, live)
+	if err := s.Complete(ctx, completeParams(live, base.Add(2*time.Hour), "x")); err != nil {
+		t.Fatal(err)
+	}
+	mustClaim(t, s, claimParams("stuck", "fp", base))
+
+	now := base.Add(2 * time.Hour) // old-* expired at base+1h; live expires at base+3h
+	n, err := s.Sweep(ctx, &retrysafe.SweepParams{Now: now, BatchSize: 1000})
+	if err != nil || n != 2500 {
+		t.Fatalf("Sweep = %d, %v; want 2500", n, err)
+	}
+	if left := countRows(t, db, `SELECT COUNT(*) FROM retrysafe_records`); left != 2 {
+		t.Fatalf("%d records left, want 2 (live, stuck)", left)
+	}
+	if n, err := s.Sweep(ctx, &retrysafe.SweepParams{Now: now}); err != nil || n != 0 {
+		t.Fatalf("second Sweep = %d, %v; want 0", n, err)
+	}
+	// Exactly a multiple of the batch size ends too.
+	n, err = s.Sweep(ctx, &retrysafe.SweepParams{Now: base.Add(3 * time.Hour), BatchSize: 1})
+	if err != nil || n != 1 {
+		t.Fatalf("Sweep of the live record at expiry = %d, %v; want 1", n, err)
+	}
+}
