@@ -14,14 +14,23 @@ import (
 // value after the record scope/key is completed, released or deleted by any
 // Store on the same table and channel, in any process.
 //
-// Notifications travel by LISTEN/NOTIFY: Complete, Release and Delete call
-// pg_notify in the same statement (so a notification is sent only when the
-// change commits), with a payload that is a hash of scope and key, never the
-// key itself. Each Store keeps one dedicated listener connection (opened on
-// the first Subscribe, outside the pool, with the pool's connection
-// settings) and fans notifications out to its subscribers. When that
-// connection fails it reconnects with backoff and then wakes every
-// subscriber, since notifications sent meanwhile were lost.
+// Notifications travel by LISTEN/NOTIFY. Each Store keeps one dedicated
+// listener connection (opened on the first Subscribe, outside the pool,
+// with the pool's connection settings) and fans notifications out to its
+// subscribers; the payload is a hash of scope and key, never the key itself.
+// When that connection fails the Store reconnects with backoff and then
+// wakes every subscriber, since notifications sent meanwhile were lost.
+//
+// Only records someone waits for are announced: Subscribe sets the record's
+// notify flag (one UPDATE, and only while the record is processing), and
+// Complete, Release and Delete call pg_notify in the same statement only
+// when the flag is set. PostgreSQL holds a database-wide lock from a
+// notifying transaction's pre-commit through its WAL flush, so notifying on
+// every completion would serialise all completions; see
+// docs/performance-postgres.md. The flag is written under the row lock, so
+// a completion that commits after Subscribe returned always sees it. If the
+// record is held by an uncommitted CompleteTx, Subscribe waits for that
+// transaction (bounded by ctx) and then returns.
 //
 // Notifications are hints: a waiter must re-read the record after each
 // value and keep polling at a slow interval as a fallback (the engine's wait
@@ -29,9 +38,17 @@ import (
 // by a Store on another channel name.
 //
 // Subscribe returns an error wrapping [retrysafe.ErrStoreUnavailable] when
-// the listener connection cannot be established.
+// the listener connection cannot be established or the flag not written.
 func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
-	return s.listener.subscribe(ctx, notifyPayload(scope, key))
+	ch, unsubscribe, err := s.listener.subscribe(ctx, notifyPayload(scope, key))
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.subscribe, scope, key); err != nil {
+		unsubscribe()
+		return nil, nil, s.wrap(ctx, "subscribe", err)
+	}
+	return ch, unsubscribe, nil
 }
 
 // listener owns the dedicated LISTEN connection of one Store.

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -114,4 +115,48 @@ func TestNotifyAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSignal(t, "Complete after the listener reconnected", ch)
+}
+
+// TestSubscribeDuringCompleteTx: a Subscribe that arrives while a CompleteTx
+// holds the record waits for the transaction, and the waiter's re-read then
+// finds the record completed.
+func TestSubscribeDuringCompleteTx(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	p := claimP("k", fpA, at(0))
+	mustClaim(t, s, p)
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if err := s.CompleteTx(ctx, tx, &retrysafe.CompleteParams{Scope: scope, Key: "k", Token: p.Token, Now: at(1), TTL: ttl, Response: &retrysafe.Response{Status: 200}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, unsubscribe, err := s.Subscribe(ctx, scope, "k")
+		if err == nil {
+			unsubscribe()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		// CompleteTx already holds the row: returning now means the flag
+		// update did not wait for the transaction.
+		t.Fatalf("Subscribe returned (%v) while the completing transaction was open", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Subscribe after the commit: %v", err)
+	}
+	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: "k", Now: at(2)})
+	if err != nil || rec.State != retrysafe.StateCompleted {
+		t.Fatalf("re-read after Subscribe: %+v, %v", rec, err)
+	}
 }

@@ -10,6 +10,7 @@ const recordColumns = "scope, key, fingerprint, state, token, attempt, created_a
 // once by buildStatements.
 type statements struct {
 	claim, get, extend, complete, release      string
+	subscribe                                  string
 	sweep, list, listScope, delete, listNoBody string
 	listScopeNoBody                            string
 }
@@ -80,17 +81,23 @@ func buildStatements(table string) statements {
 		extend: "UPDATE " + table + " SET lease_until_ns = $4, updated_at_ns = $5" +
 			" WHERE scope = $1 AND key = $2 AND token = $3 AND state = 'processing'",
 		// $1 scope, $2 key, $3 token, $4 now, $5 expires, $6 status,
-		// $7 header, $8 body, $9 channel, $10 payload. The notification is
-		// sent only if the row was updated, and (like every NOTIFY) only
-		// when the transaction commits.
+		// $7 header, $8 body, $9 channel, $10 payload. It returns one row
+		// if the record was completed. The notification is sent only if
+		// someone subscribed to the record (the notify flag), and (like
+		// every NOTIFY) only when the transaction commits.
 		complete: "WITH u AS (UPDATE " + table + " SET state = 'completed', updated_at_ns = $4, expires_at_ns = $5," +
 			" status = $6, header = $7, body = $8" +
-			" WHERE scope = $1 AND key = $2 AND token = $3 AND state = 'processing' RETURNING 1)" +
-			" SELECT pg_notify($9, $10) FROM u",
+			" WHERE scope = $1 AND key = $2 AND token = $3 AND state = 'processing' RETURNING notify)" +
+			" SELECT CASE WHEN notify THEN pg_notify($9, $10)::text END FROM u",
 		// $1 scope, $2 key, $3 token, $4 channel, $5 payload.
 		release: "WITH d AS (DELETE FROM " + table +
-			" WHERE scope = $1 AND key = $2 AND token = $3 AND state = 'processing' RETURNING 1)" +
-			" SELECT pg_notify($4, $5) FROM d",
+			" WHERE scope = $1 AND key = $2 AND token = $3 AND state = 'processing' RETURNING notify)" +
+			" SELECT CASE WHEN notify THEN pg_notify($4, $5)::text END FROM d",
+		// $1 scope, $2 key. Marks a processing record as waited for. The
+		// UPDATE waits for a transaction that holds the row (a CompleteTx
+		// not yet committed) and then finds it completed: nothing to flag.
+		subscribe: "UPDATE " + table + " SET notify = true" +
+			" WHERE scope = $1 AND key = $2 AND state = 'processing' AND NOT notify",
 		// $1 now, $2 batch size. Rows another transaction holds (a claim
 		// replacing an expired record) are skipped, never waited for.
 		sweep: "DELETE FROM " + table + " WHERE (scope, key) IN (SELECT scope, key FROM " + table +
@@ -102,7 +109,7 @@ func buildStatements(table string) statements {
 		listNoBody:      "SELECT " + listCols + " FROM " + table + " WHERE (scope, key) > ($1, $2) ORDER BY scope, key LIMIT $3",
 		listScopeNoBody: "SELECT " + listCols + " FROM " + table + " WHERE (scope, key) > ($1, $2) AND scope = $4 ORDER BY scope, key LIMIT $3",
 		// $1 scope, $2 key, $3 channel, $4 payload.
-		delete: "WITH d AS (DELETE FROM " + table + " WHERE scope = $1 AND key = $2 RETURNING 1)" +
-			" SELECT pg_notify($3, $4) FROM d",
+		delete: "WITH d AS (DELETE FROM " + table + " WHERE scope = $1 AND key = $2 RETURNING notify)" +
+			" SELECT CASE WHEN notify THEN pg_notify($3, $4)::text END FROM d",
 	}
 }

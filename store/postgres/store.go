@@ -77,6 +77,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 // keyword/value string as pgxpool.ParseConfig takes, runs [Store.Migrate],
 // and returns a Store that owns its pool: [Store.Close] closes it.
 //
+// The pool's sessions use READ COMMITTED unless the connection string sets
+// default_transaction_isolation.
+//
 // A URL may carry the query parameters retrysafe_schema and retrysafe_table
 // (for the CLI's --store flag); they are removed before connecting and fill
 // in Config.Schema and Config.Table when those are empty. A parameter that
@@ -89,6 +92,10 @@ func Open(ctx context.Context, connString string, cfg Config) (*Store, error) {
 	pcfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	// Claim relies on READ COMMITTED; pin it unless the URL chose.
+	if _, ok := pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {

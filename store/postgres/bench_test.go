@@ -1,0 +1,290 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/store/postgres"
+)
+
+// Benchmarks. Reproduce (see docs/performance-postgres.md):
+//
+//	go test -run '^$' -bench . -benchtime 3s -count 3 ./store/postgres
+//
+// BenchmarkRoundTrips counts, per operation, the statements the store sends
+// (a pgx QueryTracer: roundtrips/op) and the request/response turns seen on
+// the socket (wire-turns/op), one caller at a time. BenchmarkParallel32
+// measures throughput with 32 concurrent callers, the store beside raw pgx
+// statements on an identical table.
+
+// counters counts statements (tracer) and wire turns (dialer) of a pool.
+type counters struct {
+	statements atomic.Int64
+	turns      atomic.Int64
+}
+
+func (c *counters) reset() { c.statements.Store(0); c.turns.Store(0) }
+
+// TraceQueryStart implements pgx.QueryTracer: one call per statement sent.
+func (c *counters) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.statements.Add(1)
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (c *counters) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// turnConn counts a turn each time the client writes after it has read: a
+// request/response round trip, however many messages it carries.
+type turnConn struct {
+	net.Conn
+	c        *counters
+	readLast atomic.Bool
+}
+
+func (t *turnConn) Write(b []byte) (int, error) {
+	if t.readLast.Swap(false) {
+		t.c.turns.Add(1)
+	}
+	return t.Conn.Write(b)
+}
+
+func (t *turnConn) Read(b []byte) (int, error) {
+	n, err := t.Conn.Read(b)
+	if n > 0 {
+		t.readLast.Store(true)
+	}
+	return n, err
+}
+
+// benchPool returns a pool of maxConns connections that counts its
+// statements and round trips.
+func benchPool(b *testing.B, maxConns int32) (*pgxpool.Pool, *counters) {
+	b.Helper()
+	sharedPool(b)
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &counters{}
+	cfg.MaxConns, cfg.MinConns = maxConns, maxConns
+	cfg.ConnConfig.Tracer = c
+	var d net.Dialer
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := &turnConn{Conn: conn, c: c}
+		tc.readLast.Store(true) // the first write starts a turn
+		return tc, nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool, c
+}
+
+func benchResponse() *retrysafe.Response {
+	return &retrysafe.Response{
+		Status: 201,
+		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_123"}},
+		Body:   []byte(`{"id":"pay_123","amount":1000,"currency":"eur","status":"succeeded"}` + "\n"),
+	}
+}
+
+func randomPrefix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// newRequest claims a fresh key and completes it: what the engine does for
+// a request it has not seen.
+func newRequest(ctx context.Context, s *postgres.Store, key string, now time.Time, resp *retrysafe.Response) error {
+	p := &retrysafe.ClaimParams{Scope: scope, Key: key, Fingerprint: fpA, Token: retrysafe.NewToken(), Now: now, Lease: lease}
+	res, err := s.Claim(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !res.Claimed {
+		return fmt.Errorf("claim of fresh key %q lost", key)
+	}
+	return s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: key, Token: p.Token, Now: now, TTL: ttl, Response: resp})
+}
+
+// replay claims a completed key: what the engine does for a retry.
+func replay(ctx context.Context, s *postgres.Store, key string, now time.Time) error {
+	res, err := s.Claim(ctx, &retrysafe.ClaimParams{Scope: scope, Key: key, Fingerprint: fpA, Token: retrysafe.NewToken(), Now: now, Lease: lease})
+	if err != nil {
+		return err
+	}
+	if res.Claimed || res.Record.Response == nil {
+		return fmt.Errorf("replay of %q was not a replay", key)
+	}
+	return nil
+}
+
+// BenchmarkRoundTrips reports round trips per new request (claim +
+// complete; the floor is 2) and per replay (the floor is 1).
+func BenchmarkRoundTrips(b *testing.B) {
+	pool, c := benchPool(b, 1)
+	s := newStoreOn(b, pool, newSchema(b))
+	ctx := context.Background()
+	resp := benchResponse()
+	now := time.Now()
+	prefix := randomPrefix()
+	// Warm up: the connection prepares each statement once.
+	if err := newRequest(ctx, s, prefix+"-warm", now, resp); err != nil {
+		b.Fatal(err)
+	}
+	if err := replay(ctx, s, prefix+"-warm", now); err != nil {
+		b.Fatal(err)
+	}
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(c.statements.Load())/float64(b.N), "roundtrips/op")
+		b.ReportMetric(float64(c.turns.Load())/float64(b.N), "wire-turns/op")
+	}
+
+	b.Run("new-request", func(b *testing.B) {
+		c.reset()
+		i := 0
+		for b.Loop() {
+			i++
+			if err := newRequest(ctx, s, fmt.Sprintf("%s-new-%d-%d", prefix, b.N, i), now, resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b)
+	})
+	b.Run("replay", func(b *testing.B) {
+		c.reset()
+		for b.Loop() {
+			if err := replay(ctx, s, prefix+"-warm", now); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b)
+	})
+}
+
+// callers is the number of concurrent callers in BenchmarkParallel32.
+const callers = 32
+
+// parallel32 runs body from exactly `callers` goroutines (SetParallelism
+// multiplies by GOMAXPROCS, so GOMAXPROCS must divide 32) and reports
+// throughput.
+func parallel32(b *testing.B, body func(ctx context.Context, worker, i int) error) {
+	procs := runtime.GOMAXPROCS(0)
+	if callers%procs != 0 {
+		b.Skipf("GOMAXPROCS=%d does not divide %d callers", procs, callers)
+	}
+	b.SetParallelism(callers / procs)
+	var workers atomic.Int64
+	ctx := context.Background()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		w := int(workers.Add(1))
+		for i := 0; pb.Next(); i++ {
+			if err := body(ctx, w, i); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+	if n := workers.Load(); n != callers {
+		b.Fatalf("%d goroutines ran, want %d", n, callers)
+	}
+}
+
+// BenchmarkParallel32 compares, in one run and with 32 concurrent callers
+// on 32 connections, the store's new request (claim + complete) and replay
+// (claim of a completed key) with raw pgx statements on an identical table:
+// INSERT + UPDATE by primary key (the physical limit of a new request) and
+// SELECT by primary key (the limit of a replay).
+func BenchmarkParallel32(b *testing.B) {
+	pool, _ := benchPool(b, callers)
+	schema := newSchema(b)
+	// The raw statements run on a table made by the same migration.
+	s := newStoreOn(b, pool, schema)
+	rawStore, err := postgres.New(pool, postgres.Config{Schema: schema, Table: "raw_records"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := rawStore.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	rawTable := pgx.Identifier{schema, "raw_records"}.Sanitize()
+	resp := benchResponse()
+	now := time.Now()
+	nowNs := now.UnixNano()
+
+	// Completed keys for the replay benchmarks, one set per caller.
+	const perWorker = 64
+	prefix := randomPrefix()
+	ctx := context.Background()
+	for w := 1; w <= callers; w++ {
+		for i := range perWorker {
+			if err := newRequest(ctx, s, fmt.Sprintf("%s-replay-%d-%d", prefix, w, i), now, resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+rawTable+" SELECT * FROM "+pgx.Identifier{schema, "retrysafe_records"}.Sanitize()); err != nil {
+		b.Fatal(err)
+	}
+	header := []byte("\x01\x02\x0cContent-Type\x02\x10application/json\x08Location\x02\x11/payments/pay_123")
+
+	run := 0
+	b.Run("store/new-request", func(b *testing.B) {
+		run++
+		parallel32(b, func(ctx context.Context, w, i int) error {
+			return newRequest(ctx, s, fmt.Sprintf("%s-new-%d-%d-%d", prefix, run, w, i), now, resp)
+		})
+	})
+	b.Run("raw/insert+update", func(b *testing.B) {
+		run++
+		parallel32(b, func(ctx context.Context, w, i int) error {
+			key := fmt.Sprintf("%s-raw-%d-%d-%d", prefix, run, w, i)
+			if _, err := pool.Exec(ctx, "INSERT INTO "+rawTable+
+				" (scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns)"+
+				" VALUES ($1, $2, $3, 'processing', $4, 1, $5, $5, $6)",
+				scope, key, fpA, retrysafe.NewToken(), nowNs, nowNs+int64(lease)); err != nil {
+				return err
+			}
+			_, err := pool.Exec(ctx, "UPDATE "+rawTable+" SET state = 'completed', updated_at_ns = $3, expires_at_ns = $4,"+
+				" status = $5, header = $6, body = $7 WHERE scope = $1 AND key = $2",
+				scope, key, nowNs, nowNs+int64(ttl), 201, header, resp.Body)
+			return err
+		})
+	})
+	b.Run("store/replay", func(b *testing.B) {
+		parallel32(b, func(ctx context.Context, w, i int) error {
+			return replay(ctx, s, fmt.Sprintf("%s-replay-%d-%d", prefix, w, i%perWorker), now)
+		})
+	})
+	b.Run("raw/select", func(b *testing.B) {
+		parallel32(b, func(ctx context.Context, w, i int) error {
+			var (
+				status int32
+				h, bd  []byte
+			)
+			return pool.QueryRow(ctx, "SELECT status, header, body FROM "+rawTable+" WHERE scope = $1 AND key = $2",
+				scope, fmt.Sprintf("%s-replay-%d-%d", prefix, w, i%perWorker)).Scan(&status, &h, &bd)
+		})
+	})
+}
