@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -45,14 +46,17 @@ var errDuplicateKey = errors.New("duplicate object key")
 // objects and arrays nest deeper than 1000 levels, or if an ignore entry is not
 // a valid JSON Pointer (see [ValidatePointer]). It does not panic on any input.
 func CanonicalJSON(doc []byte, ignore []string) ([]byte, error) {
+	return appendCanonicalJSON(make([]byte, 0, len(doc)), doc, ignore)
+}
+
+// appendCanonicalJSON appends the canonical encoding of doc to dst.
+func appendCanonicalJSON(dst, doc []byte, ignore []string) ([]byte, error) {
 	if len(doc) > maxJSONSize {
 		return nil, fmt.Errorf("retrysafe: canonical json: document of %d bytes is larger than %d", len(doc), maxJSONSize)
 	}
-	p := canonParser{
-		doc:   doc,
-		nodes: make([]jnode, 0, len(doc)/8+4),
-		kids:  make([]int32, 0, len(doc)/8+4),
-	}
+	p := parserPool.Get().(*canonParser)
+	defer p.release()
+	p.reset(doc)
 	root, err := p.parseDocument()
 	if err != nil {
 		return nil, fmt.Errorf("retrysafe: canonical json: %w", err)
@@ -65,7 +69,29 @@ func CanonicalJSON(doc []byte, ignore []string) ([]byte, error) {
 			p.remove(root, pointerTokens(ptr))
 		}
 	}
-	return p.emit(make([]byte, 0, len(doc)), root), nil
+	return p.emit(dst, root), nil
+}
+
+// parserPool recycles parsers and their buffers between calls.
+var parserPool = sync.Pool{New: func() any { return new(canonParser) }}
+
+func (p *canonParser) reset(doc []byte) {
+	p.doc, p.pos, p.depth = doc, 0, 0
+	p.nodes = slices.Grow(p.nodes[:0], len(doc)/8+4)
+	p.kids = slices.Grow(p.kids[:0], len(doc)/8+4)
+	p.stack = p.stack[:0]
+	p.scratch = p.scratch[:0]
+	p.digits = p.digits[:0]
+}
+
+// release returns p to the pool unless its buffers grew large, which would
+// pin memory for one unusual document.
+func (p *canonParser) release() {
+	p.doc = nil
+	if cap(p.nodes) > 1<<15 || cap(p.kids) > 1<<15 || cap(p.scratch) > 1<<18 || cap(p.stack) > 1<<12 {
+		return
+	}
+	parserPool.Put(p)
 }
 
 // ValidatePointer reports whether p is a syntactically valid JSON Pointer

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // fingerprintVersion starts every fingerprint's input. Change it whenever
@@ -65,8 +66,13 @@ func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) st
 	kind, data := "body-raw", body
 	if len(body) == 0 {
 		kind, data = "body-empty", nil
-	} else if canon, err := CanonicalJSON(body, ignore); err == nil {
-		kind, data = "body-json", canon
+	} else {
+		buf := bodyPool.Get().(*[]byte)
+		defer putBody(buf)
+		if canon, err := appendCanonicalJSON((*buf)[:0], body, ignore); err == nil {
+			kind, data = "body-json", canon
+			*buf = canon
+		}
 	}
 	b = appendField(b, kind)
 	b = binary.BigEndian.AppendUint64(b, uint64(len(data)))
@@ -76,6 +82,16 @@ func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) st
 	h.Write(data)
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0]))
+}
+
+// bodyPool recycles the buffers that hold canonical bodies while they are
+// hashed.
+var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
+
+func putBody(buf *[]byte) {
+	if cap(*buf) <= 1<<20 {
+		bodyPool.Put(buf)
+	}
 }
 
 // appendField appends s prefixed by its length.
