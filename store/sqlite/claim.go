@@ -11,6 +11,12 @@ import (
 // Claim claims params.Key in params.Scope for params.Token (see
 // [retrysafe.Store] for the rules).
 //
+// A duplicate (the key is completed and unexpired, processing under a live
+// lease, or processing with an expired lease but another fingerprint) is
+// answered by a plain read, which with WAL neither takes nor waits for the
+// write lock: the record blocked the claim when it was read. Only when the
+// key is absent or claimable does Claim write.
+//
 // The decision is one atomic statement, INSERT … ON CONFLICT DO UPDATE …
 // WHERE <claimable> RETURNING: a new key is inserted, an expired completed
 // record is replaced, and a processing record whose lease ran out is taken
@@ -30,6 +36,18 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		params.Scope, params.Key, params.Fingerprint, params.Token,
 		toNanos(params.Now), toNanos(params.Now.Add(params.Lease)),
 	}
+	// Read-only fast path for duplicates (replays, in-flight conflicts,
+	// mismatches): a record that blocks the claim at the time of a plain
+	// read is a correct answer, and with WAL the read neither takes nor
+	// waits for the write lock. Anything else (absent, or claimable) goes
+	// to the atomic upsert below; the read never decides to write.
+	if rec, err := s.blocker(ctx, params); err != nil || rec != nil {
+		if err != nil {
+			return nil, err
+		}
+		return &retrysafe.ClaimResult{Claimed: false, Record: rec}, nil
+	}
+
 	var res *retrysafe.ClaimResult
 	err := s.write(ctx, "claim", func() error {
 		claim, err := s.stmt(ctx, s.q.claim)
@@ -84,6 +102,41 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		return nil, err
 	}
 	return res, nil
+}
+
+// blocker returns the record for params' key when it exists and blocks the
+// claim at params.Now, or nil when the claim may proceed. It mirrors the
+// upsert's WHERE clause.
+func (s *Store) blocker(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.Record, error) {
+	var rec *retrysafe.Record
+	err := s.retry(ctx, "claim", func() error {
+		get, err := s.stmt(ctx, s.q.get)
+		if err != nil {
+			return err
+		}
+		rec, err = scanRecord(get.QueryRowContext(ctx, params.Scope, params.Key))
+		if errors.Is(err, sql.ErrNoRows) {
+			rec = nil
+			return nil
+		}
+		return err
+	})
+	if err != nil || rec == nil || claimable(rec, params) {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// claimable reports whether a claim with params may replace or take over
+// rec: the same condition as the upsert's DO UPDATE … WHERE.
+func claimable(rec *retrysafe.Record, params *retrysafe.ClaimParams) bool {
+	switch rec.State {
+	case retrysafe.StateCompleted:
+		return !params.Now.Before(rec.ExpiresAt)
+	case retrysafe.StateProcessing:
+		return !params.Now.Before(rec.LeaseUntil) && rec.Fingerprint == params.Fingerprint
+	}
+	return false
 }
 
 // Get returns the record for params.Key in params.Scope, or
