@@ -24,7 +24,9 @@ func TestOverlappingDuplicatesRunOnce(t *testing.T) {
 			t.Run(name+"/"+string(mode), func(t *testing.T) {
 				t.Parallel()
 				h := &counter{delay: 500 * time.Millisecond}
-				srv := newServer(t, retrysafe.Config{Store: newStore(t), InFlight: mode, WaitTimeout: 20 * time.Second}, h)
+				// A generous store timeout: this test is about exactly-once, and CI runs
+				// many packages at once on two cores.
+				srv := newServer(t, retrysafe.Config{Store: newStore(t), InFlight: mode, WaitTimeout: 30 * time.Second, StoreTimeout: 30 * time.Second}, h)
 				const n = 100
 				transport := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n}
 				defer transport.CloseIdleConnections()
