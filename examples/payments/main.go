@@ -1,0 +1,114 @@
+// Command payments runs the reference payments service of retrysafe: a mock
+// payment provider on its own listener and the payments API with its
+// checkout page, on SQLite (a file in a temporary directory by default) or
+// PostgreSQL.
+//
+//	go run ./examples/payments
+//	go run ./examples/payments --postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//
+// See README.md for what each layer does.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/retrysafe/retrysafe/examples/payments/provider"
+	"github.com/retrysafe/retrysafe/examples/payments/repo"
+	"github.com/retrysafe/retrysafe/examples/payments/service"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "payments:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		listen         = flag.String("listen", "127.0.0.1:8080", "address of the payments API and checkout page")
+		providerListen = flag.String("provider-listen", "127.0.0.1:8081", "address of the mock payment provider")
+		dbPath         = flag.String("db", "", "SQLite database file (default: payments.db in a new temporary directory)")
+		pgURL          = flag.String("postgres", os.Getenv("PAYMENTS_POSTGRES_URL"), "PostgreSQL URL; when set, used instead of SQLite (env PAYMENTS_POSTGRES_URL)")
+		pgSchema       = flag.String("schema", "payments", "PostgreSQL schema for the tables")
+		acceptAfter    = flag.Duration("accept-after", service.DefaultAcceptAfter, "answer 202 when the provider is slower than this")
+		reconcileEvery = flag.Duration("reconcile-every", 30*time.Second, "run reconciliation this often (0: only POST /admin/reconcile)")
+		settleAfter    = flag.Duration("settle-after", 15*time.Second, "reconciliation settles unknown or pending payments older than this")
+		simulatedDrops = flag.Bool("simulated-drops", true, "honour X-Simulate-Drop (the checkout page's flaky-network switch)")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	db, where, err := openDB(ctx, *pgURL, *pgSchema, *dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	psp := provider.New(provider.Config{})
+	pspURL, err := psp.Start(*providerListen)
+	if err != nil {
+		return err
+	}
+	defer psp.Close()
+
+	svc, err := service.New(service.Config{
+		DB: db, ProviderURL: pspURL, AcceptAfter: *acceptAfter,
+		ReconcileEvery: *reconcileEvery, SettleAfter: *settleAfter, SimulatedDrops: *simulatedDrops,
+	})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("payments: checkout page and API  http://%s/\n", ln.Addr())
+	fmt.Printf("payments: mock provider          %s  (faults: POST %s/admin/faults)\n", pspURL, pspURL)
+	fmt.Printf("payments: database               %s\n", where)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	slog.Info("payments: shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func openDB(ctx context.Context, pgURL, schema, path string) (*repo.DB, string, error) {
+	if pgURL != "" {
+		db, err := repo.OpenPostgres(ctx, pgURL, schema)
+		return db, "PostgreSQL, schema " + schema, err
+	}
+	if path == "" {
+		dir, err := os.MkdirTemp("", "retrysafe-payments-")
+		if err != nil {
+			return nil, "", err
+		}
+		path = filepath.Join(dir, "payments.db")
+	}
+	db, err := repo.OpenSQLite(ctx, path)
+	return db, "SQLite " + path, err
+}
