@@ -18,7 +18,7 @@
 // "retrysafe_records"). Migrate creates the schema if it is missing, applies
 // the embedded numbered migrations (migrations/NNNN_name.sql) that the table
 // lacks, and records them in "<schema>".retrysafe_migrations. It runs in one
-// transaction under pg_advisory_xact_lock, so concurrent Migrate calls from
+// transaction under an advisory lock, so concurrent Migrate calls from
 // several processes are safe.
 //
 // # One round trip per call

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -70,10 +71,11 @@ func LatestVersion() int {
 // versions are kept in "<schema>".retrysafe_migrations, one row per table
 // and version.
 //
-// Migrate is safe to run concurrently from several processes: it works in
-// one transaction under a transaction-level advisory lock
-// (pg_advisory_xact_lock) keyed by the schema, so one process applies the
-// migrations and the others find them applied. When the table is already up
+// Migrate is safe to run concurrently from several processes: it holds a
+// session advisory lock (pg_advisory_lock) keyed by the schema around one
+// transaction that applies every missing migration, so one process applies
+// them and the others then find them applied. (A transaction-level
+// pg_advisory_xact_lock is not enough here: see the comment in the code.) When the table is already up
 // to date it returns after one read and needs no DDL privileges.
 func (s *Store) Migrate(ctx context.Context) error {
 	ms, err := migrations()
@@ -90,15 +92,34 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return retrysafe.Unavailable("migrate", err)
 	}
 
-	tx, err := s.pool.Begin(ctx)
+	// The session-level advisory lock is taken before the transaction
+	// begins, not with pg_advisory_xact_lock inside it: a backend that
+	// waited on an advisory lock has not yet processed the catalog changes
+	// the previous holder committed, and would fail to CREATE SCHEMA IF NOT
+	// EXISTS with a duplicate key. BEGIN processes them.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return retrysafe.Unavailable("migrate", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", s.lockKey()); err != nil {
+		return retrysafe.Unavailable("migrate", err)
+	}
+	defer func() {
+		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(unlockCtx, "SELECT pg_advisory_unlock($1)", s.lockKey()); err != nil {
+			// Closing the session releases its locks; the pool drops it.
+			_ = conn.Conn().Close(unlockCtx)
+		}
+	}()
+
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return retrysafe.Unavailable("migrate", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.lockKey()); err != nil {
-		return retrysafe.Unavailable("migrate", err)
-	}
 	schema := pgx.Identifier{s.cfg.Schema}.Sanitize()
 	versions := quoted(s.cfg.Schema, migrationsTable)
 	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema); err != nil {

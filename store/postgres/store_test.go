@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,40 +290,40 @@ func TestAdmin(t *testing.T) {
 // once.
 func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
-	schema := newSchema(t)
 	pool := sharedPool(t)
-	var (
-		wg     sync.WaitGroup
-		start  = make(chan struct{})
-		failed atomic.Int32
-	)
-	for _, table := range []string{"records_a", "records_a", "records_a", "records_b", "records_b"} {
-		wg.Go(func() {
+	for round := range 5 {
+		schema := newSchema(t)
+		var (
+			wg    sync.WaitGroup
+			start = make(chan struct{})
+		)
+		for _, table := range []string{"records_a", "records_a", "records_a", "records_b", "records_b", "records_b"} {
+			wg.Go(func() {
+				s, err := postgres.New(pool, postgres.Config{Schema: schema, Table: table})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				<-start
+				if err := s.Migrate(context.Background()); err != nil {
+					t.Errorf("round %d: Migrate(%s): %v", round, table, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		for _, table := range []string{"records_a", "records_b"} {
 			s, err := postgres.New(pool, postgres.Config{Schema: schema, Table: table})
 			if err != nil {
-				t.Error(err)
-				return
+				t.Fatal(err)
 			}
-			<-start
-			if err := s.Migrate(context.Background()); err != nil {
-				failed.Add(1)
-				t.Errorf("Migrate(%s): %v", table, err)
+			v, err := s.SchemaVersion(t.Context())
+			if err != nil || v != postgres.LatestVersion() || v < 2 {
+				t.Fatalf("SchemaVersion(%s) = %d, %v; want %d", table, v, err, postgres.LatestVersion())
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	for _, table := range []string{"records_a", "records_b"} {
-		s, err := postgres.New(pool, postgres.Config{Schema: schema, Table: table})
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := s.SchemaVersion(t.Context())
-		if err != nil || v != postgres.LatestVersion() || v < 1 {
-			t.Fatalf("SchemaVersion(%s) = %d, %v; want %d", table, v, err, postgres.LatestVersion())
-		}
-		if res := mustClaim(t, s, claimP("k", fpA, at(0))); !res.Claimed {
-			t.Fatal("claim on migrated table failed")
+			if res := mustClaim(t, s, claimP("k", fpA, at(0))); !res.Claimed {
+				t.Fatal("claim on migrated table failed")
+			}
 		}
 	}
 }
