@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceNew runs the suite on a Store from New on a caller's
-// *sql.DB opened with DSN and a custom table name.
+// *sql.DB opened with DSN and a custom table name that is an SQL keyword.
 func TestConformanceNew(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) retrysafe.Store {
@@ -30,7 +30,8 @@ func TestConformanceNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		s, err := sqlite.New(db, sqlite.Config{Table: "idempotency"})
+		// "order" is an SQL keyword: the store quotes its names.
+		s, err := sqlite.New(db, sqlite.Config{Table: "order"})
 		if err != nil {
 			t.Fatal(err)
 		}

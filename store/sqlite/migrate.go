@@ -20,7 +20,7 @@ var migrationFiles embed.FS
 type migration struct {
 	version int
 	name    string
-	sql     string // with {{table}} still in it
+	sql     string // with the {{table}} and {{prefix}} placeholders
 }
 
 // migrations returns the embedded migrations in version order. File names
@@ -76,7 +76,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	versions := s.cfg.Table + "_migrations"
+	versions := quoteIdent(s.cfg.Table + "_migrations")
 	latest := ms[len(ms)-1].version
 
 	var current sql.NullInt64
@@ -102,7 +102,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 				if int64(m.version) <= current.Int64 {
 					continue
 				}
-				stmt := strings.ReplaceAll(m.sql, "{{table}}", s.cfg.Table)
+				stmt := strings.NewReplacer("{{table}}", quoteIdent(s.cfg.Table), "{{prefix}}", s.cfg.Table).Replace(m.sql)
 				if _, err := conn.ExecContext(ctx, stmt); err != nil {
 					return fmt.Errorf("migration %s: %w", m.name, err)
 				}

@@ -12,8 +12,12 @@ type queries struct {
 	list, listNoBody                                  string
 }
 
+// quoteIdent quotes an identifier already validated by Config (so that a
+// valid name that is also an SQL keyword, such as "order", works).
+func quoteIdent(name string) string { return `"` + name + `"` }
+
 func newQueries(table string) queries {
-	r := strings.NewReplacer("{{table}}", table, "{{columns}}", recordColumns)
+	r := strings.NewReplacer("{{table}}", quoteIdent(table), "{{columns}}", recordColumns)
 	return queries{
 		// One atomic statement: insert, or take over the existing row
 		// when it is completed and expired, or processing with an

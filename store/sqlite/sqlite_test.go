@@ -73,6 +73,7 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		"zero":              {sqlite.Config{}, false},
 		"custom table":      {sqlite.Config{Table: "idem_2"}, false},
+		"keyword":           {sqlite.Config{Table: "order"}, false},
 		"underscore first":  {sqlite.Config{Table: "_t"}, false},
 		"digit first":       {sqlite.Config{Table: "2t"}, true},
 		"injection":         {sqlite.Config{Table: "t; DROP TABLE x"}, true},

@@ -1,7 +1,7 @@
 -- 0001: the records table.
 --
--- {{table}} is replaced by the configured table name (validated as an SQL
--- identifier). Times are integer Unix nanoseconds (UTC); expires_at is NULL
+-- {{table}} is replaced by the configured table name, quoted, and
+-- {{prefix}} by the bare name (validated as an SQL identifier). Times are integer Unix nanoseconds (UTC); expires_at is NULL
 -- while a record is processing. Headers are JSON, bodies BLOBs.
 CREATE TABLE {{table}} (
     scope       TEXT    NOT NULL,
@@ -21,4 +21,4 @@ CREATE TABLE {{table}} (
 );
 
 -- Sweep finds expired completed records through this partial index.
-CREATE INDEX {{table}}_expires_at ON {{table}} (expires_at) WHERE state = 'completed';
+CREATE INDEX "{{prefix}}_expires_at" ON {{table}} (expires_at) WHERE state = 'completed';
