@@ -45,6 +45,39 @@ func TestOpen(t *testing.T) {
 	if _, err := redisstore.Open(ctx, "http://example.com", redisstore.Config{}); err == nil {
 		t.Error("Open of a non-redis URL succeeded")
 	}
+
+	// Open loaded the scripts: a claim, through any store, is one EVALSHA
+	// that finds its script (a broken digest would cost NOSCRIPT + EVAL on
+	// every call).
+	c := newClient(t)
+	var names []string
+	var mu sync.Mutex
+	c.AddHook(recorder{func(name string, err error) {
+		if !strings.HasPrefix(name, "eval") {
+			return // connection setup
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			name += " " + err.Error()
+		}
+		names = append(names, name)
+	}})
+	s2, err := redisstore.New(c, redisstore.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	for i := range 2 {
+		if _, err := s2.Claim(ctx, claimParams("scope", fmt.Sprint("after-open-", i), now, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(names, ","); got != "evalsha,evalsha" {
+		t.Errorf("two claims after Open sent %q, want \"evalsha,evalsha\"", got)
+	}
 }
 
 func TestNewValidates(t *testing.T) {
@@ -56,6 +89,11 @@ func TestNewValidates(t *testing.T) {
 	defer c.Close()
 	if _, err := redisstore.New(c, redisstore.Config{ProcessingRetention: -time.Second}); err == nil {
 		t.Error("New with a negative ProcessingRetention succeeded")
+	}
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": redisAddr()}})
+	defer ring.Close()
+	if _, err := redisstore.New(ring, redisstore.Config{}); err == nil {
+		t.Error("New with a *redis.Ring succeeded")
 	}
 }
 

@@ -118,5 +118,5 @@ var (
 	releaseScript  = goredis.NewScript(releaseSrc)
 	deleteScript   = goredis.NewScript(deleteSrc)
 
-	allScripts = []*goredis.Script{claimScript, extendScript, completeScript, releaseScript, deleteScript}
+	allScriptSources = []string{claimSrc, extendSrc, completeSrc, releaseSrc, deleteSrc}
 )

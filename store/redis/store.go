@@ -59,13 +59,19 @@ var (
 	_ retrysafe.Admin    = (*Store)(nil)
 )
 
-// New returns a Store that uses the caller's client (a *goredis.Client,
-// *goredis.ClusterClient, *goredis.Ring or failover client). It performs no
-// I/O: the scripts are loaded on first use. [Store.Close] does not close
-// the client.
+// New returns a Store that uses the caller's client: a *goredis.Client, a
+// failover (Sentinel) client or a *goredis.ClusterClient. A *goredis.Ring
+// is refused (see docs/redis.md). New performs no I/O: the scripts are
+// loaded on first use. [Store.Close] does not close the client.
 func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("retrysafe/redis: nil client")
+	}
+	if _, ok := client.(*goredis.Ring); ok {
+		// A Ring drops a shard it thinks is down from its hash ring and
+		// sends that shard's keys elsewhere: a second claim of a key can
+		// then win on another shard while the first owner still runs.
+		return nil, errors.New("retrysafe/redis: *redis.Ring is not supported: it moves keys between shards when one looks down, so two claims of one key could both win; use a single server, a failover (Sentinel) client or a Cluster")
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
@@ -136,8 +142,10 @@ func (s *Store) Ping(ctx context.Context) error {
 // loadScripts loads every script in one pipelined round trip.
 func (s *Store) loadScripts(ctx context.Context) error {
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, sc := range allScripts {
-			sc.Load(ctx, p)
+		// Not Script.Load: inside a pipeline it would record the
+		// not-yet-received (empty) digest as the script's hash.
+		for _, src := range allScriptSources {
+			p.ScriptLoad(ctx, src)
 		}
 		return nil
 	})

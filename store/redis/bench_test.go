@@ -1,0 +1,159 @@
+package redis_test
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/retrysafe/retrysafe"
+	redisstore "github.com/retrysafe/retrysafe/store/redis"
+)
+
+// Reproduce (see docs/performance-redis.md):
+//
+//	go test -run '^$' -bench . -benchtime 3s -count 3 ./store/redis/
+
+// benchConcurrency is the number of concurrent callers of the throughput
+// benchmarks.
+const benchConcurrency = 32
+
+// benchResponse is a typical small JSON answer.
+func benchResponse() *retrysafe.Response {
+	body := []byte(fmt.Sprintf(`{"id":"pay_%0200d","amount":1000,"currency":"eur"}`, 0))
+	return &retrysafe.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/pay_123"}},
+		Body:   body,
+	}
+}
+
+// benchSetup returns a store on a client with a pool for benchConcurrency
+// callers and a round-trip counter, and the prefix.
+func benchSetup(b *testing.B) (*redisstore.Store, *goredis.Client, *commandCounter, string) {
+	b.Helper()
+	c := newClient(b, func(o *goredis.Options) { o.PoolSize = benchConcurrency })
+	counter := &commandCounter{}
+	c.AddHook(counter)
+	prefix := testPrefix(b)
+	s, err := redisstore.New(c, redisstore.Config{Prefix: prefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s, c, counter, prefix
+}
+
+// newRequest is what the engine does for a new key: claim, then complete.
+func newRequest(b *testing.B, s *redisstore.Store, key string, resp *retrysafe.Response) {
+	ctx := b.Context()
+	now := time.Now()
+	p := &retrysafe.ClaimParams{Scope: "bench", Key: key, Fingerprint: "fp", Token: retrysafe.NewToken(), Now: now, Lease: 30 * time.Second}
+	res, err := s.Claim(ctx, p)
+	if err != nil || !res.Claimed {
+		b.Fatalf("claim %s: %+v, %v", key, res, err)
+	}
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "bench", Key: key, Token: p.Token, Now: now, TTL: time.Minute, Response: resp}); err != nil {
+		b.Fatalf("complete %s: %v", key, err)
+	}
+}
+
+// replay is what the engine does for a completed key: one claim that
+// returns the stored record.
+func replay(b *testing.B, s *redisstore.Store, key string) {
+	res, err := s.Claim(b.Context(), &retrysafe.ClaimParams{Scope: "bench", Key: key, Fingerprint: "fp", Token: retrysafe.NewToken(), Now: time.Now(), Lease: 30 * time.Second})
+	if err != nil || res.Claimed || res.Record.Response == nil {
+		b.Fatalf("replay %s: %+v, %v", key, res, err)
+	}
+}
+
+// BenchmarkRoundTrips counts the round trips of one new request (claim +
+// complete; the floor is 2) and of one replay (the floor is 1) with a
+// goredis hook, and reports them as roundtrips/op.
+func BenchmarkRoundTrips(b *testing.B) {
+	resp := benchResponse()
+	b.Run("new", func(b *testing.B) {
+		s, _, counter, _ := benchSetup(b)
+		newRequest(b, s, "warm-up", resp) // loads the scripts
+		counter.n.Store(0)
+		b.ResetTimer()
+		for i := 0; b.Loop(); i++ {
+			newRequest(b, s, fmt.Sprint("new-", i), resp)
+		}
+		b.ReportMetric(float64(counter.n.Load())/float64(b.N), "roundtrips/op")
+	})
+	b.Run("replay", func(b *testing.B) {
+		s, _, counter, _ := benchSetup(b)
+		newRequest(b, s, "done", resp)
+		replay(b, s, "done")
+		counter.n.Store(0)
+		b.ResetTimer()
+		for b.Loop() {
+			replay(b, s, "done")
+		}
+		b.ReportMetric(float64(counter.n.Load())/float64(b.N), "roundtrips/op")
+	})
+}
+
+// BenchmarkThroughput32 measures requests per second at 32 concurrent
+// callers: new requests (claim + complete) and replays through the store,
+// and, in the same run, the physical limit of this Redis: a raw SET NX +
+// SET pair with a value the size of the stored response (for new requests)
+// and a raw GET of such a value (for replays).
+func BenchmarkThroughput32(b *testing.B) {
+	resp := benchResponse()
+	parallel := func(b *testing.B, op func(i int64)) {
+		b.Helper()
+		b.SetParallelism((benchConcurrency + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		var seq atomic.Int64
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				op(seq.Add(1))
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	}
+	b.Run("store/new", func(b *testing.B) {
+		s, _, _, _ := benchSetup(b)
+		newRequest(b, s, "warm-up", resp)
+		parallel(b, func(i int64) { newRequest(b, s, fmt.Sprint("new-", i), resp) })
+	})
+	b.Run("store/replay", func(b *testing.B) {
+		s, _, _, _ := benchSetup(b)
+		for i := range benchConcurrency {
+			newRequest(b, s, fmt.Sprint("done-", i), resp)
+		}
+		parallel(b, func(i int64) { replay(b, s, fmt.Sprint("done-", i%benchConcurrency)) })
+	})
+	value := string(resp.Body) + "Content-Type: application/json\r\nLocation: /payments/pay_123\r\n"
+	b.Run("raw/SET+SET", func(b *testing.B) {
+		_, c, _, prefix := benchSetup(b)
+		ctx := b.Context()
+		parallel(b, func(i int64) {
+			k := fmt.Sprint(prefix, "raw-", i)
+			if err := c.SetNX(ctx, k, "processing", 30*time.Second).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Set(ctx, k, value, time.Minute).Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("raw/GET", func(b *testing.B) {
+		_, c, _, prefix := benchSetup(b)
+		ctx := b.Context()
+		for i := range benchConcurrency {
+			c.Set(ctx, fmt.Sprint(prefix, "raw-", i), value, time.Minute)
+		}
+		parallel(b, func(i int64) {
+			if err := c.Get(ctx, fmt.Sprint(prefix, "raw-", i%benchConcurrency)).Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
