@@ -30,7 +30,7 @@ func (c *Consumer) HandleDelivery(ctx context.Context, d amqp.Delivery) (Result,
 		err = d.Reject(false)
 	}
 	if r.Err != nil || err != nil {
-		c.log(ctx, d.MessageId, r, err, "queue", d.RoutingKey, "delivery_tag", d.DeliveryTag, "redelivered", d.Redelivered)
+		c.log(ctx, d.MessageId, r, err, "consumer_tag", d.ConsumerTag, "routing_key", d.RoutingKey, "delivery_tag", d.DeliveryTag, "redelivered", d.Redelivered)
 	}
 	return r, err
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/retrysafe/retrysafe/examples/consumers"
 )
 
-func amqpURL() string { return env("RETRYSAFE_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/") }
+func amqpURL() string { return env("RETRYSAFE_AMQP_URL", defaultAMQPURL) }
 
 // dialAMQP opens a connection, closed when the test ends.
 func dialAMQP(t *testing.T) *amqp.Connection {
