@@ -1,0 +1,621 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/storeurl"
+)
+
+const keysSynopsis = "list|show|delete --store URL [flags] [KEY]"
+
+const keysDescription = `
+Inspects idempotency records, for support and operations.
+
+  list           records ordered by scope and key, a page at a time
+  show KEY       every field of one record (bodies only with --bodies)
+  delete KEY     removes one record, whatever its state, and prints what it
+                 removed; it asks no questions. A deleted key runs as new on
+                 its next request: delete a completed record only if you know
+                 the operation must run again.
+
+A record is identified by scope + key. The gateway's scope is the SHA-256 (hex)
+of the caller's credential (the Authorization header by default): pass it with
+--scope (a unique prefix of it is enough), or pass the credential itself with
+--identity to have it hashed the same way. Without either, show and delete
+search every scope for the key (a full scan of the store).
+
+States: processing (claimed; its owner holds a lease until LEASE-UNTIL),
+completed (a stored result, replayed until EXPIRES), failed (a completed record
+whose stored status is 400 or more: it replays like any result, see
+docs/problems.md), expired (completed, past EXPIRES, not yet swept: it counts
+as absent). A processing record whose lease ran out is shown as
+"processing (lease expired)": its outcome is unknown, and the next request with
+its key takes it over.
+
+Owner tokens are never printed. Response bodies can hold personal data: they
+are printed only with --bodies.`
+
+const keysExamples = `  retrysafe keys list --store sqlite:retrysafe.db
+  retrysafe keys list --store postgres://retrysafe@db/retrysafe --scope 3f1a9c --limit 20
+  retrysafe keys list --store sqlite:retrysafe.db --after "$NEXT"     # the cursor list printed
+  retrysafe keys show --store redis://127.0.0.1:6379/0 6f2c4d8e-9c77-4d92-a9b3-2d0f9a1c8a11
+  retrysafe keys show --store sqlite:retrysafe.db --identity "Bearer sk_live_…" --bodies KEY
+  retrysafe keys delete --store sqlite:retrysafe.db --scope 3f1a9c KEY
+  retrysafe keys list --store sqlite:retrysafe.db --json | jq '.records[] | select(.state == "failed")'`
+
+func init() {
+	register(&command{
+		name:    "keys",
+		summary: "list, show or delete idempotency records",
+		run:     keysCommand(storeurl.Open),
+	})
+}
+
+// storeOpener opens a store from a --store URL; storeurl.Open in the
+// binary. Tests pass one that returns a store they populated (the memory
+// store cannot be reached through a URL from another process).
+type storeOpener func(ctx context.Context, rawURL string) (retrysafe.Store, func() error, error)
+
+// keysOptions are the flags of "keys".
+type keysOptions struct {
+	store    string
+	scope    string
+	identity string
+	limit    int
+	after    string
+	bodies   bool
+	json     bool
+	wide     bool
+}
+
+// keysCommand returns the "keys" command, opening stores with open.
+func keysCommand(open storeOpener) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return runKeys(ctx, args, stdout, stderr, open)
+	}
+}
+
+func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open storeOpener) error {
+	var o keysOptions
+	fs := newFlagSet("keys", keysSynopsis, keysDescription, keysExamples, stdout, stderr)
+	fs.StringVar(&o.store, "store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
+	fs.StringVar(&o.scope, "scope", "", "the records' `scope`, or a unique prefix of it (\"-\" is the empty scope of callers without credentials); list: only this scope")
+	fs.StringVar(&o.identity, "identity", "", "the caller's credential `value` (e.g. the Authorization header); hashed into the scope as the gateway does")
+	fs.IntVar(&o.limit, "limit", 50, "list: records per page")
+	fs.StringVar(&o.after, "after", "", "list: start after this `cursor` (printed at the end of the previous page)")
+	fs.BoolVar(&o.bodies, "bodies", false, "show: include the stored response body")
+	fs.BoolVar(&o.json, "json", false, "print JSON, for scripts")
+	fs.BoolVar(&o.wide, "wide", false, "list: print whole scopes and keys instead of shortening them")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("missing subcommand: list, show or delete")
+	}
+	sub, pos := pos[0], pos[1:]
+	switch sub {
+	case "list":
+		if len(pos) > 0 {
+			return usagef("list takes no arguments (got %q)", pos[0])
+		}
+	case "show", "delete":
+		if len(pos) != 1 {
+			return usagef("%s takes exactly one KEY", sub)
+		}
+		if o.after != "" {
+			return usagef("--after is a list flag")
+		}
+	default:
+		return usagef("unknown subcommand %q: want list, show or delete", sub)
+	}
+	if o.limit <= 0 {
+		return usagef("--limit must be positive")
+	}
+	if o.scope != "" && o.identity != "" {
+		return usagef("give --scope or --identity, not both")
+	}
+	if o.identity != "" {
+		o.scope = retrysafe.HashScope(o.identity)
+	}
+
+	store, closeStore, err := open(ctx, o.store)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer closeStore()
+	admin, ok := store.(retrysafe.Admin)
+	if !ok {
+		return fmt.Errorf("store %s cannot list records (it does not implement retrysafe.Admin)", storeurl.Redact(o.store))
+	}
+	k := &keysCmd{o: o, store: store, admin: admin, out: stdout, now: time.Now()}
+	switch sub {
+	case "list":
+		return k.list(ctx)
+	case "show":
+		return k.show(ctx, pos[0])
+	default:
+		return k.delete(ctx, pos[0])
+	}
+}
+
+// parseInterspersed parses flags that may come before, between and after
+// positional arguments ("keys show KEY --store URL") and returns the
+// positional ones. "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+type keysCmd struct {
+	o     keysOptions
+	store retrysafe.Store
+	admin retrysafe.Admin
+	out   io.Writer
+	now   time.Time
+}
+
+// keysCursor encodes a list position; it is opaque to users.
+func keysCursor(scope, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(scope + "\x00" + key))
+}
+
+func parseKeysCursor(c string) (scope, key string, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", "", usagef("--after %q is not a cursor printed by keys list", c)
+	}
+	scope, key, ok := strings.Cut(string(b), "\x00")
+	if !ok {
+		return "", "", usagef("--after %q is not a cursor printed by keys list", c)
+	}
+	return scope, key, nil
+}
+
+func (k *keysCmd) list(ctx context.Context) error {
+	p := &retrysafe.ListParams{Limit: k.o.limit}
+	onlyEmptyScope := k.o.scope == "-"
+	if k.o.scope != "" && !onlyEmptyScope {
+		scope, err := k.resolveScope(ctx, k.o.scope)
+		if err != nil {
+			return err
+		}
+		p.Scope = scope
+	}
+	if k.o.after != "" {
+		var err error
+		if p.AfterScope, p.AfterKey, err = parseKeysCursor(k.o.after); err != nil {
+			return err
+		}
+	}
+	recs, err := k.admin.List(ctx, p)
+	if err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	if onlyEmptyScope {
+		// ListParams cannot select the empty scope, but it sorts first.
+		n := 0
+		for n < len(recs) && recs[n].Scope == "" {
+			n++
+		}
+		recs = recs[:n]
+	}
+	next := ""
+	if len(recs) == k.o.limit {
+		last := recs[len(recs)-1]
+		next = keysCursor(last.Scope, last.Key)
+	}
+	if k.o.json {
+		out := struct {
+			Records []keysJSONRecord `json:"records"`
+			Next    string           `json:"next,omitempty"`
+		}{Records: make([]keysJSONRecord, 0, len(recs)), Next: next}
+		for _, r := range recs {
+			out.Records = append(out.Records, k.jsonRecord(r, false))
+		}
+		return k.printJSON(out)
+	}
+	if len(recs) == 0 {
+		fmt.Fprintln(k.out, "no records")
+		return nil
+	}
+	tw := tabwriter.NewWriter(k.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCOPE\tKEY\tSTATE\tATTEMPTS\tCREATED\tEXPIRES / LEASE-UNTIL\tFINGERPRINT\tSTATUS")
+	for _, r := range recs {
+		scope, key := keysShortScope(r.Scope), keysShort(r.Key, 40)
+		if k.o.wide {
+			scope, key = r.Scope, r.Key
+			if scope == "" {
+				scope = "-"
+			}
+		}
+		until := r.ExpiresAt
+		if r.State == retrysafe.StateProcessing {
+			until = r.LeaseUntil
+		}
+		status := "-"
+		if r.Response != nil {
+			status = fmt.Sprint(r.Response.Status)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
+			scope, key, keysState(r, k.now), r.Attempt, keysTime(r.CreatedAt), keysTime(until), keysShort(r.Fingerprint, 12), status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(k.out, "\nmore: --after %s\n", next)
+	}
+	return nil
+}
+
+func (k *keysCmd) show(ctx context.Context, key string) error {
+	rec, err := k.find(ctx, key, k.o.bodies)
+	if err != nil {
+		return err
+	}
+	if k.o.json {
+		return k.printJSON(k.jsonRecord(rec, true))
+	}
+	k.printRecord(rec, true)
+	return nil
+}
+
+func (k *keysCmd) delete(ctx context.Context, key string) error {
+	rec, err := k.find(ctx, key, false)
+	if err != nil {
+		return err
+	}
+	if err := k.admin.Delete(ctx, rec.Scope, rec.Key); err != nil {
+		if errors.Is(err, retrysafe.ErrNotFound) {
+			return fmt.Errorf("key %q in scope %s: already gone", key, keysShortScope(rec.Scope))
+		}
+		return fmt.Errorf("delete: %w", err)
+	}
+	if k.o.json {
+		return k.printJSON(struct {
+			Deleted keysJSONRecord `json:"deleted"`
+		}{k.jsonRecord(rec, false)})
+	}
+	fmt.Fprintln(k.out, "deleted:")
+	k.printRecord(rec, false)
+	return nil
+}
+
+// find returns the record for key: in the given scope, or in whichever
+// scope holds it when no scope was given (an error names the scopes when
+// several do). It finds expired records too, until they are swept.
+func (k *keysCmd) find(ctx context.Context, key string, bodies bool) (*retrysafe.Record, error) {
+	if k.o.scope == "" {
+		return k.findAnyScope(ctx, key, bodies)
+	}
+	scope, err := k.resolveScope(ctx, k.o.scope)
+	if err != nil {
+		return nil, err
+	}
+	// Listing from just before the key finds the record whatever its
+	// state, expired ones included; Get does not return expired records.
+	// (Scope "" in ListParams means every scope; the cursor still starts
+	// the page in the right place.)
+	recs, err := k.admin.List(ctx, &retrysafe.ListParams{
+		Scope: scope, AfterScope: scope, AfterKey: keysBefore(key), Limit: 100, WithBodies: bodies,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	for _, r := range recs {
+		if r.Scope == scope && r.Key == key {
+			return r, nil
+		}
+	}
+	rec, err := k.store.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: key, Now: k.now})
+	switch {
+	case errors.Is(err, retrysafe.ErrNotFound):
+		return nil, fmt.Errorf("no record for key %q in scope %s", key, keysShortScope(scope))
+	case err != nil:
+		return nil, fmt.Errorf("get: %w", err)
+	}
+	if !bodies && rec.Response != nil {
+		rec.Response.Body = nil
+	}
+	return rec, nil
+}
+
+// findAnyScope scans every record for key.
+func (k *keysCmd) findAnyScope(ctx context.Context, key string, bodies bool) (*retrysafe.Record, error) {
+	var found []*retrysafe.Record
+	p := &retrysafe.ListParams{Limit: 1000}
+	for {
+		recs, err := k.admin.List(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		for _, r := range recs {
+			if r.Key == key {
+				found = append(found, r)
+			}
+		}
+		if len(recs) < p.Limit {
+			break
+		}
+		last := recs[len(recs)-1]
+		p.AfterScope, p.AfterKey = last.Scope, last.Key
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("no record for key %q in any scope", key)
+	case 1:
+		if !bodies {
+			return found[0], nil
+		}
+		k.o.scope = cmp.Or(found[0].Scope, "-")
+		return k.find(ctx, key, true)
+	}
+	scopes := make([]string, len(found))
+	for i, r := range found {
+		scopes[i] = keysShortScope(r.Scope)
+	}
+	return nil, usagef("key %q exists in %d scopes (%s): choose one with --scope", key, len(found), strings.Join(scopes, ", "))
+}
+
+// resolveScope returns the one scope that starts with prefix: prefix
+// itself when records have exactly that scope, else the unique scope that
+// extends it. "-" is the empty scope.
+func (k *keysCmd) resolveScope(ctx context.Context, prefix string) (string, error) {
+	if prefix == "-" {
+		return "", nil
+	}
+	prefix = strings.TrimSuffix(prefix, "…")
+	if recs, err := k.admin.List(ctx, &retrysafe.ListParams{Scope: prefix, Limit: 1}); err != nil {
+		return "", fmt.Errorf("list: %w", err)
+	} else if len(recs) > 0 || k.o.identity != "" {
+		return prefix, nil
+	}
+	var scopes []string
+	p := &retrysafe.ListParams{AfterScope: prefix, Limit: 1000}
+	for {
+		recs, err := k.admin.List(ctx, p)
+		if err != nil {
+			return "", fmt.Errorf("list: %w", err)
+		}
+		for _, r := range recs {
+			if strings.HasPrefix(r.Scope, prefix) && !slices.Contains(scopes, r.Scope) {
+				scopes = append(scopes, r.Scope)
+			}
+		}
+		if len(recs) < p.Limit || len(scopes) > 1 || (len(recs) > 0 && !strings.HasPrefix(recs[len(recs)-1].Scope, prefix)) {
+			break
+		}
+		last := recs[len(recs)-1]
+		p.AfterScope, p.AfterKey = last.Scope, last.Key
+	}
+	switch len(scopes) {
+	case 0:
+		return "", fmt.Errorf("no records in a scope starting with %q", prefix)
+	case 1:
+		return scopes[0], nil
+	}
+	return "", usagef("scope prefix %q is ambiguous (%s, %s, …): give more of it", prefix, keysShortScope(scopes[0]), keysShortScope(scopes[1]))
+}
+
+func (k *keysCmd) printRecord(r *retrysafe.Record, full bool) {
+	tw := tabwriter.NewWriter(k.out, 0, 0, 2, ' ', 0)
+	row := func(name, format string, args ...any) {
+		fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{name}, args...)...)
+	}
+	scope := r.Scope
+	if scope == "" {
+		scope = "(empty: callers without credentials)"
+	}
+	row("scope", "%s", scope)
+	row("key", "%s", r.Key)
+	row("state", "%s", keysState(r, k.now))
+	row("attempts", "%d", r.Attempt)
+	row("created", "%s", keysTimeFull(r.CreatedAt, k.now))
+	if full {
+		row("updated", "%s", keysTimeFull(r.UpdatedAt, k.now))
+	}
+	if r.State == retrysafe.StateProcessing {
+		row("lease until", "%s", keysTimeFull(r.LeaseUntil, k.now))
+	} else {
+		row("expires", "%s", keysTimeFull(r.ExpiresAt, k.now))
+	}
+	row("fingerprint", "%s", r.Fingerprint)
+	if r.Response != nil {
+		row("status", "%d %s", r.Response.Status, http.StatusText(r.Response.Status))
+		if full {
+			names := make([]string, 0, len(r.Response.Header))
+			for name := range r.Response.Header {
+				names = append(names, name)
+			}
+			slices.Sort(names)
+			for i, name := range names {
+				label := ""
+				if i == 0 {
+					label = "headers"
+				}
+				for _, v := range r.Response.Header[name] {
+					row(label, "%s: %s", name, v)
+					label = ""
+				}
+			}
+			switch {
+			case !k.o.bodies:
+				row("body", "(not shown; add --bodies to print it)")
+			case len(r.Response.Body) == 0:
+				row("body", "(empty)")
+			case utf8.Valid(r.Response.Body):
+				row("body", "(%d bytes)", len(r.Response.Body))
+			default:
+				row("body", "(%d bytes, binary; printed as base64)", len(r.Response.Body))
+			}
+		}
+	}
+	_ = tw.Flush()
+	if full && k.o.bodies && r.Response != nil && len(r.Response.Body) > 0 {
+		if utf8.Valid(r.Response.Body) {
+			fmt.Fprintf(k.out, "%s\n", strings.TrimRight(string(r.Response.Body), "\n"))
+		} else {
+			fmt.Fprintln(k.out, base64.StdEncoding.EncodeToString(r.Response.Body))
+		}
+	}
+}
+
+// keysJSONRecord is a record in --json output. The owner token is left
+// out on purpose.
+type keysJSONRecord struct {
+	Scope       string              `json:"scope"`
+	Key         string              `json:"key"`
+	State       string              `json:"state"`
+	Attempts    int                 `json:"attempts"`
+	CreatedAt   time.Time           `json:"createdAt"`
+	UpdatedAt   time.Time           `json:"updatedAt"`
+	LeaseUntil  *time.Time          `json:"leaseUntil,omitempty"`
+	ExpiresAt   *time.Time          `json:"expiresAt,omitempty"`
+	Fingerprint string              `json:"fingerprint"`
+	Status      int                 `json:"status,omitempty"`
+	Headers     map[string][]string `json:"headers,omitempty"`
+	// Body is the stored body as text when it is valid UTF-8; otherwise
+	// BodyBase64 holds it. Both only with --bodies.
+	Body       *string `json:"body,omitempty"`
+	BodyBase64 string  `json:"bodyBase64,omitempty"`
+}
+
+func (k *keysCmd) jsonRecord(r *retrysafe.Record, full bool) keysJSONRecord {
+	j := keysJSONRecord{
+		Scope:       r.Scope,
+		Key:         r.Key,
+		State:       keysStateName(r, k.now),
+		Attempts:    r.Attempt,
+		CreatedAt:   r.CreatedAt.UTC(),
+		UpdatedAt:   r.UpdatedAt.UTC(),
+		Fingerprint: r.Fingerprint,
+	}
+	if r.State == retrysafe.StateProcessing {
+		t := r.LeaseUntil.UTC()
+		j.LeaseUntil = &t
+	} else {
+		t := r.ExpiresAt.UTC()
+		j.ExpiresAt = &t
+	}
+	if r.Response != nil {
+		j.Status = r.Response.Status
+		if full {
+			j.Headers = r.Response.Header
+		}
+		if full && k.o.bodies {
+			if utf8.Valid(r.Response.Body) {
+				s := string(r.Response.Body)
+				j.Body = &s
+			} else {
+				j.BodyBase64 = base64.StdEncoding.EncodeToString(r.Response.Body)
+			}
+		}
+	}
+	return j
+}
+
+func (k *keysCmd) printJSON(v any) error { return printJSON(k.out, v) }
+
+// printJSON writes v as indented JSON (the --json output of keys, sweep
+// and migrate).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// keysStateName is a record's state for operators: processing,
+// completed, failed (completed with a stored status of 400 or more) or
+// expired (completed, past its expiry, not swept yet).
+func keysStateName(r *retrysafe.Record, now time.Time) string {
+	switch {
+	case r.State == retrysafe.StateProcessing:
+		return "processing"
+	case !now.Before(r.ExpiresAt):
+		return "expired"
+	case r.Response != nil && r.Response.Status >= 400:
+		return "failed"
+	}
+	return "completed"
+}
+
+// keysState is keysStateName with a note on an expired lease.
+func keysState(r *retrysafe.Record, now time.Time) string {
+	s := keysStateName(r, now)
+	if r.LeaseExpired(now) {
+		s += " (lease expired)"
+	}
+	return s
+}
+
+// keysShortScope shortens a scope (normally 64 hex digits) to 12
+// characters; "-" is the empty scope.
+func keysShortScope(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return keysShort(s, 12)
+}
+
+func keysShort(s string, n int) string {
+	if len(s) <= n+1 {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// keysBefore returns a string that sorts before key and after every other
+// key that sorts before it, in most cases: key without its last byte.
+func keysBefore(key string) string {
+	if key == "" {
+		return ""
+	}
+	return key[:len(key)-1]
+}
+
+func keysTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+func keysTimeFull(t time.Time, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := t.Sub(now).Round(time.Second)
+	rel := "in " + d.String()
+	if d < 0 {
+		rel = (-d).String() + " ago"
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + rel + ")"
+}
