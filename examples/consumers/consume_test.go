@@ -1,8 +1,12 @@
 package consumers_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,4 +93,54 @@ func TestConsumeJetStream(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Errorf("ledger entries = %d (err %v), want 1", n, err)
 	}
+}
+
+// A permanent failure is acknowledged and logged at warn level with the
+// delivery's coordinates; the message id (the idempotency key) appears only
+// at debug level.
+func TestHandleDeliveryLogsPermanentFailure(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	if err := l.CloseAccount(t.Context(), account); err != nil {
+		t.Fatal(err)
+	}
+	w := &world{ledger: l, store: l.Records()}
+	conn := dialAMQP(t)
+	q := declareQueue(t)
+	id := randomName("msg-")
+	publishAMQP(t, conn, q, id)
+
+	var buf syncBuffer
+	c := w.consumer(nil)
+	c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h := await(t, consumeAMQP(t, conn, q, c, nil), "the delivery")
+	if h.result.Action != consumers.Ack || !errors.Is(h.result.Err, consumers.ErrAccountClosed) || h.settleErr != nil {
+		t.Fatalf("action %v, err %v, settle err %v; want an acked permanent failure", h.result.Action, h.result.Err, h.settleErr)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "failed permanently") || !strings.Contains(out, "routing_key="+q) {
+		t.Errorf("log does not report the permanent failure with the delivery's coordinates:\n%s", out)
+	}
+	if strings.Contains(out, id) {
+		t.Errorf("the message id appears in the log above debug level:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the consumer goroutine's writes
+// and the test's read.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
