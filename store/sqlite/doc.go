@@ -18,11 +18,14 @@
 //
 // # Atomicity and fencing
 //
-// Claim is a single INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING
-// statement; Extend, Complete and Release are single UPDATE/DELETE
-// statements matching scope, key, owner token and state 'processing', and
-// report [retrysafe.ErrLeaseLost] when they match no row. Nothing is ever
-// checked and then written outside SQLite's write lock.
+// Claim writes with a single INSERT … ON CONFLICT DO UPDATE … WHERE …
+// RETURNING statement; a duplicate (replay, in-flight, mismatch) is answered
+// by a plain read of the record that blocks it, without the write lock, and
+// a read never leads to a write except through that statement. Extend,
+// Complete and Release are single UPDATE/DELETE statements matching scope,
+// key, owner token and state 'processing', and report
+// [retrysafe.ErrLeaseLost] when they match no row. Nothing is ever checked
+// and then written outside SQLite's write lock.
 //
 // # Concurrency
 //
@@ -32,8 +35,8 @@
 // context) and relies on busy_timeout against other processes. Busy and
 // locked errors that still surface are retried with jittered backoff for up
 // to Config.BusyTimeout, and only then returned as
-// [retrysafe.ErrStoreUnavailable]. With WAL, readers (Get, List) never wait
-// for the writer.
+// [retrysafe.ErrStoreUnavailable]. With WAL, readers (Get, List, duplicate
+// claims) never wait for the writer.
 //
 // # Durability
 //

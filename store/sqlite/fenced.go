@@ -53,7 +53,11 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 // Begin tx with BEGIN IMMEDIATE (the default for a *sql.DB opened with
 // [DSN], such as [Store.DB] of a Store from [Open]): a deferred transaction
 // that has already read may fail its first write with SQLITE_BUSY, and
-// inside a transaction that cannot be retried. CompleteTx does not notify
+// inside a transaction that cannot be retried. While tx is open it holds
+// the database's write lock: the goroutine that owns tx must not call the
+// Store's other writing methods (Claim, Extend, Complete, Release) before
+// it commits or rolls back, or they wait for that lock until BusyTimeout
+// and fail. CompleteTx does not notify
 // subscribers (the commit is the caller's); waiters in this process see the
 // completion on their fallback poll.
 func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, params *retrysafe.CompleteParams) error {

@@ -124,9 +124,13 @@ func DSN(path string, cfg Config) string {
 // settings of [DSN], runs [Store.Migrate], and returns a Store that owns the
 // database: [Store.Close] closes it.
 //
-// Pool: at most 2+GOMAXPROCS connections. Writes of one Store are serialised
-// (SQLite has a single writer); WAL lets reads (Get, List) run beside them
-// on the other connections.
+// Pool: at most max(8, 2+2*GOMAXPROCS) connections. Writes of one Store
+// are serialised in process (SQLite has a single writer, see the package
+// documentation), so they use one connection at a time; WAL lets reads (Get,
+// duplicate Claims, List) run beside them on the others. The headroom is
+// for callers that run their own transactions on [Store.DB]: a transaction
+// waiting for the write lock holds a connection while it waits, and must
+// not starve the store's reads.
 func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
@@ -139,7 +143,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	n := 2 + runtime.GOMAXPROCS(0)
+	n := max(8, 2+2*runtime.GOMAXPROCS(0))
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	s := newStore(db, cfg)
