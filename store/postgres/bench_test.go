@@ -278,13 +278,19 @@ func BenchmarkParallel32(b *testing.B) {
 		})
 	})
 	b.Run("raw/select", func(b *testing.B) {
+		// The same row and columns a replay returns, read by primary key.
+		sql := "SELECT scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns," +
+			" lease_until_ns, expires_at_ns, status, header, body FROM " + rawTable + " WHERE scope = $1 AND key = $2"
 		parallel32(b, func(ctx context.Context, w, i int) error {
 			var (
-				status int32
-				h, bd  []byte
+				sc, k, fp, st, tok    string
+				attempt, status       int32
+				created, updated      int64
+				leaseUntil, expiresAt *int64
+				h, bd                 []byte
 			)
-			return pool.QueryRow(ctx, "SELECT status, header, body FROM "+rawTable+" WHERE scope = $1 AND key = $2",
-				scope, fmt.Sprintf("%s-replay-%d-%d", prefix, w, i%perWorker)).Scan(&status, &h, &bd)
+			return pool.QueryRow(ctx, sql, scope, fmt.Sprintf("%s-replay-%d-%d", prefix, w, i%perWorker)).
+				Scan(&sc, &k, &fp, &st, &tok, &attempt, &created, &updated, &leaseUntil, &expiresAt, &status, &h, &bd)
 		})
 	})
 }

@@ -67,8 +67,10 @@
 //
 // Expired records read as absent whether or not they are deleted.
 // [Store.Sweep] reclaims their space in batches (default 1000 rows per
-// statement, each its own short transaction, FOR UPDATE SKIP LOCKED), found
-// through a partial index on expires_at_ns of completed rows.
+// statement, each its own short transaction): a batch is locked with FOR
+// UPDATE SKIP LOCKED through a partial index on expires_at_ns of completed
+// rows, in expiry order, and deleted by ctid. It never waits for a row a
+// claim holds and never locks the table.
 //
 // # Errors
 //

@@ -98,11 +98,13 @@ func buildStatements(table string) statements {
 		// not yet committed) and then finds it completed: nothing to flag.
 		subscribe: "UPDATE " + table + " SET notify = true" +
 			" WHERE scope = $1 AND key = $2 AND state = 'processing' AND NOT notify",
-		// $1 now, $2 batch size. Rows another transaction holds (a claim
-		// replacing an expired record) are skipped, never waited for.
-		sweep: "DELETE FROM " + table + " WHERE (scope, key) IN (SELECT scope, key FROM " + table +
-			" WHERE state = 'completed' AND expires_at_ns <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)" +
-			" AND state = 'completed' AND expires_at_ns <= $1",
+		// $1 now, $2 batch size. The inner SELECT walks the partial
+		// index in expiry order and locks the batch, skipping rows another
+		// transaction holds (a claim replacing an expired record) instead of
+		// waiting; the DELETE then finds the locked rows by ctid (a TID
+		// scan), so no batch rescans the rows earlier batches deleted.
+		sweep: "DELETE FROM " + table + " WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + table +
+			" WHERE state = 'completed' AND expires_at_ns <= $1 ORDER BY expires_at_ns LIMIT $2 FOR UPDATE SKIP LOCKED))",
 		// $1 after scope, $2 after key, $3 limit [, $4 scope].
 		list:            sel + " WHERE (scope, key) > ($1, $2) ORDER BY scope, key LIMIT $3",
 		listScope:       sel + " WHERE (scope, key) > ($1, $2) AND scope = $4 ORDER BY scope, key LIMIT $3",

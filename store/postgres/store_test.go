@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/postgres"
 )
@@ -232,6 +234,71 @@ func TestSweep(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Key != "processing" {
 		t.Fatalf("left after sweeping: %v, %v", recs, err)
 	}
+}
+
+// TestSweepWhileClaiming sweeps many expired records in small batches while
+// claimants replace the same records: no call fails or waits on the other,
+// and every record ends up either deleted or freshly claimed.
+func TestSweepWhileClaiming(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	const n = 600
+	if _, err := s.Pool().Exec(ctx, "INSERT INTO "+pgx.Identifier{s.Config().Schema, s.Config().Table}.Sanitize()+
+		` (scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, body)
+		SELECT $1, 'k-' || i, $2, 'completed', 'old', 1, $3::bigint, $3::bigint, $3::bigint, $3::bigint + i, 200, 'x' FROM generate_series(0, $4 - 1) AS i`,
+		scope, fpA, at(0).UnixNano(), n); err != nil {
+		t.Fatal(err)
+	}
+	sweepAt := at(time.Hour)
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		claimed atomic.Int64
+		swept   atomic.Int64
+	)
+	for w := range 4 {
+		wg.Go(func() {
+			<-start
+			for i := w; i < n; i += 4 {
+				res, err := s.Claim(ctx, claimP(keyN("k", i), fpA, sweepAt))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !res.Claimed {
+					t.Errorf("claim of expired record %d lost", i)
+				}
+				claimed.Add(1)
+			}
+		})
+	}
+	wg.Go(func() {
+		<-start
+		for range 3 {
+			m, err := s.Sweep(ctx, &retrysafe.SweepParams{Now: sweepAt, BatchSize: 25})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			swept.Add(int64(m))
+		}
+	})
+	close(start)
+	wg.Wait()
+	recs, err := s.List(ctx, &retrysafe.ListParams{Limit: 2 * n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.State != retrysafe.StateProcessing || r.Token == "old" {
+			t.Fatalf("record left behind: %+v", r)
+		}
+	}
+	if claimed.Load() != n || int64(len(recs)) != n {
+		t.Fatalf("claimed %d, %d records left, swept %d; want %d claimed and left", claimed.Load(), len(recs), swept.Load(), n)
+	}
+	t.Logf("swept %d of %d expired records while they were being claimed", swept.Load(), n)
 }
 
 // TestAdmin pages through records in (scope, key) byte order and deletes.
