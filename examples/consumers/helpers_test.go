@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/examples/consumers"
 	"github.com/retrysafe/retrysafe/store/postgres"
+	redisstore "github.com/retrysafe/retrysafe/store/redis"
 )
 
 // Local defaults of the servers; CI sets the RETRYSAFE_* variables.
@@ -23,6 +26,7 @@ const (
 	defaultAMQPURL     = "amqp://guest:guest@127.0.0.1:5672/"
 	defaultNATSURL     = "nats://127.0.0.1:4222"
 	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultRedisAddr   = "127.0.0.1:6379"
 )
 
 func env(name, def string) string {
@@ -70,14 +74,15 @@ type world struct {
 }
 
 // storeKinds are the retrysafe stores every broker test runs with: the
-// ledger's own SQLite file, and PostgreSQL (own schema) with the ledger
-// still in SQLite.
+// ledger's own SQLite file, PostgreSQL (own schema) and Redis (own key
+// prefix), the last two with the ledger still in SQLite.
 var storeKinds = []struct {
 	name string
 	open func(t *testing.T, l *consumers.Ledger) retrysafe.Store
 }{
 	{"sqlite", func(t *testing.T, l *consumers.Ledger) retrysafe.Store { return l.Records() }},
 	{"postgres", openPostgres},
+	{"redis", openRedis},
 }
 
 // forEachStore runs test as a parallel subtest per store kind.
@@ -205,4 +210,37 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 		t.Fatalf("timed out after %s waiting for %s", waitFor, what)
 		panic("unreachable")
 	}
+}
+
+// openRedis returns a Redis store under a key prefix of the test's own,
+// whose keys are deleted when the test ends.
+func openRedis(t *testing.T, _ *consumers.Ledger) retrysafe.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := goredis.NewClient(&goredis.Options{Addr: env("RETRYSAFE_REDIS_ADDR", defaultRedisAddr)})
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		unreachable(t, "Redis", err)
+	}
+	prefix := randomName("retrysafe-consumers-") + ":"
+	s, err := redisstore.New(client, redisstore.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := client.Del(ctx, iter.Val()).Err(); err != nil {
+				t.Errorf("deleting %s: %v", iter.Val(), err)
+			}
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("scanning prefix %s: %v", prefix, err)
+		}
+		_ = client.Close()
+	})
+	return s
 }
