@@ -17,7 +17,7 @@ import (
 // write lock: the record blocked the claim when it was read. Only when the
 // key is absent or claimable does Claim write.
 //
-// The decision is one atomic statement, INSERT … ON CONFLICT DO UPDATE …
+// Every claim that writes is one atomic statement, INSERT … ON CONFLICT DO UPDATE …
 // WHERE <claimable> RETURNING: a new key is inserted, an expired completed
 // record is replaced, and a processing record whose lease ran out is taken
 // over when the fingerprint matches. When that statement returns no row the
@@ -50,12 +50,23 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 
 	var res *retrysafe.ClaimResult
 	err := s.write(ctx, "claim", func() error {
+		// A claim that queued behind this Store's other writers (many
+		// goroutines racing for one new key) most likely finds the key
+		// taken now: a read answers it without a write transaction.
+		rec, err := s.readBlocker(ctx, params)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			res = &retrysafe.ClaimResult{Claimed: false, Record: rec}
+			return nil
+		}
 		claim, err := s.stmt(ctx, s.q.claim)
 		if err != nil {
 			return err
 		}
-		// Fast path: a new key or a takeover is one statement.
-		rec, err := scanRecord(claim.QueryRowContext(ctx, args...))
+		// A new key or a takeover is one statement.
+		rec, err = scanRecord(claim.QueryRowContext(ctx, args...))
 		if err == nil {
 			res = &retrysafe.ClaimResult{Claimed: true, Record: rec}
 			return nil
@@ -105,23 +116,30 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 }
 
 // blocker returns the record for params' key when it exists and blocks the
-// claim at params.Now, or nil when the claim may proceed. It mirrors the
-// upsert's WHERE clause.
+// claim at params.Now, or nil when the claim may proceed, retrying busy
+// errors.
 func (s *Store) blocker(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.Record, error) {
 	var rec *retrysafe.Record
 	err := s.retry(ctx, "claim", func() error {
-		get, err := s.stmt(ctx, s.q.get)
-		if err != nil {
-			return err
-		}
-		rec, err = scanRecord(get.QueryRowContext(ctx, params.Scope, params.Key))
-		if errors.Is(err, sql.ErrNoRows) {
-			rec = nil
-			return nil
-		}
+		var err error
+		rec, err = s.readBlocker(ctx, params)
 		return err
 	})
-	if err != nil || rec == nil || claimable(rec, params) {
+	return rec, err
+}
+
+// readBlocker is one attempt of blocker. The condition mirrors the
+// upsert's DO UPDATE … WHERE (see claimable).
+func (s *Store) readBlocker(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.Record, error) {
+	get, err := s.stmt(ctx, s.q.get)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := scanRecord(get.QueryRowContext(ctx, params.Scope, params.Key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil || claimable(rec, params) {
 		return nil, err
 	}
 	return rec, nil
