@@ -274,6 +274,14 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if err != nil || !bytes.Equal(again, got) {
 			t.Fatalf("CanonicalJSON not idempotent: %q -> %q -> %q, %v", doc, got, again, err)
 		}
+		// Whitespace never matters.
+		var indented bytes.Buffer
+		if err := json.Indent(&indented, doc, "\t", " "); err != nil {
+			t.Fatalf("json.Indent(%q): %v", doc, err)
+		}
+		if again, err := CanonicalJSON(indented.Bytes(), ignore); err != nil || !bytes.Equal(again, got) {
+			t.Fatalf("indenting %q changes the canonical form: %q vs %q, %v", doc, got, again, err)
+		}
 		if len(ignore) == 0 {
 			// Canonical JSON decodes to the same values as the input.
 			var a, b any
