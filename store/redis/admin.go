@@ -33,7 +33,10 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	if limit <= 0 {
 		limit = defaultListLimit
 	}
-	match := globEscape(s.prefix) + "*"
+	// Any scope: the 32 hex digits of a scope hash must follow the prefix,
+	// so a store whose prefix extends this one ("p:" and "p:x:") is not
+	// listed.
+	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":*"
 	if params.Scope != "" {
 		match = globEscape(s.prefix+scopeHash(params.Scope)+":") + "*"
 	}

@@ -650,3 +650,42 @@ func TestSubscribeReconnect(t *testing.T) {
 		t.Fatal("no notification after the reconnect")
 	}
 }
+
+// TestListGlobPrefix: List treats the prefix literally, although SCAN
+// takes a glob pattern: a prefix with glob characters does not list
+// another prefix's records, nor does a prefix list those of a longer
+// prefix that starts with it.
+func TestListGlobPrefix(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	base := testPrefix(t)
+	ctx := t.Context()
+	now := time.Now()
+	stores := map[string]*redisstore.Store{}
+	for _, p := range []string{base + "[ab]*:", base + "a*:", base + "b:", base + "n:", base + "n:m:"} {
+		s, err := redisstore.New(c, redisstore.Config{Prefix: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Claim(ctx, claimParams("scope", "k-"+p[len(base):], now, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		stores[p] = s
+	}
+	for p, s := range stores {
+		for _, scope := range []string{"", "scope"} {
+			recs, err := s.List(ctx, &retrysafe.ListParams{Scope: scope})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 1 || recs[0].Key != "k-"+p[len(base):] {
+				var keys []string
+				for _, r := range recs {
+					keys = append(keys, r.Key)
+				}
+				t.Errorf("List(scope %q) with prefix %q: keys %q, want only its own", scope, p, keys)
+			}
+		}
+	}
+}
