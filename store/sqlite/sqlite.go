@@ -120,8 +120,8 @@ func DSN(path string, cfg Config) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
-// Open opens (creating if needed) the SQLite database file at path with the
-// settings of [DSN], runs [Store.Migrate], and returns a Store that owns the
+// Open opens (creating if needed) the SQLite database file at path (a file
+// name, not a URI; ":memory:" is refused) with the settings of [DSN], runs [Store.Migrate], and returns a Store that owns the
 // database: [Store.Close] closes it.
 //
 // Pool: at most max(8, 2+2*GOMAXPROCS) connections. Writes of one Store
@@ -134,6 +134,10 @@ func DSN(path string, cfg Config) string {
 func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
+	}
+	if path == ":memory:" {
+		// Each pooled connection would get its own empty database.
+		return nil, errors.New("sqlite: :memory: is not supported; use a file (or store/memory)")
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {

@@ -94,8 +94,10 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := sqlite.New(nil, sqlite.Config{}); err == nil {
 		t.Error("New(nil) returned no error")
 	}
-	if _, err := sqlite.Open(context.Background(), "", sqlite.Config{}); err == nil {
-		t.Error("Open with an empty path returned no error")
+	for _, path := range []string{"", ":memory:"} {
+		if _, err := sqlite.Open(context.Background(), path, sqlite.Config{}); err == nil {
+			t.Errorf("Open(%q) returned no error", path)
+		}
 	}
 }
 
