@@ -209,6 +209,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	for i, p := range c.IgnoreFields {
+		if p == "" {
+			return c, fmt.Errorf("retrysafe: Config.IgnoreFields[%d] is the empty pointer (the whole body); name a field such as /meta/requestedAt", i)
+		}
 		if err := ValidatePointer(p); err != nil {
 			return c, fmt.Errorf("retrysafe: Config.IgnoreFields[%d]: %w", i, err)
 		}

@@ -528,6 +528,7 @@ func TestConfigValidation(t *testing.T) {
 		{"bad in-flight", retrysafe.Config{Store: s, InFlight: "queue"}, "InFlight"},
 		{"negative TTL", retrysafe.Config{Store: s, TTL: -time.Second}, "TTL"},
 		{"bad pointer", retrysafe.Config{Store: s, IgnoreFields: []string{"meta"}}, "IgnoreFields"},
+		{"empty pointer", retrysafe.Config{Store: s, IgnoreFields: []string{""}}, "IgnoreFields"},
 		{"negative body", retrysafe.Config{Store: s, MaxBody: -1}, "MaxBody"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
