@@ -109,6 +109,6 @@ func openDB(ctx context.Context, pgURL, schema, path string) (*repo.DB, string, 
 		}
 		path = filepath.Join(dir, "payments.db")
 	}
-	db, err := repo.OpenSQLite(ctx, path)
+	db, err := repo.OpenSQLite(ctx, path, repo.SQLiteOptions{})
 	return db, "SQLite " + path, err
 }

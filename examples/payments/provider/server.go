@@ -62,7 +62,7 @@ type Config struct {
 type Server struct {
 	closing chan struct{}
 	once    sync.Once
-	release chan struct{} // closed by ReleaseSlow: held slow answers go out
+	release chan struct{}  // closed by ReleaseSlow: held slow answers go out
 	active  sync.WaitGroup // charge requests being handled
 
 	mu        sync.Mutex

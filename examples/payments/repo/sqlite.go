@@ -11,20 +11,50 @@ import (
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
+// SQLiteOptions tune [OpenSQLite]. The zero value is the durable default.
+type SQLiteOptions struct {
+	// ProcessCrashSafeOnly sets synchronous=NORMAL instead of FULL: commits
+	// no longer wait for the disk, and survive a crash or restart of the
+	// process but not of the machine (a power loss may lose the last
+	// commits, and with them completions, so a retry could run again).
+	// Meant for tests that restart the service in process, on machines
+	// where every fsync costs milliseconds.
+	ProcessCrashSafeOnly bool
+}
+
 // OpenSQLite opens (creating if needed) the SQLite file at path, with the
 // retrysafe store's table and the business tables side by side in it.
 //
-// It uses the store's own *sql.DB (WAL, synchronous=FULL, busy timeout, and
-// BEGIN IMMEDIATE for every transaction), so [DB.InTx] transactions never
-// fail a lock upgrade and the store's CompleteTx runs in them.
-func OpenSQLite(ctx context.Context, path string) (*DB, error) {
-	st, err := sqlite.Open(ctx, path, sqlite.Config{})
+// The database is opened with the store's [sqlite.DSN] (WAL,
+// synchronous=FULL, busy timeout, and BEGIN IMMEDIATE for every
+// transaction), so [DB.InTx] transactions never fail a lock upgrade and the
+// store's CompleteTx runs in them.
+func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*DB, error) {
+	dsn := sqlite.DSN(path, sqlite.Config{})
+	if opts.ProcessCrashSafeOnly {
+		dsn = strings.Replace(dsn, "_synchronous=FULL", "_synchronous=NORMAL", 1)
+	}
+	sdb, err := sql.Open("sqlite", dsn)
 	if err != nil {
+		return nil, fmt.Errorf("repo: open %s: %w", path, err)
+	}
+	// One connection: SQLite admits one writer at a time, and the
+	// business transactions and the store's own writes would otherwise wait
+	// for each other in SQLite's sleeping busy handler. Queued on the pool
+	// instead, they run back to back. No code here holds a transaction
+	// while it waits for another connection, which this would deadlock.
+	sdb.SetMaxOpenConns(1)
+	st, err := sqlite.New(sdb, sqlite.Config{})
+	if err == nil {
+		err = st.Migrate(ctx)
+	}
+	if err != nil {
+		sdb.Close()
 		return nil, err
 	}
-	db := &DB{a: &sqliteAdapter{sqliteQuerier: sqliteQuerier{q: st.DB()}, st: st}, backend: "sqlite"}
+	db := &DB{a: &sqliteAdapter{sqliteQuerier: sqliteQuerier{q: sdb}, db: sdb, st: st}, backend: "sqlite"}
 	if err := db.migrate(ctx); err != nil {
-		st.Close()
+		sdb.Close()
 		return nil, err
 	}
 	return db, nil
@@ -32,11 +62,12 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 
 type sqliteAdapter struct {
 	sqliteQuerier
+	db *sql.DB
 	st *sqlite.Store
 }
 
 func (a *sqliteAdapter) begin(ctx context.Context) (txConn, error) {
-	tx, err := a.st.DB().BeginTx(ctx, nil)
+	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +75,7 @@ func (a *sqliteAdapter) begin(ctx context.Context) (txConn, error) {
 }
 
 func (a *sqliteAdapter) store() retrysafe.Store { return a.st }
-func (a *sqliteAdapter) close()                 { _ = a.st.Close() }
+func (a *sqliteAdapter) close()                 { _ = a.db.Close() }
 
 type sqliteTx struct {
 	sqliteQuerier

@@ -56,7 +56,10 @@ type backend struct {
 var backends = []backend{
 	{"sqlite", func(t testing.TB) func(ctx context.Context) (*repo.DB, error) {
 		path := filepath.Join(t.TempDir(), "payments.db")
-		return func(ctx context.Context) (*repo.DB, error) { return repo.OpenSQLite(ctx, path) }
+		// synchronous=NORMAL: the tests restart the service, never the
+		// machine, and an fsync per commit costs milliseconds here.
+		opts := repo.SQLiteOptions{ProcessCrashSafeOnly: true}
+		return func(ctx context.Context) (*repo.DB, error) { return repo.OpenSQLite(ctx, path, opts) }
 	}},
 	{"postgres", func(t testing.TB) func(ctx context.Context) (*repo.DB, error) {
 		url := postgresURL(t)
