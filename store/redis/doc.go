@@ -16,7 +16,8 @@
 // stored as a binary-safe field, the headers as JSON.
 //
 // Every operation touches exactly one key, so the store works unchanged on a
-// Redis Cluster without hash tags.
+// Redis Cluster without hash tags. A *redis.Ring is refused: it moves keys
+// between shards when one looks down (see [New]).
 //
 // # Atomicity and round trips
 //

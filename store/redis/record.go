@@ -77,8 +77,8 @@ func pxMillis(d time.Duration) int64 {
 // errCorrupt marks a hash that is not a record this store wrote.
 var errCorrupt = errors.New("retrysafe/redis: corrupt record")
 
-// decodeRecord builds a Record from a hash's fields. present tells which
-// fields exist (HGETALL omits absent fields; HMGET returns nil for them).
+// decodeRecord builds a Record from a hash's fields; a field missing from h
+// is absent from the hash (a zero time, no response, or a nil body).
 func decodeRecord(h map[string]string) (*retrysafe.Record, error) {
 	rec := &retrysafe.Record{
 		Scope:       h[fScope],
