@@ -66,6 +66,7 @@ type FailedError struct {
 	Message string
 }
 
+// Error returns the stored message of the original failure.
 func (e *FailedError) Error() string { return e.Message }
 
 // doStatusFailed marks a stored permanent failure; a stored success has 200.

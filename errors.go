@@ -40,6 +40,7 @@ type KeyError struct {
 	Reason string
 }
 
+// Error describes the invalid key.
 func (e *KeyError) Error() string { return "retrysafe: invalid idempotency key: " + e.Reason }
 
 // Is reports whether target is ErrInvalidKey.
@@ -52,6 +53,7 @@ type InProgressError struct {
 	RetryAfter time.Duration
 }
 
+// Error says the request is in progress and when to retry.
 func (e *InProgressError) Error() string {
 	return fmt.Sprintf("retrysafe: request with this idempotency key is in progress (retry after %s)", e.RetryAfter)
 }
@@ -67,6 +69,7 @@ type StoreError struct {
 	Err error
 }
 
+// Error names the failed store operation and the backend error.
 func (e *StoreError) Error() string {
 	return "retrysafe: store unavailable: " + e.Op + ": " + e.Err.Error()
 }
