@@ -227,12 +227,15 @@ func ParseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
+var registeredAtRE = regexp.MustCompile(` \(registered at [^)]*\)`)
+
 // registerPattern registers h for pattern on mux, turning ServeMux's panics
 // (invalid pattern, conflict with an earlier pattern) into errors.
 func registerPattern(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("match: %q: %v", pattern, v)
+			msg := registeredAtRE.ReplaceAllString(fmt.Sprint(v), "")
+			err = fmt.Errorf("match: %q: %s", pattern, strings.ReplaceAll(msg, ":\n\t", ": "))
 		}
 	}()
 	mux.Handle(pattern, h)

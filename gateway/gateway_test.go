@@ -300,9 +300,13 @@ func scenarios() []scenario {
 			if n := up.calls.Load(); n != 1 {
 				t.Fatalf("upstream calls after an early retry = %d, want 1", n)
 			}
-			// After the lease, a retry runs again.
-			time.Sleep(time.Until(start.Add(lease + 200*time.Millisecond)))
-			res = send(t, gw.URL, "POST", "/hangup", key, `{"amount":1}`)
+			// After the lease (one lease after the last heartbeat), a retry
+			// takes the record over and runs again.
+			time.Sleep(time.Until(start.Add(lease)))
+			eventually(t, 10*time.Second, "the lease to run out", func() bool {
+				res = send(t, gw.URL, "POST", "/hangup", key, `{"amount":1}`)
+				return res.Status != 409
+			})
 			if res.Status != 502 || up.calls.Load() != 2 {
 				t.Fatalf("retry after the lease = %s, upstream calls %d; want it to run again", res, up.calls.Load())
 			}

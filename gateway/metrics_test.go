@@ -1,0 +1,164 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/retrysafe/retrysafe/gateway"
+)
+
+// metricValue returns the value of one series in Prometheus text format, or
+// -1 when it is absent.
+func metricValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if name, value, ok := strings.Cut(line, " "); ok && name == series {
+			var v float64
+			if err := json.Unmarshal([]byte(value), &v); err != nil {
+				t.Fatalf("series %s: value %q", series, value)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	flaky := &flakyStore{Store: storeKinds()[0].open(t)}
+	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: flaky})
+
+	key := newKey()
+	send(t, gw.URL, "POST", "/payments", key, `{"amount":1}`) // new
+	send(t, gw.URL, "POST", "/payments", key, `{"amount":1}`) // replayed
+	send(t, gw.URL, "POST", "/payments", key, `{"amount":2}`) // mismatch
+	send(t, gw.URL, "POST", "/payments", "a,b", `{}`)         // invalid key
+	flaky.down.Store(true)
+	send(t, gw.URL, "POST", "/payments", newKey(), `{}`) // store error
+	flaky.down.Store(false)
+
+	res := send(t, gw.AdminURL, "GET", "/metrics", "", "")
+	if res.Status != 200 {
+		t.Fatalf("/metrics = %s", res)
+	}
+	text := string(res.Body)
+	for _, tc := range []struct {
+		series string
+		want   float64
+	}{
+		{`retrysafe_requests_total{outcome="new"}`, 1},
+		{`retrysafe_requests_total{outcome="replayed"}`, 1},
+		{`retrysafe_requests_total{outcome="mismatch"}`, 1},
+		{`retrysafe_requests_total{outcome="invalid_key"}`, 1},
+		{`retrysafe_requests_total{outcome="store_error"}`, 1},
+		{`retrysafe_requests_total{outcome="conflict"}`, 0},
+		{`retrysafe_requests_total{outcome="missing_key"}`, 0},
+		{`retrysafe_requests_total{outcome="too_large"}`, 0},
+		{`retrysafe_store_errors_total{op="claim"}`, 1},
+		{`retrysafe_in_flight`, 0},
+		{`retrysafe_upstream_duration_seconds_count{result="response"}`, 1},
+	} {
+		if got := metricValue(t, text, tc.series); got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.series, got, tc.want)
+		}
+	}
+	if got := metricValue(t, text, `retrysafe_store_operation_duration_seconds_count{op="claim"}`); got < 4 {
+		t.Errorf("claim latency observations = %v, want at least 4", got)
+	}
+	// Every metric, the Go and process collectors' included, carries the
+	// prefix.
+	names := 0
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			names++
+			if !strings.HasPrefix(rest, gateway.MetricPrefix) {
+				t.Errorf("metric without the %s prefix: %s", gateway.MetricPrefix, rest)
+			}
+		}
+	}
+	if names < 20 {
+		t.Errorf("only %d metrics exposed", names)
+	}
+	for _, want := range []string{"retrysafe_go_goroutines", "retrysafe_process_"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestRequestLog checks the one line per protected request: outcome,
+// status and latency, and never the key or the bodies.
+func TestRequestLog(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: storeKinds()[0].open(t), Logger: logger})
+	key := "secret-key-" + newKey()
+	body := `{"card":"4242424242424242"}`
+	send(t, gw.URL, "POST", "/payments", key, body)
+	send(t, gw.URL, "POST", "/payments", key, body)
+	send(t, gw.URL, "POST", "/payments", "", body)
+	send(t, gw.URL, "GET", "/items", key, "") // unprotected: debug level, not logged
+
+	lines := buf.lines(t)
+	var outcomes []string
+	for _, l := range lines {
+		if l["msg"] != "request" {
+			continue
+		}
+		outcomes = append(outcomes, l["outcome"].(string))
+		for _, field := range []string{"method", "path", "status", "duration_ms"} {
+			if _, ok := l[field]; !ok {
+				t.Errorf("log line lacks %s: %v", field, l)
+			}
+		}
+	}
+	if got, want := strings.Join(outcomes, ","), "new,replayed,no_key"; got != want {
+		t.Errorf("logged outcomes %s, want %s", got, want)
+	}
+	all := func() string { buf.mu.Lock(); defer buf.mu.Unlock(); return buf.buf.String() }()
+	for _, secret := range []string{key, "4242424242424242", "session=secret"} {
+		if strings.Contains(all, secret) {
+			t.Errorf("log contains %q:\n%s", secret, all)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package storeurl_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/storeurl"
+	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/postgres"
+	"github.com/retrysafe/retrysafe/store/redis"
+	"github.com/retrysafe/retrysafe/store/sqlite"
+)
+
+func unreachable(t *testing.T, what string, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s unreachable under CI: %v", what, err)
+	}
+	t.Skipf("%s unreachable: %v", what, err)
+}
+
+// roundTrip claims and completes a record, proving the store works.
+func roundTrip(t *testing.T, s retrysafe.Store) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	res, err := s.Claim(ctx, &retrysafe.ClaimParams{Scope: "s", Key: "k-" + retrysafe.NewToken(), Fingerprint: "f",
+		Token: retrysafe.NewToken(), Now: now, Lease: time.Minute})
+	if err != nil || !res.Claimed {
+		t.Fatalf("Claim = %+v, %v", res, err)
+	}
+	err = s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: res.Record.Key, Token: res.Record.Token, Now: now,
+		TTL: time.Minute, Response: &retrysafe.Response{Status: 201, Body: []byte("ok")}})
+	if err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+}
+
+func TestOpenMemoryAndSQLite(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "abs.db")
+	tests := map[string]struct {
+		url  string
+		file string // the SQLite file that must exist afterwards
+		want any
+	}{
+		"memory":             {url: "memory:", want: &memory.Store{}},
+		"sqlite absolute":    {url: "sqlite:" + abs, file: abs, want: &sqlite.Store{}},
+		"sqlite three slash": {url: "sqlite://" + filepath.Join(dir, "three.db"), file: filepath.Join(dir, "three.db"), want: &sqlite.Store{}},
+		"sqlite table":       {url: "sqlite:" + filepath.Join(dir, "t.db") + "?retrysafe_table=idem", file: filepath.Join(dir, "t.db"), want: &sqlite.Store{}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, closeFn, err := storeurl.Open(context.Background(), tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeFn()
+			switch tc.want.(type) {
+			case *memory.Store:
+				if _, ok := s.(*memory.Store); !ok {
+					t.Fatalf("got %T", s)
+				}
+			case *sqlite.Store:
+				if _, ok := s.(*sqlite.Store); !ok {
+					t.Fatalf("got %T", s)
+				}
+			}
+			roundTrip(t, s)
+			if tc.file != "" {
+				if _, err := os.Stat(tc.file); err != nil {
+					t.Fatalf("database file: %v", err)
+				}
+			}
+			if err := storeurl.Migrate(context.Background(), s); err != nil && !errors.Is(err, storeurl.ErrNotSupported) {
+				t.Fatalf("Migrate: %v", err)
+			}
+			if _, err := storeurl.Sweep(context.Background(), s, &retrysafe.SweepParams{Now: time.Now()}); err != nil {
+				t.Fatalf("Sweep: %v", err)
+			}
+		})
+	}
+}
+
+func TestOpenRelativeSQLite(t *testing.T) {
+	// Not parallel: changes the working directory.
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, u := range []string{"sqlite:rel.db", "sqlite://rel2.db", ""} {
+		s, closeFn, err := storeurl.Open(context.Background(), u)
+		if err != nil {
+			t.Fatalf("%q: %v", u, err)
+		}
+		roundTrip(t, s)
+		closeFn()
+	}
+	for _, f := range []string{"rel.db", "rel2.db", "retrysafe.db"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		url  string
+		want []string
+	}{
+		"unknown scheme": {"mysql://u:hunter2@db/x", []string{`unknown scheme "mysql"`, "memory:", "sqlite:PATH", "postgres://", "redis://", "xxxxx"}},
+		"no scheme":      {"retrysafe.db", []string{"no scheme", "sqlite:retrysafe.db"}},
+		"empty sqlite":   {"sqlite:", []string{"empty path"}},
+		"sqlite param":   {"sqlite:x.db?mode=ro", []string{`unknown parameter "mode"`}},
+		"memory path":    {"memory:foo", []string{"memory:"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := storeurl.Open(context.Background(), tc.url)
+			if err == nil {
+				t.Fatal("Open succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error shows the password: %v", err)
+			}
+		})
+	}
+}
+
+func TestOpenPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := os.Getenv("RETRYSAFE_POSTGRES_URL")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	schema := "storeurl_" + retrysafe.NewToken()[:12]
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	s, closeFn, err := storeurl.Open(context.Background(), dsn+sep+"retrysafe_schema="+schema)
+	if err != nil {
+		unreachable(t, "PostgreSQL", err)
+	}
+	defer closeFn()
+	pg, ok := s.(*postgres.Store)
+	if !ok {
+		t.Fatalf("got %T", s)
+	}
+	t.Cleanup(func() {
+		_, _ = pg.Pool().Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`)
+	})
+	if pg.Config().Schema != schema {
+		t.Fatalf("schema %q, want %q", pg.Config().Schema, schema)
+	}
+	roundTrip(t, s)
+	if err := storeurl.Migrate(context.Background(), s); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+}
+
+func TestOpenRedis(t *testing.T) {
+	t.Parallel()
+	addr := os.Getenv("RETRYSAFE_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err != nil {
+		unreachable(t, "Redis", err)
+	} else {
+		c.Close()
+	}
+	s, closeFn, err := storeurl.Open(context.Background(), "redis://"+addr+"/0?retrysafe_prefix=storeurl-test:"+retrysafe.NewToken()[:8]+":")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	if _, ok := s.(*redis.Store); !ok {
+		t.Fatalf("got %T", s)
+	}
+	roundTrip(t, s)
+	if err := storeurl.Migrate(context.Background(), s); !errors.Is(err, storeurl.ErrNotSupported) {
+		t.Fatalf("Migrate = %v, want ErrNotSupported", err)
+	}
+}
