@@ -124,8 +124,5 @@ type Reader struct {
 	q querier
 }
 
-// notFound reports whether err means no row.
-func notFound(err error) bool { return errors.Is(err, ErrNotFound) }
-
 // IsNotFound reports whether err means no row ([ErrNotFound]).
-func IsNotFound(err error) bool { return notFound(err) }
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

@@ -90,6 +90,7 @@ type AuditEntry struct {
 	ID       string
 	Entity   string // "order" or "payment"
 	EntityID string
+	Seq      int64  // 1 for the entity's first entry, then 2, …
 	From     string // "" when the row was created
 	To       string
 	Reason   string

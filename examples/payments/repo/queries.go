@@ -105,7 +105,7 @@ func (r Reader) payments(ctx context.Context, q string, args ...any) ([]*Payment
 // Audit returns the audit entries of an order or payment, in order.
 func (r Reader) Audit(ctx context.Context, entityID string) ([]*AuditEntry, error) {
 	rs, err := r.q.query(ctx,
-		"SELECT id, entity, entity_id, from_status, to_status, reason, at FROM audit_log WHERE entity_id = $1 ORDER BY id", entityID)
+		"SELECT id, entity, entity_id, seq, from_status, to_status, reason, at FROM audit_log WHERE entity_id = $1 ORDER BY seq", entityID)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (r Reader) Audit(ctx context.Context, entityID string) ([]*AuditEntry, erro
 	for rs.Next() {
 		var e AuditEntry
 		var at int64
-		if err := rs.Scan(&e.ID, &e.Entity, &e.EntityID, &e.From, &e.To, &e.Reason, &at); err != nil {
+		if err := rs.Scan(&e.ID, &e.Entity, &e.EntityID, &e.Seq, &e.From, &e.To, &e.Reason, &at); err != nil {
 			return nil, err
 		}
 		e.At = fromMillis(at)

@@ -52,10 +52,10 @@ CREATE TABLE IF NOT EXISTS audit_log (
     id          TEXT   PRIMARY KEY,
     entity      TEXT   NOT NULL CHECK (entity IN ('order', 'payment')),
     entity_id   TEXT   NOT NULL,
+    seq         BIGINT NOT NULL, -- 1, 2, … per entity: the order of its transitions
     from_status TEXT   NOT NULL,
     to_status   TEXT   NOT NULL,
     reason      TEXT   NOT NULL,
-    at          BIGINT NOT NULL
+    at          BIGINT NOT NULL,
+    UNIQUE (entity_id, seq)
 );
-
-CREATE INDEX IF NOT EXISTS audit_log_entity ON audit_log (entity_id, id);

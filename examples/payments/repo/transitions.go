@@ -124,10 +124,14 @@ func (tx *Tx) status(ctx context.Context, table, id string) (string, error) {
 	return s, err
 }
 
-// audit records one transition.
+// audit records one transition. Its seq follows the entity's last one: the
+// transition's conditional UPDATE (or the row's INSERT) holds the entity's
+// row lock until commit, so no other transaction audits it meanwhile; the
+// unique (entity_id, seq) backs that up.
 func (tx *Tx) audit(ctx context.Context, entity, id, from, to, reason string, now time.Time) error {
 	_, err := tx.c.exec(ctx,
-		"INSERT INTO audit_log (id, entity, entity_id, from_status, to_status, reason, at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+		"INSERT INTO audit_log (id, entity, entity_id, seq, from_status, to_status, reason, at) "+
+			"SELECT $1, $2, $3, COALESCE(MAX(seq), 0) + 1, $4, $5, $6, $7 FROM audit_log WHERE entity_id = $3",
 		NewID("aud", now), entity, id, from, to, reason, millis(now))
 	return err
 }

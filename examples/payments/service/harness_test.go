@@ -330,4 +330,3 @@ func (e *env) waitPayment(id string) paymentJSON {
 	}
 }
 
-var errNoAnswer = errors.New("no final answer")
