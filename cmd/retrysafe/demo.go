@@ -218,7 +218,9 @@ var demoStories = []demoStory{
 func (d *demo) run(ctx context.Context) error {
 	fmt.Fprintf(d.out, "retrysafe demo: a payments service behind the retrysafe gateway\n")
 	fmt.Fprintf(d.out, "  payments service  %s  (charges a card per request; knows nothing about keys)\n", d.upstream.url())
-	fmt.Fprintf(d.out, "  gateway           %s  (store sqlite:%s)\n\n", d.gwURL, d.dbPath)
+	fmt.Fprintf(d.out, "  gateway           %s  (store sqlite:%s)\n", d.gwURL, d.dbPath)
+	fmt.Fprintf(d.out, "  gateway policy    key required; a duplicate waits up to %s for the original, then gets 409; lease %s\n\n",
+		demoWaitTimeout, demoLease)
 
 	rows := make([]*demoRow, 0, len(demoStories))
 	for i, s := range demoStories {

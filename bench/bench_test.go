@@ -1,0 +1,352 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/storeurl"
+	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/postgres"
+	"github.com/retrysafe/retrysafe/store/sqlite"
+)
+
+var (
+	concurrency = flag.Int("concurrency", 32, "parallel client connections of the load generator")
+	replayKeys  = flag.Int("replay-keys", 256, "distinct keys cycled through by the replay scenarios")
+	rounds      = flag.Int("rounds", 8, "rounds per scenario, each interleaved with a plain-proxy round")
+)
+
+// benchStore is one store under test.
+type benchStore struct {
+	name  string
+	store retrysafe.Store
+	close func()
+}
+
+// openStores opens every store the harness measures: memory, SQLite as
+// Open configures it (synchronous=FULL), SQLite with synchronous=NORMAL
+// (to show what durability costs), and PostgreSQL and Redis when they are
+// reachable. Each gets a fresh file, schema or key prefix.
+func openStores(tb testing.TB, all bool) []benchStore {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []benchStore
+
+	mem := memory.New(memory.Config{})
+	out = append(out, benchStore{"memory", mem, func() { _ = mem.Close() }})
+
+	dir := tb.TempDir()
+	full, err := sqlite.Open(ctx, filepath.Join(dir, "full.db"), sqlite.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out = append(out, benchStore{"sqlite", full, func() { _ = full.Close() }})
+	if !all {
+		return out
+	}
+
+	// synchronous=NORMAL: in WAL mode a commit no longer waits for fsync;
+	// a power loss (not a process crash) may lose the last commits.
+	dsn := strings.Replace(sqlite.DSN(filepath.Join(dir, "normal.db"), sqlite.Config{}), "_synchronous=FULL", "_synchronous=NORMAL", 1)
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	normal, err := sqlite.New(db, sqlite.Config{})
+	if err == nil {
+		err = normal.Migrate(ctx)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out = append(out, benchStore{"sqlite-normal", normal, func() { _ = normal.Close(); _ = db.Close() }})
+
+	suffix := randomSuffix(tb)
+	pgURL := cmpEnv("RETRYSAFE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	if u, err := url.Parse(pgURL); err == nil {
+		schema := "rs_bench_" + suffix
+		q := u.Query()
+		q.Set(postgres.URLParamSchema, schema)
+		u.RawQuery = q.Encode()
+		if s, closeStore, err := storeurl.Open(ctx, u.String()); err != nil {
+			unreachable(tb, "PostgreSQL", err)
+		} else {
+			pg := s.(*postgres.Store)
+			out = append(out, benchStore{"postgres", pg, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, _ = pg.Pool().Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+				_ = closeStore()
+			}})
+		}
+	}
+
+	redisURL := "redis://" + cmpEnv("RETRYSAFE_REDIS_ADDR", "127.0.0.1:6379") + "/0?" +
+		storeurl.ParamPrefix + "=" + url.QueryEscape("retrysafe-bench:"+suffix+":")
+	if s, closeStore, err := storeurl.Open(ctx, redisURL); err != nil {
+		unreachable(tb, "Redis", err)
+	} else {
+		out = append(out, benchStore{"redis", s, func() {
+			deleteAll(s)
+			_ = closeStore()
+		}})
+	}
+	return out
+}
+
+func unreachable(tb testing.TB, what string, err error) {
+	tb.Helper()
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("%s is unreachable (CI=true): %v", what, err)
+	}
+	tb.Logf("%s is unreachable; not measured: %v", what, err)
+}
+
+func cmpEnv(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func randomSuffix(tb testing.TB) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// deleteAll removes the records a run left in a shared server (Redis).
+func deleteAll(s retrysafe.Store) {
+	a, ok := s.(retrysafe.Admin)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		recs, err := a.List(ctx, &retrysafe.ListParams{Limit: 1000})
+		if err != nil || len(recs) == 0 {
+			return
+		}
+		for _, r := range recs {
+			_ = a.Delete(ctx, r.Scope, r.Key)
+		}
+	}
+}
+
+func report(b *testing.B, r Result) {
+	b.ReportMetric(r.RPS(), "req/s")
+	b.ReportMetric(float64(r.P50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(r.P99.Microseconds())/1000, "p99-ms")
+	if r.Errors > 0 {
+		b.Errorf("%d of %d requests failed or did not answer 201", r.Errors, r.Requests)
+	}
+}
+
+// BenchmarkGateway measures a plain ReverseProxy and the gateway on new
+// keys and on replays for each store, at a fixed concurrency over loopback
+// sockets, and prints the ratios gateway/plain at the end.
+//
+// The machine is shared, so its speed drifts during a run. Each gateway
+// scenario is therefore measured in rounds interleaved with the plain
+// proxy: round i sends b.N/rounds requests through the plain proxy, then
+// as many through the gateway, and the reported ratio (x-plain) is the
+// median of the rounds' ratios. req/s, p50-ms and p99-ms are the
+// gateway's over all its rounds.
+func BenchmarkGateway(b *testing.B) {
+	ctx := context.Background()
+	upstream := StartUpstream()
+	defer upstream.Close()
+	plain := StartPlainProxy(upstream.URL)
+	defer plain.Close()
+	client := Client(*concurrency)
+	defer client.CloseIdleConnections()
+
+	type row struct {
+		name       string
+		res, plain Result
+		ratio      float64
+	}
+	var rows []row
+	record := func(r row) {
+		if len(rows) > 0 && rows[len(rows)-1].name == r.name {
+			rows[len(rows)-1] = r // a longer run of the same benchmark
+		} else {
+			rows = append(rows, r)
+		}
+	}
+	// measure runs one scenario interleaved with the plain proxy.
+	measure := func(name, target string, keys Keys, check func(b *testing.B, r Result)) {
+		b.Run(name, func(b *testing.B) {
+			var gw, base Result
+			var ratios []float64
+			per := max(b.N / *rounds, 1)
+			for done := 0; done < b.N; done += per {
+				n := min(per, b.N-done)
+				p := Load(ctx, client, plain.URL, FreshKeys(), n, *concurrency)
+				g := Load(ctx, client, target, keys, n, *concurrency)
+				base, gw = base.Merge(p), gw.Merge(g)
+				if p.RPS() > 0 {
+					ratios = append(ratios, g.RPS()/p.RPS())
+				}
+			}
+			report(b, gw)
+			if base.Errors > 0 {
+				b.Errorf("plain proxy: %d errors", base.Errors)
+			}
+			slices.Sort(ratios)
+			ratio := 0.0
+			if len(ratios) > 0 {
+				ratio = ratios[len(ratios)/2]
+			}
+			b.ReportMetric(ratio, "x-plain")
+			if check != nil {
+				check(b, gw)
+			}
+			record(row{name, gw, base, ratio})
+		})
+	}
+	fresh := func(b *testing.B, r Result) {
+		if r.Replayed != 0 {
+			b.Errorf("%d answers to new keys were replays", r.Replayed)
+		}
+	}
+	replayed := func(b *testing.B, r Result) {
+		if r.Replayed != r.Requests {
+			b.Errorf("%d of %d replay requests were replayed", r.Replayed, r.Requests)
+		}
+	}
+
+	b.Run("plain", func(b *testing.B) {
+		r := Load(ctx, client, plain.URL, FreshKeys(), b.N, *concurrency)
+		report(b, r)
+		record(row{"plain", r, r, 1})
+	})
+	for _, s := range openStores(b, true) {
+		gw, err := StartGateway(upstream.URL, s.store)
+		if err != nil {
+			b.Fatal(err)
+		}
+		measure(s.name+"/new", gw.URL, FreshKeys(), fresh)
+		keys := FixedKeys(*replayKeys)
+		if r := Load(ctx, client, gw.URL, keys, *replayKeys, *concurrency); r.Errors > 0 {
+			b.Fatalf("%s: storing the replay keys: %d errors", s.name, r.Errors)
+		}
+		measure(s.name+"/replay", gw.URL, keys, replayed)
+		gw.Close()
+		s.close()
+	}
+
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "scenario\treq/s\tp50 ms\tp99 ms\tplain req/s (same rounds)\tx plain (median of rounds)\t\n")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t\n", r.name, r.res.RPS(),
+			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000, r.plain.RPS(), r.ratio)
+	}
+	_ = tw.Flush()
+	fmt.Printf("\nconcurrency %d, GOMAXPROCS %d, %d interleaved rounds per scenario\n%s\n",
+		*concurrency, runtime.GOMAXPROCS(0), *rounds, sb.String())
+}
+
+// TestHarness runs every scenario briefly on the memory and SQLite stores,
+// so that "go test ./..." covers the harness, and checks what it measures:
+// new keys reach the upstream once each, replays never reach it.
+func TestHarness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n, conc = 30, 8
+	upstream := StartUpstream()
+	defer upstream.Close()
+	plain := StartPlainProxy(upstream.URL)
+	defer plain.Close()
+	client := Client(conc)
+	defer client.CloseIdleConnections()
+
+	if r := Load(ctx, client, plain.URL, FreshKeys(), n, conc); r.Errors != 0 || r.Requests != n || r.P99 < r.P50 || r.RPS() <= 0 {
+		t.Fatalf("plain: %+v", r)
+	}
+	for _, s := range openStores(t, false) {
+		t.Run(s.name, func(t *testing.T) {
+			defer s.close()
+			gw, err := StartGateway(upstream.URL, s.store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gw.Close()
+
+			before := upstream.Calls()
+			r := Load(ctx, client, gw.URL, FreshKeys(), n, conc)
+			if r.Errors != 0 || r.Replayed != 0 {
+				t.Errorf("new keys: %+v", r)
+			}
+			if got := upstream.Calls() - before; got != n {
+				t.Errorf("new keys: the upstream got %d calls, want %d", got, n)
+			}
+
+			keys := FixedKeys(10)
+			if r := Load(ctx, client, gw.URL, keys, 10, conc); r.Errors != 0 || r.Replayed != 0 {
+				t.Fatalf("storing replay keys: %+v", r)
+			}
+			before = upstream.Calls()
+			r = Load(ctx, client, gw.URL, keys, n, conc)
+			if r.Errors != 0 || r.Replayed != n {
+				t.Errorf("replays: %+v", r)
+			}
+			if got := upstream.Calls() - before; got != 0 {
+				t.Errorf("replays reached the upstream %d times", got)
+			}
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		"empty":          {nil, 0.5, 0},
+		"one":            {ms(7), 0.99, 7 * time.Millisecond},
+		"median of four": {ms(1, 2, 3, 4), 0.5, 2 * time.Millisecond},
+		"p99 of 100":     {ms(seq(100)...), 0.99, 99 * time.Millisecond},
+		"p50 of 100":     {ms(seq(100)...), 0.5, 50 * time.Millisecond},
+	} {
+		if got := percentile(tc.sorted, tc.p); got != tc.want {
+			t.Errorf("%s: percentile = %s, want %s", name, got, tc.want)
+		}
+	}
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
