@@ -328,4 +328,3 @@ func (e *env) waitPayment(id string) paymentJSON {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-

@@ -1,0 +1,130 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/retrysafe/retrysafe/examples/payments/provider"
+)
+
+func start(t *testing.T) *provider.Server {
+	t.Helper()
+	s := provider.New(provider.Config{DeclineAbove: 1000})
+	if _, err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func charge(t *testing.T, s *provider.Server, key, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.URL()+"/charges", strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+// TestIdempotency: the same key charges once, however many concurrent
+// requests carry it; another body with the key is refused.
+func TestIdempotency(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	const body = `{"amount":500,"currency":"UAH","reference":"pay_1"}`
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	statuses := make(chan int, 20)
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			statuses <- charge(t, s, "k1", body).StatusCode
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(statuses)
+	created := 0
+	for st := range statuses {
+		switch st {
+		case http.StatusCreated:
+			created++
+		case http.StatusOK:
+		default:
+			t.Errorf("status %d", st)
+		}
+	}
+	if created != 1 || s.ChargeCount() != 1 {
+		t.Fatalf("created %d, charges %d, want 1 and 1", created, s.ChargeCount())
+	}
+	if st := charge(t, s, "k1", `{"amount":600,"currency":"UAH","reference":"pay_1"}`).StatusCode; st != http.StatusUnprocessableEntity {
+		t.Fatalf("same key, other body: %d", st)
+	}
+	if st := charge(t, s, "", body).StatusCode; st != http.StatusBadRequest {
+		t.Fatalf("no key: %d", st)
+	}
+	if st := charge(t, s, "k2", `{"amount":5000,"currency":"UAH","reference":"pay_2"}`).StatusCode; st != http.StatusPaymentRequired {
+		t.Fatalf("above the limit: %d", st)
+	}
+	c := &provider.Client{BaseURL: s.URL(), HTTP: http.DefaultClient}
+	if ch, err := c.Lookup(context.Background(), "k2"); err != nil || ch.Status != provider.ChargeDeclined {
+		t.Fatalf("lookup k2: %+v %v", ch, err)
+	}
+	if _, err := c.Lookup(context.Background(), "nope"); !errors.Is(err, provider.ErrNoCharge) {
+		t.Fatalf("lookup of an unknown key: %v", err)
+	}
+	if all, err := c.List(context.Background()); err != nil || len(all) != 2 {
+		t.Fatalf("list: %d %v", len(all), err)
+	}
+}
+
+// TestFaults: each fault does what it says to the charge and the answer.
+func TestFaults(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		fault   provider.Fault
+		status  int // 0: no answer
+		charged int
+	}{
+		"drop after charge":  {provider.FaultDropAfterCharge, 0, 1},
+		"fail before charge": {provider.FaultFailBeforeCharge, 503, 0},
+		"fail after charge":  {provider.FaultFailAfterCharge, 503, 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t)
+			s.InjectNext(tc.fault, 1)
+			req, _ := http.NewRequest(http.MethodPost, s.URL()+"/charges", strings.NewReader(`{"amount":5,"currency":"EUR","reference":"r"}`))
+			req.Header.Set("Idempotency-Key", "k")
+			resp, err := http.DefaultClient.Do(req)
+			status := 0
+			if err == nil {
+				status = resp.StatusCode
+				resp.Body.Close()
+			}
+			if status != tc.status || s.ChargeCount() != tc.charged {
+				t.Fatalf("status %d (err %v), charges %d; want %d, %d", status, err, s.ChargeCount(), tc.status, tc.charged)
+			}
+			// The next request with the key is answered normally, charging
+			// only if nothing was charged before.
+			if got := charge(t, s, "k", `{"amount":5,"currency":"EUR","reference":"r"}`).StatusCode; got != map[int]int{0: 201, 1: 200}[tc.charged] {
+				t.Fatalf("retry: %d", got)
+			}
+			if s.ChargeCount() != 1 {
+				t.Fatalf("charges after the retry: %d", s.ChargeCount())
+			}
+		})
+	}
+}
