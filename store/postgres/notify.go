@@ -16,8 +16,8 @@ import (
 //
 // Notifications travel by LISTEN/NOTIFY. Each Store keeps one dedicated
 // listener connection (opened on the first Subscribe, outside the pool,
-// with the pool's connection settings) and fans notifications out to its
-// subscribers; the payload is a hash of scope and key, never the key itself.
+// with the pool's ConnConfig; pool hooks such as BeforeConnect do not run
+// for it) and fans notifications out to its subscribers; the payload is a hash of scope and key, never the key itself.
 // When that connection fails the Store reconnects with backoff and then
 // wakes every subscriber, since notifications sent meanwhile were lost.
 //
