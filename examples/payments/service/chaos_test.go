@@ -107,6 +107,7 @@ func runChaos(t *testing.T, b backend) {
 		}
 	})
 
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), chaosBudget)
 	defer cancel()
 	rec := &answers{byKey: make(map[string][]*answer)}
@@ -141,6 +142,7 @@ func runChaos(t *testing.T, b backend) {
 	if ctx.Err() != nil {
 		t.Fatalf("chaos run exceeded its budget of %s", chaosBudget)
 	}
+	ran := time.Since(began)
 
 	// Quiesce: no charge request left at the provider; background charges
 	// of the service finished (Close also cancels any still waiting).
@@ -227,8 +229,8 @@ func runChaos(t *testing.T, b backend) {
 	for _, p := range payments {
 		checkAudit(ctx, t, db, p)
 	}
-	t.Logf("%s: %d operations (%d answered more than once), %d answers, %d payments, %d charges, %d settled by reconciliation, %d lost answers, %d in-flight 409s, %d 503s",
-		b.name, ops, retried, rec.total, len(payments), charged, len(rep.Settled), rec.lost.Load(), rec.inFlight.Load(), rec.unavailable.Load())
+	t.Logf("%s: run %s; %d operations (%d answered more than once), %d answers, %d payments, %d charges, %d settled by reconciliation, %d lost answers, %d in-flight 409s, %d 503s",
+		b.name, ran.Round(time.Millisecond), ops, retried, rec.total, len(payments), charged, len(rep.Settled), rec.lost.Load(), rec.inFlight.Load(), rec.unavailable.Load())
 }
 
 func pick(cond bool, f provider.Fault) provider.Fault {
@@ -399,6 +401,9 @@ func checkAudit(ctx context.Context, t *testing.T, db *repo.DB, p *repo.Payment)
 		}
 		if a.From != "" && !slices.Contains(repo.PaymentTransitions[a.From], a.To) {
 			t.Errorf("payment %s: audited transition %s>%s is not allowed", p.ID, a.From, a.To)
+		}
+		if a.From == repo.PaymentUnknown && !strings.HasPrefix(a.Reason, "reconciliation:") {
+			t.Errorf("payment %s: unknown settled by %q, not by reconciliation", p.ID, a.Reason)
 		}
 		status = a.To
 	}

@@ -38,7 +38,6 @@ func (s *Service) charge(pay *repo.Payment) <-chan chargeOutcome {
 
 // applyLater applies a charge's outcome after the request was answered 202.
 func (s *Service) applyLater(id string, outcome <-chan chargeOutcome) {
-	defer s.bg.Done()
 	out := <-outcome
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

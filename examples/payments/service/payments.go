@@ -64,8 +64,7 @@ func (s *Service) createPayment(w http.ResponseWriter, r *http.Request) {
 	case <-timer.C:
 		// The provider is slow: answer 202 now and let the charge finish
 		// in the background; the client polls the payment.
-		s.bg.Add(1)
-		go s.applyLater(pay.ID, outcome)
+		s.spawn(func() { s.applyLater(pay.ID, outcome) })
 		resp, err = s.completePayment(ctx, op, pay.ID, nil)
 	}
 	s.finish(ctx, w, op, resp, err)

@@ -173,7 +173,6 @@ func (s *Service) postReconcile(w http.ResponseWriter, r *http.Request) {
 
 // reconcileLoop runs Reconcile every interval until Close.
 func (s *Service) reconcileLoop(every time.Duration) {
-	defer s.bg.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -80,10 +80,11 @@ type Service struct {
 	handler  http.Handler
 	log      *slog.Logger
 
-	stop     context.Context // cancelled by Close: ends background work
-	stopNow  context.CancelFunc
-	bg       sync.WaitGroup // background charges and the reconciler
-	closeOne sync.Once
+	stop    context.Context // cancelled by Close: ends background work
+	stopNow context.CancelFunc
+	mu      sync.Mutex
+	closed  bool
+	bg      sync.WaitGroup // background charges and the reconciler
 }
 
 // New returns a Service; it starts the periodic reconciler when
@@ -136,8 +137,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.handler = s.routes(mw)
 	if cfg.ReconcileEvery > 0 {
-		s.bg.Add(1)
-		go s.reconcileLoop(cfg.ReconcileEvery)
+		s.spawn(func() { s.reconcileLoop(cfg.ReconcileEvery) })
 	}
 	return s, nil
 }
@@ -172,10 +172,29 @@ func (s *Service) Handler() http.Handler { return s.handler }
 // cancelled (their payments become unknown, for reconciliation) and the
 // periodic reconciler ends. It waits for them; it does not close the DB.
 func (s *Service) Close() {
-	s.closeOne.Do(func() {
-		s.stopNow()
-		s.bg.Wait()
-	})
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stopNow()
+	s.bg.Wait()
+}
+
+// spawn runs fn in a goroutine that Close waits for; once Close has begun
+// it runs fn at once instead (its context is already cancelled, so it ends
+// quickly).
+func (s *Service) spawn(fn func()) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		fn()
+		return
+	}
+	s.bg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.bg.Done()
+		fn()
+	}()
 }
 
 // operationKey identifies the idempotent operation in the business tables:
