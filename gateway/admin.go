@@ -14,6 +14,10 @@ import (
 // ReadyTimeout bounds the store check of /readyz.
 const ReadyTimeout = 2 * time.Second
 
+// SweepTimeout is the least time one background sweep may take (a longer
+// sweep interval allows as much).
+const SweepTimeout = 30 * time.Second
+
 // AdminHandler serves the admin endpoints:
 //
 //	GET /healthz  200 while the process runs
@@ -75,20 +79,18 @@ func (g *Gateway) RunSweeper(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		sctx, cancel := context.WithTimeout(ctx, interval)
+		sctx, cancel := context.WithTimeout(ctx, max(interval, SweepTimeout))
 		n, err := sw.Sweep(sctx, &retrysafe.SweepParams{Now: g.cfg.Now()})
 		cancel()
+		g.metrics.sweepDeleted.Add(float64(n)) // a failed sweep may have deleted some
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
 		case err != nil:
 			g.metrics.sweepErrors.Inc()
-			g.logger.WarnContext(ctx, "sweep failed", "err", err)
-		default:
-			g.metrics.sweepDeleted.Add(float64(n))
-			if n > 0 {
-				g.logger.DebugContext(ctx, "swept expired records", "deleted", n)
-			}
+			g.logger.WarnContext(ctx, "sweep failed", "err", err, "deleted", n)
+		case n > 0:
+			g.logger.DebugContext(ctx, "swept expired records", "deleted", n)
 		}
 	}
 }

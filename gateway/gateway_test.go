@@ -472,3 +472,28 @@ func listenOn(t *testing.T, addr string) net.Listener {
 	t.Fatalf("listen %s: %v", addr, err)
 	return nil
 }
+
+// TestNoSilentResend checks that net/http's Transport never sends a keyed
+// request twice. It treats a request carrying "Idempotency-Key" as
+// replayable and, when a reused keep-alive connection breaks after the
+// request was written, sends it again on its own; the gateway forwards the
+// key under a lower-case name to prevent that.
+func TestNoSilentResend(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: storeKinds()[0].open(t)})
+	for _, body := range []string{"", `{"amount":1}`} {
+		before := up.calls.Load()
+		// Warm up a keep-alive connection to the upstream, so the keyed
+		// request goes out on a reused one.
+		send(t, gw.URL, "GET", "/items", "", "")
+		send(t, gw.URL, "GET", "/items", "", "")
+		res := send(t, gw.URL, "POST", "/hangup", newKey(), body)
+		if res.Status != 502 {
+			t.Fatalf("body %q: answer = %s, want 502", body, res)
+		}
+		if n := up.calls.Load() - before; n != 1 {
+			t.Fatalf("body %q: the upstream received the request %d times, want 1", body, n)
+		}
+	}
+}

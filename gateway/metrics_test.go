@@ -3,11 +3,13 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/retrysafe/retrysafe/gateway"
 )
@@ -161,4 +163,36 @@ func TestRequestLog(t *testing.T) {
 			t.Errorf("log contains %q:\n%s", secret, all)
 		}
 	}
+}
+
+// TestSweeper runs the background sweeper on SQLite: expired records are
+// deleted and counted, and the sweeper stops with its context.
+func TestSweeper(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	var sqliteKind storeKind
+	for _, k := range storeKinds() {
+		if k.name == "sqlite" {
+			sqliteKind = k
+		}
+	}
+	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: sqliteKind.open(t),
+		Defaults: gateway.Policy{TTL: 50 * time.Millisecond}})
+	for range 3 {
+		if res := send(t, gw.URL, "POST", "/payments", newKey(), `{}`); res.Status != 201 {
+			t.Fatalf("POST = %s", res)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		gw.RunSweeper(ctx, 20*time.Millisecond)
+		close(done)
+	}()
+	eventually(t, 10*time.Second, "the sweeper to delete 3 records", func() bool {
+		text := string(send(t, gw.AdminURL, "GET", "/metrics", "", "").Body)
+		return metricValue(t, text, "retrysafe_sweep_deleted_total") == 3
+	})
+	cancel()
+	<-done
 }
