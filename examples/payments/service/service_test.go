@@ -254,6 +254,9 @@ func TestSlowProviderAccepted(t *testing.T) {
 	if got := e.mustGet(a.Header.Get("Location")); !strings.Contains(string(got.Body), `"status":"pending"`) {
 		t.Fatalf("status resource while the provider holds: %s", got.Body)
 	}
+	for e.psp.Stats().Requests == 0 { // the charge request is held at the provider
+		time.Sleep(5 * time.Millisecond)
+	}
 	e.psp.ReleaseSlow()
 	if got := e.waitPayment(p.ID); got.Status != "succeeded" {
 		t.Fatalf("after the provider answered: %+v", got)
