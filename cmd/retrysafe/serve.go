@@ -9,11 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
@@ -311,8 +308,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var runErr error
 	select {
 	case <-ctx.Done():
-		// A second signal ends the process at once.
-		signal.Reset(os.Interrupt, syscall.SIGTERM)
 		logger.Info("shutting down: finishing in-flight requests", "timeout", o.shutdownTimeout.String())
 	case runErr = <-serveErr:
 		logger.Error("server failed; shutting down", "err", runErr)

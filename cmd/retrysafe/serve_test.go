@@ -412,3 +412,73 @@ func TestServeKill9(t *testing.T) {
 		t.Fatalf("upstream calls = %d, want 2 (the killed attempt and the recovery)", n)
 	}
 }
+
+// TestServeInProcess runs serve in the test process (under the race
+// detector): it prints its addresses, proxies, serves the admin endpoints,
+// and returns 0 when its context is cancelled.
+func TestServeInProcess(t *testing.T) {
+	t.Parallel()
+	up := newChargeUpstream(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+			"--upstream", up.URL, "--store", "memory:", "--require-key", "--sweep-interval", "10ms", "--log-format", "text"}, pw, &stderr)
+		pw.Close()
+	}()
+	var proxyURL, adminURL string
+	sc := bufio.NewScanner(pr)
+	for (proxyURL == "" || adminURL == "") && sc.Scan() {
+		line := sc.Text()
+		if _, rest, ok := strings.Cut(line, "listening on "); ok {
+			proxyURL = strings.TrimSuffix(strings.Fields(rest)[0], ",")
+		}
+		if _, rest, ok := strings.Cut(line, "admin on "); ok {
+			adminURL = strings.Fields(rest)[0]
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if proxyURL == "" || adminURL == "" {
+		t.Fatalf("no addresses printed; stderr:\n%s", &stderr)
+	}
+
+	first, err := post(ctx, proxyURL+"/payments", "k1", `{"amount":1}`)
+	if err != nil || first.status != 201 {
+		t.Fatalf("POST = %+v, %v", first, err)
+	}
+	again, err := post(ctx, proxyURL+"/payments", "k1", `{"amount":1}`)
+	if err != nil || again.body != first.body || again.header.Get(retrysafe.HeaderReplayed) != "true" {
+		t.Fatalf("retry = %+v, %v", again, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "POST", proxyURL+"/payments", strings.NewReader(`{}`))
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 400 {
+		t.Fatalf("POST without key (--require-key) = %v, %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		res, err := http.Get(adminURL + path)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("GET %s = %v, %v", path, res, err)
+		}
+		res.Body.Close()
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", c, &stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not return after its context was cancelled")
+	}
+	if !strings.Contains(stderr.String(), "gateway stopped") {
+		t.Errorf("stderr lacks the stop line:\n%s", &stderr)
+	}
+	if strings.Contains(stderr.String(), "k1") {
+		t.Errorf("the key's value was logged:\n%s", &stderr)
+	}
+}
