@@ -21,6 +21,9 @@ const (
 
 	// maxIdentifier is PostgreSQL's identifier limit in bytes (NAMEDATALEN-1).
 	maxIdentifier = 63
+	// maxTable leaves room for the names derived from the table's
+	// ("<table>_expires_at_idx", "<table>_claim") within maxIdentifier.
+	maxTable = maxIdentifier - len("_expires_at_idx")
 )
 
 // identifierRE accepts the identifiers Config takes: a letter or underscore,
@@ -34,8 +37,10 @@ type Config struct {
 	// Schema holds the records table and the migrations table. Default
 	// "public". Migrate creates it when it is missing.
 	Schema string
-	// Table is the records table. Default "retrysafe_records". Several
-	// tables may share one schema; each is migrated on its own.
+	// Table is the records table. Default "retrysafe_records"; at most 48
+	// bytes. Migrate also creates the index "<table>_expires_at_idx" and
+	// the function "<table>_claim" beside it. Several tables may share one
+	// schema; each is migrated on its own.
 	Table string
 	// NotifyChannel is the LISTEN/NOTIFY channel on which Complete, Release
 	// and Delete announce changes. Default: "<schema>.<table>", or
@@ -58,6 +63,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := checkIdentifier("table", c.Table); err != nil {
 		return c, err
+	}
+	if len(c.Table) > maxTable {
+		return c, fmt.Errorf("postgres: table name %q is longer than %d bytes", c.Table, maxTable)
 	}
 	if c.Table == migrationsTable {
 		return c, fmt.Errorf("postgres: table name %q is reserved for the migrations table", c.Table)

@@ -23,17 +23,20 @@
 //
 // # One round trip per call
 //
-// Claim is one statement, whatever the key's state: a CTE reads the row,
-// and only if it is absent or claimable runs INSERT … ON CONFLICT (scope,
+// Claim is one statement, whatever the key's state: it calls the
+// PL/pgSQL function "<table>_claim" that Migrate creates. The function reads
+// the row and, if it exists and may not be claimed, returns it: a replay or
+// a conflict is a plain read. Otherwise it runs INSERT … ON CONFLICT (scope,
 // key) DO UPDATE, whose CASE expressions take the row over (expired
 // completed record, or expired lease with the same fingerprint) or rewrite
 // it unchanged; RETURNING always yields the current row, and the claim won
-// when its token is the caller's. A replay or a conflict is therefore a
-// plain read, and a lost race returns the winner's record in the same round
-// trip. There is no retry loop and no SERIALIZABLE transaction; statements
-// must run at READ COMMITTED (PostgreSQL's default). The exact statement,
-// with the reasoning about snapshots and concurrent inserts, is in
-// statements.go.
+// when its token is the caller's. A lost race therefore returns the
+// winner's record in the same round trip. There is no retry loop and no
+// SERIALIZABLE transaction; statements must run at READ COMMITTED
+// (PostgreSQL's default). migrations/0003_claim_function.sql holds the
+// function and the reasoning about snapshots and concurrent inserts. (An
+// earlier version used one CTE statement with the same logic; the function
+// answers replays faster, see docs/performance-postgres.md.)
 //
 // Extend, Complete and Release are one statement each, fenced by the owner
 // token and state = 'processing'; zero rows affected means

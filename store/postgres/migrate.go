@@ -145,6 +145,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 		"{{records}}", s.table,
 		"{{schema}}", schema,
 		"{{expires_index}}", pgx.Identifier{s.cfg.Table + "_expires_at_idx"}.Sanitize(),
+		"{{claim_fn}}", s.claimFn,
+		"{{take}}", takeSQL,
 	)
 	for _, m := range ms[current:] {
 		if _, err := tx.Exec(ctx, r.Replace(m.sql)); err != nil {

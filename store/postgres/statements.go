@@ -15,67 +15,21 @@ type statements struct {
 	listScopeNoBody                            string
 }
 
-// claimable is true for a stored row r that a claim with fingerprint $3 at
-// time $5 may take: a completed record that has expired, or a processing
-// record whose lease has run out and whose fingerprint is the claimant's.
-const claimable = `((r.state = 'completed' AND r.expires_at_ns <= $5) OR ` +
-	`(r.state = 'processing' AND r.lease_until_ns <= $5 AND r.fingerprint = $3))`
+// takeSQL decides, inside the claim function's ON CONFLICT DO UPDATE, whether
+// the locked row r may be taken by the claim being inserted (excluded): a
+// completed record that has expired, or a processing record whose lease has
+// run out and whose fingerprint is the claimant's. Migrate substitutes it
+// into migrations/0003_claim_function.sql, which explains the claim.
+const takeSQL = `((r.state = 'completed' AND r.expires_at_ns <= excluded.updated_at_ns) OR ` +
+	`(r.state = 'processing' AND r.lease_until_ns <= excluded.updated_at_ns AND r.fingerprint = excluded.fingerprint))`
 
-// claimSQL is the whole claim: one statement, one round trip, for every state
-// the key can be in. Parameters: $1 scope, $2 key, $3 fingerprint, $4 token,
-// $5 now, $6 lease until (nanoseconds).
-//
-// cur reads the row in the statement's snapshot. If that row exists and is
-// not claimable (a live completed record, a live lease, or a different
-// fingerprint), ins inserts nothing, takes no lock and writes nothing, and
-// the statement returns cur: a replay or a conflict is a plain read. The
-// answer is exact as of the snapshot, which is this claim's linearisation
-// point.
-//
-// Otherwise (absent or claimable in the snapshot) ins runs INSERT … ON
-// CONFLICT DO UPDATE. PostgreSQL then works on the latest committed version
-// of the row, not on the snapshot, and locks it: a row inserted, taken over
-// or completed by a concurrent claim that committed after our snapshot is
-// seen here. The DO UPDATE has no WHERE clause, so RETURNING always yields
-// the row: when the locked row is still claimable every column is replaced
-// (a takeover), otherwise every column is set to its own value (a no-op
-// write that only exists so the current row comes back in this same round
-// trip; it happens only when a concurrent claimant won the race). Whether we
-// won is then simply whether the returned token is ours.
-//
-// A takeover of an expired lease keeps created_at_ns and adds one to the
-// attempt; replacing an expired completed record starts afresh (attempt 1,
-// created now), as an absent key would.
-var claimSQL = `WITH cur AS (
-    SELECT ` + recordColumns + ` FROM {{table}} WHERE scope = $1 AND key = $2
-), ins AS (
-    INSERT INTO {{table}} AS r (scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns)
-    SELECT $1::text, $2::text, $3::text, 'processing', $4::text, 1, $5::bigint, $5::bigint, $6::bigint
-    WHERE NOT EXISTS (SELECT 1 FROM cur AS r WHERE NOT ` + claimable + `)
-    ON CONFLICT (scope, key) DO UPDATE SET
-        fingerprint    = CASE WHEN {{take}} THEN excluded.fingerprint ELSE r.fingerprint END,
-        state          = CASE WHEN {{take}} THEN 'processing' ELSE r.state END,
-        token          = CASE WHEN {{take}} THEN excluded.token ELSE r.token END,
-        attempt        = CASE WHEN NOT {{take}} THEN r.attempt WHEN r.state = 'processing' THEN r.attempt + 1 ELSE 1 END,
-        created_at_ns  = CASE WHEN {{take}} AND r.state = 'completed' THEN excluded.created_at_ns ELSE r.created_at_ns END,
-        updated_at_ns  = CASE WHEN {{take}} THEN excluded.updated_at_ns ELSE r.updated_at_ns END,
-        lease_until_ns = CASE WHEN {{take}} THEN excluded.lease_until_ns ELSE r.lease_until_ns END,
-        expires_at_ns  = CASE WHEN {{take}} THEN NULL ELSE r.expires_at_ns END,
-        status         = CASE WHEN {{take}} THEN NULL ELSE r.status END,
-        header         = CASE WHEN {{take}} THEN NULL ELSE r.header END,
-        body           = CASE WHEN {{take}} THEN NULL ELSE r.body END
-    RETURNING ` + recordColumns + `
-)
-SELECT ` + recordColumns + `, token = $4 FROM ins
-UNION ALL
-SELECT ` + recordColumns + `, false FROM cur WHERE NOT EXISTS (SELECT 1 FROM ins)`
-
-func buildStatements(table string) statements {
-	r := strings.NewReplacer("{{table}}", table, "{{take}}", claimable)
+func buildStatements(table, claimFn string) statements {
 	sel := "SELECT " + recordColumns + " FROM " + table
 	listCols := strings.Replace(recordColumns, ", body", ", NULL::bytea", 1)
 	return statements{
-		claim: r.Replace(claimSQL),
+		// $1 scope, $2 key, $3 fingerprint, $4 token, $5 now, $6 lease
+		// until: one statement, one round trip, exactly one row.
+		claim: "SELECT * FROM " + claimFn + "($1, $2, $3, $4, $5, $6)",
 		get:   sel + " WHERE scope = $1 AND key = $2",
 		// $1 scope, $2 key, $3 token, $4 lease until, $5 now.
 		extend: "UPDATE " + table + " SET lease_until_ns = $4, updated_at_ns = $5" +

@@ -28,6 +28,7 @@ type Store struct {
 	ownsPool bool
 	cfg      Config
 	table    string // quoted, schema-qualified
+	claimFn  string // quoted, schema-qualified claim function
 	sql      statements
 	listener *listener
 }
@@ -68,7 +69,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		cfg:   cfg,
 		table: quoted(cfg.Schema, cfg.Table),
 	}
-	s.sql = buildStatements(s.table)
+	s.claimFn = quoted(cfg.Schema, cfg.Table+"_claim")
+	s.sql = buildStatements(s.table, s.claimFn)
 	s.listener = newListener(pool.Config().ConnConfig, cfg.NotifyChannel)
 	return s, nil
 }
