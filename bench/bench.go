@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
@@ -142,6 +143,12 @@ type Result struct {
 	Replayed int
 	Elapsed  time.Duration
 	P50, P99 time.Duration
+	// CPU is the CPU time (user + system) the whole process used during
+	// the run: load generator, proxy or gateway, store client and upstream
+	// together. Less sensitive than Elapsed to other programs on a shared
+	// machine, though it does not count time spent waiting for a disk or
+	// a database server.
+	CPU time.Duration
 
 	latencies []time.Duration // sorted
 }
@@ -154,6 +161,7 @@ func (r Result) Merge(o Result) Result {
 		Errors:    r.Errors + o.Errors,
 		Replayed:  r.Replayed + o.Replayed,
 		Elapsed:   r.Elapsed + o.Elapsed,
+		CPU:       r.CPU + o.CPU,
 		latencies: append(slices.Clone(r.latencies), o.latencies...),
 	}
 	slices.Sort(m.latencies)
@@ -167,6 +175,14 @@ func (r Result) RPS() float64 {
 		return 0
 	}
 	return float64(r.Requests) / r.Elapsed.Seconds()
+}
+
+// CPUPerRequest is the process CPU time per request.
+func (r Result) CPUPerRequest() time.Duration {
+	if r.Requests == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Requests)
 }
 
 // Client returns an HTTP client for concurrency parallel requests, with
@@ -190,6 +206,7 @@ func Load(ctx context.Context, client *http.Client, target string, keys Keys, n,
 		replayed atomic.Int64
 		wg       sync.WaitGroup
 	)
+	cpu0 := processCPU()
 	start := time.Now()
 	for range concurrency {
 		wg.Go(func() {
@@ -212,6 +229,7 @@ func Load(ctx context.Context, client *http.Client, target string, keys Keys, n,
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	slices.Sort(latencies)
 	return Result{
 		Requests: n,
@@ -220,6 +238,7 @@ func Load(ctx context.Context, client *http.Client, target string, keys Keys, n,
 		Elapsed:  elapsed,
 		P50:      percentile(latencies, 0.50),
 		P99:      percentile(latencies, 0.99),
+		CPU:      cpu,
 
 		latencies: latencies,
 	}
@@ -249,4 +268,13 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	}
 	i := int(float64(len(sorted))*p+0.5) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// processCPU returns the user + system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -155,6 +155,7 @@ func report(b *testing.B, r Result) {
 	b.ReportMetric(r.RPS(), "req/s")
 	b.ReportMetric(float64(r.P50.Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(r.P99.Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(r.CPUPerRequest().Microseconds()), "cpu-µs/req")
 	if r.Errors > 0 {
 		b.Errorf("%d of %d requests failed or did not answer 201", r.Errors, r.Requests)
 	}
@@ -256,10 +257,11 @@ func BenchmarkGateway(b *testing.B) {
 
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "scenario\treq/s\tp50 ms\tp99 ms\tplain req/s (same rounds)\tx plain (median of rounds)\t\n")
+	fmt.Fprintf(tw, "scenario\treq/s\tp50 ms\tp99 ms\tcpu µs/req\tplain req/s (same rounds)\tplain cpu µs/req\tx plain (median of rounds)\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t\n", r.name, r.res.RPS(),
-			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000, r.plain.RPS(), r.ratio)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%d\t%.0f\t%d\t%.2f\t\n", r.name, r.res.RPS(),
+			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000,
+			r.res.CPUPerRequest().Microseconds(), r.plain.RPS(), r.plain.CPUPerRequest().Microseconds(), r.ratio)
 	}
 	_ = tw.Flush()
 	fmt.Printf("\nconcurrency %d, GOMAXPROCS %d, %d interleaved rounds per scenario\n%s\n",
