@@ -14,7 +14,8 @@
 //
 // When the upstream produced no response, the gateway tells two cases
 // apart. If the request provably never left the gateway (a failed dial or
-// DNS lookup, a failed TLS handshake), nothing ran: the key is released and
+// DNS lookup, a failed TLS handshake, no connection obtained before the
+// upstream timeout), nothing ran: the key is released and
 // the client gets 502 (problem type [ProblemUpstreamUnreachable]), so its
 // retry runs. Otherwise (a timeout or a broken connection after the request
 // was written) the upstream may have acted on it: the record is abandoned,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"path"
@@ -274,16 +275,22 @@ func cleanPath(p string) string {
 // cancel, bounded by the upstream timeout.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
 	op := retrysafe.OperationFromContext(r.Context())
-	if info := infoFrom(r.Context()); info != nil {
+	ctx := r.Context()
+	if info := infoFrom(ctx); info != nil {
 		info.forwarded = true
 		info.op = op
+		// A request is written only on a connection the Transport got:
+		// without GotConn, nothing reached the upstream.
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotConn: func(httptrace.GotConnInfo) { info.gotConn.Store(true) },
+		})
 	}
 	if op != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.UpstreamTimeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.cfg.UpstreamTimeout)
 		defer cancel()
-		r = r.WithContext(ctx)
 	}
-	g.proxy.ServeHTTP(w, r)
+	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // Metrics returns the gateway's metrics (the Observer given to the

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -495,5 +497,31 @@ func TestNoSilentResend(t *testing.T) {
 		if n := up.calls.Load() - before; n != 1 {
 			t.Fatalf("body %q: the upstream received the request %d times, want 1", body, n)
 		}
+	}
+}
+
+// TestTimeoutBeforeConnectingReleases checks that an upstream timeout
+// that strikes while the gateway is still connecting counts as "nothing
+// sent": no connection, no request. The key is released and a retry runs
+// instead of meeting 409.
+func TestTimeoutBeforeConnectingReleases(t *testing.T) {
+	t.Parallel()
+	var dials atomic.Int64
+	stuck := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		dials.Add(1)
+		<-ctx.Done() // a black-holed SYN: the dial never completes
+		return nil, ctx.Err()
+	}}
+	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, "http://192.0.2.1:80"), Store: storeKinds()[0].open(t),
+		Transport: stuck, UpstreamTimeout: 200 * time.Millisecond})
+	key := newKey()
+	for i := range 2 {
+		res := send(t, gw.URL, "POST", "/payments", key, `{"amount":1}`)
+		if res.Status != 502 || problemType(t, res) != gateway.ProblemUpstreamUnreachable {
+			t.Fatalf("attempt %d = %s, want 502 %s", i+1, res, gateway.ProblemUpstreamUnreachable)
+		}
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("dials = %d, want 2 (the retry ran)", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
@@ -16,6 +17,8 @@ type requestInfo struct {
 	route     *routeHandler
 	forwarded bool                 // the request reached the proxy
 	op        *retrysafe.Operation // non-nil when it ran as a claimed operation
+
+	gotConn atomic.Bool // the Transport got a connection for the request
 
 	upstreamStatus   int
 	upstreamResult   string

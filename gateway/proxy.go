@@ -111,15 +111,16 @@ func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := t.next.RoundTrip(r)
 	d := time.Since(start)
+	info := infoFrom(r.Context())
 	result := upstreamResponse
 	if err != nil {
 		result = upstreamUnknown
-		if nothingSent(err) {
+		if notDelivered(info, err) {
 			result = upstreamNotSent
 		}
 	}
 	t.metrics.upstream(result, d)
-	if info := infoFrom(r.Context()); info != nil {
+	if info != nil {
 		info.upstreamDuration = d
 		info.upstreamResult = result
 		if resp != nil {
@@ -127,6 +128,13 @@ func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// notDelivered reports whether a failed upstream call provably sent
+// nothing: the Transport never got a connection for it, or err itself
+// proves it (see [nothingSent]).
+func notDelivered(info *requestInfo, err error) bool {
+	return nothingSent(err) || (info != nil && !info.gotConn.Load())
 }
 
 // nothingSent reports whether err proves that the request never reached
@@ -183,7 +191,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	if info != nil {
 		info.upstreamErr = err
 	}
-	if nothingSent(err) {
+	if notDelivered(info, err) {
 		if op != nil {
 			op.Release()
 		}
