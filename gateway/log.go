@@ -128,15 +128,15 @@ func outcome(r *http.Request, rh *routeHandler, info *requestInfo, status int, h
 // methods, at debug level for the others. It never logs the key's value,
 // headers or bodies.
 func (g *Gateway) logRequest(r *http.Request, rh *routeHandler, info *requestInfo, sw *statusWriter, d time.Duration) {
-	o := outcome(r, rh, info, sw.status, sw.Header())
 	level := slog.LevelInfo
-	if o == outcomeUnprotected {
+	if !rh.policy.protects(r.Method) {
 		level = slog.LevelDebug
 	}
 	ctx := r.Context()
 	if !g.logger.Enabled(ctx, level) {
 		return
 	}
+	o := outcome(r, rh, info, sw.status, sw.Header())
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs,
 		slog.String("method", r.Method),
