@@ -24,7 +24,7 @@ import (
 const (
 	chaosSeed     = 20261129
 	chaosPayments = 200
-	chaosWorkers  = 8
+	chaosWorkers  = 16
 	chaosBudget   = 50 * time.Second // the run, restart included; checks have their own bound
 )
 
@@ -348,7 +348,7 @@ func sendUntilAnswered(ctx context.Context, t *testing.T, e *env, rec *answers, 
 		}
 		// Exponential backoff, as a well-behaved client would (it could
 		// also honour Retry-After).
-		time.Sleep(min(25*time.Millisecond<<min(attempt, 5), 400*time.Millisecond))
+		time.Sleep(min(25*time.Millisecond<<min(attempt, 5), 200*time.Millisecond))
 	}
 	t.Errorf("%s with key %s: no answer before the budget ran out", path, key)
 	return nil
