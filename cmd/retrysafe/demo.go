@@ -62,7 +62,6 @@ const (
 	demoUpstreamTimeout = 2 * time.Second
 	demoWaitTimeout     = 1500 * time.Millisecond
 	demoSlow            = 600 * time.Millisecond // a slow charge
-	demoClientTimeout   = 150 * time.Millisecond // a client that gives up early
 	demoCredential      = "Bearer demo-shop-key"
 )
 
@@ -311,8 +310,6 @@ type demoAnswer struct {
 
 func (a demoAnswer) String() string {
 	switch {
-	case a.err != nil && errors.Is(a.err, context.DeadlineExceeded):
-		return "timeout"
 	case a.err != nil && errors.Is(a.err, context.Canceled):
 		return "hung up"
 	case a.err != nil:
@@ -331,15 +328,10 @@ func (a demoAnswer) String() string {
 	return s
 }
 
-// pay sends POST /payments through the gateway. key "" sends no key.
-// timeout > 0 makes the client give up after that long.
-func (d *demo) pay(ctx context.Context, key, order string, amount int64, timeout time.Duration) demoAnswer {
+// pay sends POST /payments through the gateway and reports what the client
+// saw. key "" sends no key.
+func (d *demo) pay(ctx context.Context, key, order string, amount int64) demoAnswer {
 	body, _ := json.Marshal(map[string]any{"orderId": order, "amount": amount, "currency": "UAH"})
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.gwURL+"/payments", bytes.NewReader(body))
 	if err != nil {
 		return demoAnswer{err: err}
@@ -376,13 +368,30 @@ func (d *demo) pay(ctx context.Context, key, order string, amount int64, timeout
 	return a
 }
 
+// payUntil sends a payment and hangs up as soon as cut is closed (or
+// after demoUpstreamTimeout at the latest): the client's connection is
+// cut while the gateway and the payments service are still working.
+func (d *demo) payUntil(ctx context.Context, key, order string, cut <-chan struct{}) demoAnswer {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-cut:
+		case <-time.After(demoUpstreamTimeout):
+		case <-cctx.Done():
+		}
+		cancel()
+	}()
+	return d.pay(cctx, key, order, 49900)
+}
+
 // payPatiently is pay by a well-behaved client: on 409 (the original
 // request is still in progress) it waits as long as Retry-After says and
 // sends the same request again, a few times at most.
 func (d *demo) payPatiently(ctx context.Context, key, order string, amount int64) demoAnswer {
 	conflicts := 0
 	for {
-		a := d.pay(ctx, key, order, amount, 0)
+		a := d.pay(ctx, key, order, amount)
 		if a.status != http.StatusConflict || conflicts == 4 {
 			a.conflicts = conflicts
 			return a
@@ -424,17 +433,22 @@ func demoDoubleClick(ctx context.Context, d *demo, row *demoRow) {
 	row.expect(answers[0].paymentID != "" && answers[0].paymentID == answers[1].paymentID, "want one payment ID for both clicks, got %q and %q", answers[0].paymentID, answers[1].paymentID)
 }
 
-// A response lost on the way back: the payments service charges at once but
-// answers slowly; the client's timeout is shorter, so it never sees the
-// answer. It retries with the same key at once: the retry waits for the
-// original to finish and gets its stored answer.
+// A response lost on the way back: the payments service charges, then
+// takes a while to answer; the client's connection is cut right after the
+// charge, so it never sees the answer. It retries with the same key at
+// once: the retry waits for the original to finish and gets its stored
+// answer.
 func demoResponseLost(ctx context.Context, d *demo, row *demoRow) {
 	order, key := d.newPayment(row, 1)
 	d.upstream.misbehave(order, demoBehaviour{delay: demoSlow})
-	first := d.pay(ctx, key, order, 49900, demoClientTimeout)
+	first := d.payUntil(ctx, key, order, d.upstream.on(order, demoCharged))
 	retry := d.payPatiently(ctx, key, order, 49900)
-	row.saw = append(row.saw, first.String(), "retry: "+retry.String())
-	row.expect(first.err != nil, "want the first request to time out, got %s", first)
+	saw := first.String()
+	if first.err != nil {
+		saw = "connection lost"
+	}
+	row.saw = append(row.saw, saw, "retry: "+retry.String())
+	row.expect(first.err != nil, "want the first request to lose its connection, got %s", first)
 	row.expect(retry.status == http.StatusCreated && retry.replayed, "want the retry to get 201 replayed, got %s", retry)
 }
 
@@ -494,8 +508,8 @@ func demoBurst(ctx context.Context, d *demo, row *demoRow) {
 // first payment stands.
 func demoOtherAmount(ctx context.Context, d *demo, row *demoRow) {
 	order, key := d.newPayment(row, 1)
-	first := d.pay(ctx, key, order, 49900, 0)
-	other := d.pay(ctx, key, order, 99900, 0)
+	first := d.pay(ctx, key, order, 49900)
+	other := d.pay(ctx, key, order, 99900)
 	row.saw = append(row.saw, first.String(), "other amount: "+other.String())
 	row.expect(first.status == http.StatusCreated && !first.replayed, "want 201 for the first payment, got %s", first)
 	row.expect(other.status == http.StatusUnprocessableEntity, "want 422 for the other amount, got %s", other)
@@ -507,14 +521,17 @@ func demoOtherAmount(ctx context.Context, d *demo, row *demoRow) {
 func demoUpstreamDown(ctx context.Context, d *demo, row *demoRow) {
 	order, key := d.newPayment(row, 1)
 	d.upstream.down()
-	first := d.pay(ctx, key, order, 49900, 0)
+	// Let the gateway's connection pool see its idle connections to the
+	// service close, as it would long before a real outage is noticed.
+	time.Sleep(100 * time.Millisecond)
+	first := d.pay(ctx, key, order, 49900)
 	charged := d.upstream.chargesFor(order)
 	if err := d.upstream.up(); err != nil {
 		row.expect(false, "%v", err)
 		return
 	}
-	retry := d.pay(ctx, key, order, 49900, 0)
-	again := d.pay(ctx, key, order, 49900, 0)
+	retry := d.pay(ctx, key, order, 49900)
+	again := d.pay(ctx, key, order, 49900)
 	row.saw = append(row.saw, "down: "+first.String(), "back: "+retry.String(), again.String())
 	row.expect(first.status == http.StatusBadGateway && first.problem == gateway.ProblemUpstreamUnreachable,
 		"want 502 %s while the service is down, got %s", gateway.ProblemUpstreamUnreachable, first)
@@ -529,11 +546,8 @@ func demoUpstreamDown(ctx context.Context, d *demo, row *demoRow) {
 func demoClientGaveUp(ctx context.Context, d *demo, row *demoRow) {
 	order, key := d.newPayment(row, 1)
 	d.upstream.misbehave(order, demoBehaviour{delay: 300 * time.Millisecond})
-	answered := d.upstream.answeredCh(order)
-	cctx, cancel := context.WithCancel(ctx)
-	time.AfterFunc(demoClientTimeout, cancel)
-	first := d.pay(cctx, key, order, 49900, 0)
-	cancel()
+	answered := d.upstream.on(order, demoAnswered)
+	first := d.payUntil(ctx, key, order, d.upstream.on(order, demoCharged))
 	if err := waitClosed(ctx, answered); err != nil {
 		row.expect(false, "%v", err)
 		return
@@ -548,7 +562,7 @@ func demoClientGaveUp(ctx context.Context, d *demo, row *demoRow) {
 // No key on an endpoint that requires one: 400, nothing runs.
 func demoMissingKey(ctx context.Context, d *demo, row *demoRow) {
 	order, _ := d.newPayment(row, 0)
-	a := d.pay(ctx, "", order, 49900, 0)
+	a := d.pay(ctx, "", order, 49900)
 	row.saw = append(row.saw, a.String())
 	row.expect(a.status == http.StatusBadRequest && a.problem == retrysafe.ProblemMissingKey, "want 400 %s, got %s", retrysafe.ProblemMissingKey, a)
 }
@@ -562,8 +576,8 @@ func demoMissingKey(ctx context.Context, d *demo, row *demoRow) {
 func demoUpstreamCut(ctx context.Context, d *demo, row *demoRow) {
 	order, key := d.newPayment(row, 1)
 	d.upstream.misbehave(order, demoBehaviour{drop: true})
-	first := d.pay(ctx, key, order, 49900, 0)
-	retry := d.pay(ctx, key, order, 49900, 0)
+	first := d.pay(ctx, key, order, 49900)
+	retry := d.pay(ctx, key, order, 49900)
 	charges := -1
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.gwURL+"/payments/"+order, nil)
 	req.Header.Set("Authorization", demoCredential)
@@ -596,9 +610,9 @@ type demoUpstream struct {
 
 	mu        sync.Mutex
 	srv       *http.Server
-	charges   map[string]int             // order ID -> charges made
-	behaviour map[string]demoBehaviour   // order ID -> how to misbehave
-	answered  map[string][]chan struct{} // order ID -> closed when a charge is answered
+	charges   map[string]int                   // order ID -> charges made
+	behaviour map[string]demoBehaviour         // order ID -> how to misbehave
+	waiters   map[demoEventKey][]chan struct{} // closed when the event happens
 	seq       int
 	busy      sync.WaitGroup // requests being handled
 }
@@ -623,7 +637,7 @@ func startDemoUpstream() (*demoUpstream, error) {
 	u := &demoUpstream{
 		charges:   make(map[string]int),
 		behaviour: make(map[string]demoBehaviour),
-		answered:  make(map[string][]chan struct{}),
+		waiters:   make(map[demoEventKey][]chan struct{}),
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -708,14 +722,39 @@ func (u *demoUpstream) totalCharges() int {
 	return n
 }
 
-// answeredCh returns a channel closed once the next charge of order has
-// been answered (or its connection cut).
-func (u *demoUpstream) answeredCh(order string) <-chan struct{} {
+// demoEvent is a moment in the handling of a charge.
+type demoEvent int
+
+const (
+	demoCharged  demoEvent = iota // the card was charged
+	demoAnswered                  // the answer was sent (or the connection cut)
+)
+
+type demoEventKey struct {
+	order string
+	event demoEvent
+}
+
+// on returns a channel closed when event next happens for order.
+func (u *demoUpstream) on(order string, event demoEvent) <-chan struct{} {
 	ch := make(chan struct{})
+	k := demoEventKey{order, event}
 	u.mu.Lock()
-	u.answered[order] = append(u.answered[order], ch)
+	u.waiters[k] = append(u.waiters[k], ch)
 	u.mu.Unlock()
 	return ch
+}
+
+// signal closes the channels waiting for event on order.
+func (u *demoUpstream) signal(order string, event demoEvent) {
+	k := demoEventKey{order, event}
+	u.mu.Lock()
+	chs := u.waiters[k]
+	delete(u.waiters, k)
+	u.mu.Unlock()
+	for _, ch := range chs {
+		close(ch)
+	}
 }
 
 func (u *demoUpstream) charge(w http.ResponseWriter, r *http.Request) {
@@ -743,7 +782,8 @@ func (u *demoUpstream) charge(w http.ResponseWriter, r *http.Request) {
 	}
 	b := u.behaviour[req.OrderID]
 	u.mu.Unlock()
-	defer u.notifyAnswered(req.OrderID)
+	u.signal(req.OrderID, demoCharged)
+	defer u.signal(req.OrderID, demoAnswered)
 
 	// The card is charged. Whatever happens from here on, the money moved.
 	if b.delay > 0 {
@@ -760,16 +800,6 @@ func (u *demoUpstream) charge(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", "/payments/"+p.OrderID)
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(p)
-}
-
-func (u *demoUpstream) notifyAnswered(order string) {
-	u.mu.Lock()
-	chs := u.answered[order]
-	delete(u.answered, order)
-	u.mu.Unlock()
-	for _, ch := range chs {
-		close(ch)
-	}
 }
 
 // status answers GET /payments/{order}: how many times the order was
