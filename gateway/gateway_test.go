@@ -52,6 +52,51 @@ func scenarios() []scenario {
 				}
 			}
 		}},
+		{"unprotected methods pass through with a key", func(t *testing.T, store retrysafe.Store) {
+			up := newUpstream(t)
+			gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: store})
+			key := newKey()
+			methods := []string{"GET", "HEAD", "PUT", "DELETE", "OPTIONS"}
+			for _, m := range methods {
+				for range 2 {
+					res := send(t, gw.URL, m, "/any", key, "")
+					if res.Status != 200 || res.Header.Get(retrysafe.HeaderReplayed) != "" {
+						t.Fatalf("%s = %s (replayed %q)", m, res, res.Header.Get(retrysafe.HeaderReplayed))
+					}
+				}
+			}
+			if n := up.anyCalls.Load(); n != int64(2*len(methods)) {
+				t.Fatalf("upstream calls = %d, want %d", n, 2*len(methods))
+			}
+		}},
+		{"patch is protected", func(t *testing.T, store retrysafe.Store) {
+			up := newUpstream(t)
+			gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: store})
+			key := newKey()
+			first := send(t, gw.URL, "PATCH", "/payments/7", key, `{"amount":3}`)
+			again := send(t, gw.URL, "PATCH", "/payments/7", key, `{"amount":3}`)
+			if first.Status != 201 || !bytes.Equal(first.Body, again.Body) || again.Header.Get(retrysafe.HeaderReplayed) != "true" {
+				t.Fatalf("PATCH twice = %s, then %s", first, again)
+			}
+			if n := up.calls.Load(); n != 1 {
+				t.Fatalf("upstream calls = %d, want 1", n)
+			}
+		}},
+		{"fail-open forwards unprotected while the store is down", func(t *testing.T, store retrysafe.Store) {
+			flaky := &flakyStore{Store: store}
+			up := newUpstream(t)
+			gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: flaky, FailOpen: true})
+			flaky.down.Store(true)
+			key := newKey()
+			for range 2 {
+				if res := send(t, gw.URL, "POST", "/payments", key, `{"amount":1}`); res.Status != 201 {
+					t.Fatalf("answer while down (fail-open) = %s", res)
+				}
+			}
+			if n := up.calls.Load(); n != 2 {
+				t.Fatalf("upstream calls = %d, want 2 (unprotected while down)", n)
+			}
+		}},
 		{"post without key passes through when optional", func(t *testing.T, store retrysafe.Store) {
 			up := newUpstream(t)
 			gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: store})

@@ -150,7 +150,8 @@ func newKey() string { return "key-" + randomHex(12) }
 // upstream is a payments-like test service behind the gateway.
 type upstream struct {
 	*httptest.Server
-	calls atomic.Int64 // requests that reached a POST/PATCH handler
+	calls    atomic.Int64 // requests that reached a POST/PATCH handler
+	anyCalls atomic.Int64 // requests to /any, whatever the method
 
 	mu   sync.Mutex
 	seen []*http.Request // copies of received protected requests (headers only)
@@ -220,6 +221,11 @@ func newUpstreamOn(t *testing.T, ln net.Listener) *upstream {
 	})
 	mux.HandleFunc("GET /items", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "items")
+	})
+	mux.HandleFunc("/any", func(w http.ResponseWriter, r *http.Request) {
+		n := u.anyCalls.Add(1)
+		w.Header().Set("X-Call", fmt.Sprint(n))
+		w.WriteHeader(http.StatusOK)
 	})
 	u.Server = httptest.NewUnstartedServer(mux)
 	if ln != nil {
