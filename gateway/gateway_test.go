@@ -113,10 +113,16 @@ func scenarios() []scenario {
 			up := newUpstream(t)
 			gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: store})
 			for _, key := range []string{newKey(), `"` + newKey() + `"`} {
-				if res := send(t, gw.URL, "POST", "/payments", key, `{"amount":1}`); res.Status != 201 {
+				// Forwarding headers from the client are not trusted.
+				res := send(t, gw.URL, "POST", "/payments", key, `{"amount":1}`,
+					"X-Forwarded-For", "203.0.113.9", "X-Forwarded-Host", "evil.example", "Forwarded", "for=203.0.113.9")
+				if res.Status != 201 {
 					t.Fatalf("POST = %s", res)
 				}
 				seen := up.lastSeen()
+				if got := seen.Header.Get("Forwarded"); got != "" {
+					t.Errorf("Forwarded = %q, want it dropped", got)
+				}
 				if got := seen.Header.Get("Idempotency-Key"); got != key {
 					t.Errorf("upstream got Idempotency-Key %q, want %q unchanged", got, key)
 				}
