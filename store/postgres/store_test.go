@@ -437,6 +437,8 @@ func TestConfigValidation(t *testing.T) {
 		"leading digit":     {postgres.Config{Table: "1records"}, false},
 		"too long":          {postgres.Config{Table: "t234567890123456789012345678901234567890123456789012345678901234"}, false},
 		"reserved table":    {postgres.Config{Table: "retrysafe_migrations"}, false},
+		"table of 48 bytes": {postgres.Config{Table: "t23456789012345678901234567890123456789012345678"}, true},
+		"table of 49 bytes": {postgres.Config{Table: "t234567890123456789012345678901234567890123456789"}, false},
 		"long default chan": {postgres.Config{Schema: "s23456789012345678901234567890123456789", Table: "t23456789012345678901234567890123456789"}, true},
 		"channel too long":  {postgres.Config{NotifyChannel: "c234567890123456789012345678901234567890123456789012345678901234"}, false},
 	} {
