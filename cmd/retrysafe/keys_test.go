@@ -217,6 +217,7 @@ func TestKeys(t *testing.T) {
 				cliRecord{scope: bobScope, key: "pay-processing", at: now},
 				cliRecord{scope: aliceScope, key: "shared-key", status: 200, at: now, ttl: time.Hour},
 				cliRecord{scope: bobScope, key: "shared-key", status: 200, at: now, ttl: time.Hour},
+				cliRecord{scope: "", key: "anonymous-key", status: 409, at: now, ttl: time.Hour},
 			)
 			run := func(args ...string) (string, error) {
 				t.Helper()
@@ -282,6 +283,7 @@ func TestKeys(t *testing.T) {
 					bobScope + "/pay-processing":  "processing",
 					aliceScope + "/shared-key":    "completed",
 					bobScope + "/shared-key":      "completed",
+					"/anonymous-key":              "failed",
 				}
 				if len(all) != len(want) {
 					t.Fatalf("paged through %d records, want %d: %v", len(all), len(want), states)
@@ -300,6 +302,20 @@ func TestKeys(t *testing.T) {
 				}
 				if !strings.Contains(out, "pay-processing") || strings.Contains(out, "pay-completed") {
 					t.Errorf("--scope %s listed the wrong records:\n%s", bobScope[:10], out)
+				}
+			})
+
+			t.Run("empty scope", func(t *testing.T) {
+				out, err := run("list", "--scope", "-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(out, "anonymous-key") || strings.Contains(out, "pay-") {
+					t.Errorf("list --scope - listed the wrong records:\n%s", out)
+				}
+				out, err = run("show", "--scope", "-", "anonymous-key")
+				if err != nil || !strings.Contains(out, "callers without credentials") || !strings.Contains(out, "409") {
+					t.Errorf("show --scope - anonymous-key: %v\n%s", err, out)
 				}
 			})
 
