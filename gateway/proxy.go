@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
@@ -63,10 +64,24 @@ func (g *Gateway) newProxy(upstream *url.URL, transport http.RoundTripper) *http
 			hideReplayable(pr.Out)
 		},
 		Transport:    &timedTransport{next: transport, metrics: g.metrics},
+		BufferPool:   &bufferPool{},
 		ErrorHandler: g.proxyError,
 		ErrorLog:     slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
 	}
 }
+
+// bufferPool reuses the 32 KiB buffers the ReverseProxy copies response
+// bodies with, instead of allocating one per request.
+type bufferPool struct{ pool sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if p, ok := b.pool.Get().(*[]byte); ok {
+		return *p
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.pool.Put(&buf) }
 
 // hideReplayable keeps net/http's Transport from resending a request.
 //
