@@ -370,7 +370,7 @@ func TestServeKill9(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) }) // runs before the upstream's Close
 	db := "sqlite:" + filepath.Join(t.TempDir(), "retrysafe.db")
-	args := []string{"--upstream", up.URL, "--store", db, "--lease", "2s", "--upstream-timeout", "1500ms"}
+	args := []string{"--upstream", up.URL, "--store", db, "--lease", "4s", "--upstream-timeout", "3s"}
 	gw := startServe(t, bin, args...)
 
 	key := "kill9-" + fmt.Sprint(time.Now().UnixNano())
@@ -387,7 +387,7 @@ func TestServeKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.status != http.StatusConflict && time.Since(killed) < 2*time.Second {
+	if first.status != http.StatusConflict && time.Since(killed) < 4*time.Second {
 		t.Fatalf("retry within the lease = %d %s, want 409", first.status, first.body)
 	}
 	var last *answer
