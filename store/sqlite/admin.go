@@ -53,8 +53,8 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 // (an operator's action, not fenced) and returns [retrysafe.ErrNotFound]
 // when there was none. Subscribers in this process are notified.
 func (s *Store) Delete(ctx context.Context, scope, key string) error {
-	err := s.write(ctx, "delete", func() error {
-		res, err := s.db.ExecContext(ctx, s.q.del, scope, key)
+	err := s.write(ctx, "delete", func(b *batchTx) error {
+		res, err := b.stmt(s.q.del).Exec(scope, key)
 		if err != nil {
 			return err
 		}

@@ -21,10 +21,11 @@ import (
 // WHERE <claimable> RETURNING: a new key is inserted, an expired completed
 // record is replaced, and a processing record whose lease ran out is taken
 // over when the fingerprint matches. When that statement returns no row the
-// existing record blocked the claim; the store then runs the same statement
-// again followed by a read of the blocking record inside one transaction
-// that holds the write lock from its first statement, so the record
-// returned is the one that blocked the claim (never a check-then-insert).
+// existing record blocked the claim, and a read of it in the same
+// transaction (which holds the write lock) returns the record that blocked
+// the claim (never a check-then-insert). The write is one of this Store's
+// group-committed writes: Claim returns once the transaction that holds it
+// has committed (see the package documentation).
 func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if params == nil {
 		return nil, errors.New("sqlite: claim: nil params")
@@ -49,24 +50,9 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	}
 
 	var res *retrysafe.ClaimResult
-	err := s.write(ctx, "claim", func() error {
-		// A claim that queued behind this Store's other writers (many
-		// goroutines racing for one new key) most likely finds the key
-		// taken now: a read answers it without a write transaction.
-		rec, err := s.readBlocker(ctx, params)
-		if err != nil {
-			return err
-		}
-		if rec != nil {
-			res = &retrysafe.ClaimResult{Claimed: false, Record: rec}
-			return nil
-		}
-		claim, err := s.stmt(ctx, s.q.claim)
-		if err != nil {
-			return err
-		}
+	err := s.write(ctx, "claim", func(b *batchTx) error {
 		// A new key or a takeover is one statement.
-		rec, err = scanRecord(claim.QueryRowContext(ctx, args...))
+		rec, err := scanRecord(b.stmt(s.q.claim).QueryRow(args...))
 		if err == nil {
 			res = &retrysafe.ClaimResult{Claimed: true, Record: rec}
 			return nil
@@ -74,40 +60,24 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		get, err := s.stmt(ctx, s.q.get)
+		// Blocked: the blocker is read in the same transaction, which
+		// has held the write lock since the batch's first write, so
+		// the record read is the one that blocked the claim (even if it
+		// changed since the fast path, or was written by an earlier
+		// write of this batch: a claim of a key claimed earlier in the
+		// batch sees that claim's record, as if the two were
+		// serialised, which they are).
+		rec, err = scanRecord(b.stmt(s.q.get).QueryRow(params.Scope, params.Key))
+		if errors.Is(err, sql.ErrNoRows) {
+			// Impossible under the write lock: the upsert either
+			// inserted or found a row.
+			return errors.New("claim blocked by a record that does not exist")
+		}
 		if err != nil {
 			return err
 		}
-		// Blocked: claim again and read the blocker in one transaction.
-		// Its first statement is the upsert, a write, so the transaction
-		// holds the write lock from its first statement on (whether or
-		// not the *sql.DB begins IMMEDIATE) and the record read is the
-		// one that blocked the claim, even if it changed (completed,
-		// released, expired) since the fast path.
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		rec, err = scanRecord(tx.StmtContext(ctx, claim).QueryRowContext(ctx, args...))
-		switch {
-		case err == nil:
-			res = &retrysafe.ClaimResult{Claimed: true, Record: rec}
-		case errors.Is(err, sql.ErrNoRows):
-			rec, err = scanRecord(tx.StmtContext(ctx, get).QueryRowContext(ctx, params.Scope, params.Key))
-			if errors.Is(err, sql.ErrNoRows) {
-				// Impossible under the write lock: the upsert either
-				// inserted or found a row.
-				return errors.New("claim blocked by a record that does not exist")
-			}
-			if err != nil {
-				return err
-			}
-			res = &retrysafe.ClaimResult{Claimed: false, Record: rec}
-		default:
-			return err
-		}
-		return tx.Commit()
+		res = &retrysafe.ClaimResult{Claimed: false, Record: rec}
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -30,18 +30,43 @@
 // # Concurrency
 //
 // A Store is safe for many goroutines, and several processes (or several
-// *sql.DB) may use one file. SQLite allows one writer at a time: a Store
-// queues its own writes in process (a one-slot semaphore that honours the
-// context) and relies on busy_timeout against other processes. Busy and
-// locked errors that still surface are retried with jittered backoff for up
-// to Config.BusyTimeout, and only then returned as
-// [retrysafe.ErrStoreUnavailable]. With WAL, readers (Get, List, duplicate
+// *sql.DB) may use one file. With WAL, readers (Get, List, duplicate
 // claims) never wait for the writer.
 //
-// # Durability
+// SQLite allows one writer at a time, and with synchronous=FULL each
+// commit waits for a sync of the write-ahead log (milliseconds on many
+// disks). A Store therefore group-commits its writes (the writing part of
+// Claim, and Extend, Complete, Release, Delete, Sweep): callers queue
+// them, and a writer goroutine (started when a write arrives, gone when
+// none is queued) takes every queued write, up to 64, and runs them in one
+// transaction on one connection, each in its own SAVEPOINT, then commits
+// once. There is no delay to gather writes: a lone write commits at once,
+// and writes that arrive while a commit is in progress share the next one.
 //
-// [Open] uses synchronous=FULL: every commit syncs the write-ahead log, so a
-// claim or completion that returned survives a power loss. See [DSN].
+//   - Each write is still one atomic statement under SQLite's write lock,
+//     and the writes of a batch run one after the other in queue order, so
+//     each sees the ones before it: two claims of one key in one batch
+//     behave exactly as if serialised (one wins, the other sees its
+//     record).
+//   - A write whose statement fails is rolled back to its savepoint and
+//     answered with its error; the rest of the batch goes on.
+//   - Every caller is answered only after the COMMIT that holds its write
+//     has succeeded. If the COMMIT fails, every write of the batch fails
+//     with an error matching [retrysafe.ErrStoreUnavailable], and none of
+//     them took effect: nothing is reported done that is not durable.
+//   - Context: a write whose context ends while it is queued is dropped, and
+//     the call returns the context's error. Once its statement has started
+//     it runs to the end of its batch, and the call returns its outcome
+//     (success, or the statement's error) even if its context ended
+//     meanwhile, because the write may have committed. That wait is one
+//     batch, plus busy retries of it (below).
+//
+// Against other processes the store relies on busy_timeout. Busy and
+// locked errors that still surface are retried with jittered backoff for
+// up to Config.BusyTimeout (for a write, the whole batch transaction is
+// retried), and only then returned as [retrysafe.ErrStoreUnavailable].
+// While a batch waits for the lock, callers whose write has not started
+// may still give up.
 //
 // # Notifications
 //

@@ -75,18 +75,6 @@ func (s *Store) retry(ctx context.Context, op string, fn func() error) error {
 	}
 }
 
-// write runs fn as one of this Store's serialised writes (see
-// Store.writeSem), retrying busy errors.
-func (s *Store) write(ctx context.Context, op string, fn func() error) error {
-	select {
-	case s.writeSem <- struct{}{}:
-	case <-ctx.Done():
-		return s.translate(ctx, op, ctx.Err())
-	}
-	defer func() { <-s.writeSem }()
-	return s.retry(ctx, op, fn)
-}
-
 // immediate runs fn inside a BEGIN IMMEDIATE transaction on a dedicated
 // connection: the write lock is taken at BEGIN, so no statement inside can
 // fail on a lock upgrade, and whatever fn reads stays true until COMMIT.

@@ -19,9 +19,9 @@ func (s *Store) Extend(ctx context.Context, params *retrysafe.ExtendParams) erro
 	if params.Now.IsZero() {
 		return errors.New("sqlite: extend: params.Now is zero")
 	}
-	return s.write(ctx, "extend", func() error {
-		return s.execFenced(ctx, s.q.extend, params.Scope, params.Key, params.Token,
-			toNanos(params.Now.Add(params.Lease)), toNanos(params.Now))
+	return s.write(ctx, "extend", func(b *batchTx) error {
+		return fenced(b.stmt(s.q.extend).Exec(params.Scope, params.Key, params.Token,
+			toNanos(params.Now.Add(params.Lease)), toNanos(params.Now)))
 	})
 }
 
@@ -35,8 +35,8 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 	if err != nil {
 		return err
 	}
-	err = s.write(ctx, "complete", func() error {
-		return s.execFenced(ctx, s.q.complete, args...)
+	err = s.write(ctx, "complete", func(b *batchTx) error {
+		return fenced(b.stmt(s.q.complete).Exec(args...))
 	})
 	if err == nil {
 		s.subs.notify(params.Scope, params.Key)
@@ -57,7 +57,8 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 // the database's write lock: the goroutine that owns tx must not call the
 // Store's other writing methods (Claim, Extend, Complete, Release) before
 // it commits or rolls back, or they wait for that lock until BusyTimeout
-// and fail. CompleteTx does not notify
+// and fail (meanwhile the Store's writes from every goroutine wait behind
+// the writer's batch, which waits for tx). CompleteTx does not notify
 // subscribers (the commit is the caller's); waiters in this process see the
 // completion on their fallback poll.
 func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, params *retrysafe.CompleteParams) error {
@@ -100,23 +101,13 @@ func (s *Store) Release(ctx context.Context, params *retrysafe.ReleaseParams) er
 	if params == nil {
 		return errors.New("sqlite: release: nil params")
 	}
-	err := s.write(ctx, "release", func() error {
-		return s.execFenced(ctx, s.q.release, params.Scope, params.Key, params.Token)
+	err := s.write(ctx, "release", func(b *batchTx) error {
+		return fenced(b.stmt(s.q.release).Exec(params.Scope, params.Key, params.Token))
 	})
 	if err == nil {
 		s.subs.notify(params.Scope, params.Key)
 	}
 	return err
-}
-
-// execFenced runs a fenced statement, prepared, and reports ErrLeaseLost
-// when it matched no row.
-func (s *Store) execFenced(ctx context.Context, query string, args ...any) error {
-	st, err := s.stmt(ctx, query)
-	if err != nil {
-		return err
-	}
-	return fenced(st.ExecContext(ctx, args...))
 }
 
 // fenced turns a fenced statement's result into ErrLeaseLost when it

@@ -84,7 +84,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err == nil && current.Int64 >= int64(latest) {
 		return nil
 	}
-	return s.write(ctx, "migrate", func() error {
+	return s.retry(ctx, "migrate", func() error {
 		return s.immediate(ctx, func(conn *sql.Conn) error {
 			_, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+versions+` (
 	version    INTEGER PRIMARY KEY,

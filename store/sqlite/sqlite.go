@@ -81,13 +81,14 @@ type Store struct {
 	cfg    Config
 	q      queries
 
-	// writeSem serialises this Store's writes (one token). SQLite admits
-	// one writer at a time anyway; queueing writers here, in FIFO-ish
-	// order and with context cancellation, is cheaper than letting them
-	// spin in SQLite's busy handler. It is an optimisation only: every
-	// decision is still made by a single atomic statement, and writers in
-	// other processes (or other Stores) are handled by busy_timeout.
-	writeSem chan struct{}
+	// writer batches this Store's writes (Claim, Extend, Complete,
+	// Release, Delete, Sweep) into group commits: see Store.write.
+	// SQLite admits one writer at a time anyway; one transaction and one
+	// WAL sync for many callers' writes is what makes the durable default
+	// (synchronous=FULL) fast. Every decision is still made by a single
+	// atomic statement under SQLite's write lock, and writers in other
+	// processes (or other Stores) are handled by busy_timeout.
+	writer writer
 
 	subs subscribers
 
@@ -125,8 +126,8 @@ func DSN(path string, cfg Config) string {
 // database: [Store.Close] closes it.
 //
 // Pool: at most max(8, 2+2*GOMAXPROCS) connections. Writes of one Store
-// are serialised in process (SQLite has a single writer, see the package
-// documentation), so they use one connection at a time; WAL lets reads (Get,
+// are group-committed by one writer (SQLite has a single writer, see the
+// package documentation), so they use one connection at a time; WAL lets reads (Get,
 // duplicate Claims, List) run beside them on the others. The headroom is
 // for callers that run their own transactions on [Store.DB]: a transaction
 // waiting for the write lock holds a connection while it waits, and must
@@ -166,7 +167,11 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 // Open db with [DSN], or at least with WAL journal mode and a busy timeout.
 // Transactions passed to [Store.CompleteTx] should begin with BEGIN
 // IMMEDIATE (DSN's _txlock=immediate does that for BeginTx), so that their
-// first write never fails with SQLITE_BUSY on a lock upgrade.
+// first write never fails with SQLITE_BUSY on a lock upgrade. The Store's
+// own batch transactions (see the package documentation) also begin with
+// BeginTx: BEGIN IMMEDIATE on a *sql.DB opened with DSN; on another, each
+// batch takes the write lock with its first statement, which is a write,
+// and a busy error retries the whole batch.
 func New(db *sql.DB, cfg Config) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("sqlite: nil *sql.DB")
@@ -180,12 +185,11 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 
 func newStore(db *sql.DB, cfg Config) *Store {
 	return &Store{
-		db:       db,
-		cfg:      cfg,
-		q:        newQueries(cfg.Table),
-		writeSem: make(chan struct{}, 1),
-		subs:     subscribers{m: make(map[string]map[*subscriber]struct{})},
-		stmts:    make(map[string]*sql.Stmt),
+		db:    db,
+		cfg:   cfg,
+		q:     newQueries(cfg.Table),
+		subs:  subscribers{m: make(map[string]map[*subscriber]struct{})},
+		stmts: make(map[string]*sql.Stmt),
 	}
 }
 

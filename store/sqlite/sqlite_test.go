@@ -255,6 +255,7 @@ func TestConcurrentClaimRounds(t *testing.T) {
 	s, _ := openStore(t)
 	ctx := context.Background()
 	const goroutines, rounds = 100, 20
+	b0, o0 := s.BatchStats()
 	for round := range rounds {
 		now := base.Add(time.Duration(round) * 2 * time.Hour) // previous round's record has expired
 		params := make([]*retrysafe.ClaimParams, goroutines)
@@ -297,6 +298,14 @@ func TestConcurrentClaimRounds(t *testing.T) {
 		if err := s.Complete(ctx, completeParams(params[winner], now, fmt.Sprint(round))); err != nil {
 			t.Fatalf("round %d: Complete: %v", round, err)
 		}
+	}
+	// The claims that found the key absent on their read queued for the
+	// writer together: group commit put more than one in a transaction.
+	b1, o1 := s.BatchStats()
+	if batches, ops := b1-b0, o1-o0; ops <= batches {
+		t.Errorf("%d writes in %d batches: no batch held more than one write", ops, batches)
+	} else {
+		t.Logf("%d writes in %d batches (%.1f per batch)", ops, batches, float64(ops)/float64(batches))
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 // Sweep deletes completed records with ExpiresAt <= params.Now and returns
 // how many it deleted. It deletes in batches of params.BatchSize (default
 // [DefaultSweepBatch]) records, each batch one DELETE … WHERE rowid IN
-// (SELECT … LIMIT n) in its own short transaction, so claims interleave
-// with a long sweep instead of waiting for it. It loops until a batch
+// (SELECT … LIMIT n) committed as one of the Store's writes (in a group
+// commit, see the package documentation), so claims interleave with a long
+// sweep instead of waiting for it. It loops until a batch
 // deletes fewer than BatchSize records. On error it returns the count
 // deleted so far with the error.
 //
@@ -32,8 +33,8 @@ func (s *Store) Sweep(ctx context.Context, params *retrysafe.SweepParams) (int, 
 	total := 0
 	for {
 		var n int64
-		err := s.write(ctx, "sweep", func() error {
-			res, err := s.db.ExecContext(ctx, s.q.sweep, now, batch)
+		err := s.write(ctx, "sweep", func(b *batchTx) error {
+			res, err := b.stmt(s.q.sweep).Exec(now, batch)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,310 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxBatch caps the writes committed by one transaction, so that one
+// batch (and the wait of its first caller) stays short.
+const maxBatch = 64
+
+// Savepoint statements around each write of a batch.
+const (
+	spBegin    = "SAVEPOINT retrysafe_op"
+	spRelease  = "RELEASE retrysafe_op"
+	spRollback = "ROLLBACK TO retrysafe_op"
+)
+
+// States of a writeOp. A queued op may be cancelled by its caller; a
+// started one is answered with its outcome.
+const (
+	opQueued int32 = iota
+	opStarted
+	opCancelled
+)
+
+// writeOp is one caller's write waiting for, or running in, a batch.
+type writeOp struct {
+	ctx   context.Context // the caller's; only checked while queued
+	name  string          // the store operation, for errors
+	fn    func(b *batchTx) error
+	state atomic.Int32
+
+	result error         // fn's outcome in the current attempt
+	err    error         // the answer, set before done is closed
+	done   chan struct{} // closed once, by the writer
+}
+
+// live reports whether op is still wanted: not given up by its caller.
+// An op whose context ended while queued is answered with the context's
+// error here.
+func (op *writeOp) live(s *Store) bool {
+	switch op.state.Load() {
+	case opStarted:
+		return true // again, after a busy retry of the whole batch
+	case opCancelled:
+		return false
+	}
+	if err := op.ctx.Err(); err != nil {
+		if op.state.CompareAndSwap(opQueued, opCancelled) {
+			op.answer(s.translate(op.ctx, op.name, err))
+		}
+		return false
+	}
+	return true
+}
+
+// start marks op as started, just before its statement runs, unless its
+// caller gave up first. It reports whether op is to run.
+func (op *writeOp) start(s *Store) bool {
+	return op.live(s) && (op.state.Load() == opStarted || op.state.CompareAndSwap(opQueued, opStarted))
+}
+
+func (op *writeOp) answer(err error) {
+	op.err = err
+	close(op.done)
+}
+
+// writer is a Store's group-commit state: the queue of writes and whether a
+// writer goroutine is draining it.
+type writer struct {
+	mu      sync.Mutex
+	queue   []*writeOp
+	running bool
+
+	// Committed batches and the writes they held (tests check that
+	// batches form).
+	batches, ops atomic.Int64
+}
+
+// batchTx is the transaction of one batch, with the Store's prepared
+// statements bound to it.
+type batchTx struct {
+	tx    *sql.Tx
+	db    map[string]*sql.Stmt // prepared on the *sql.DB
+	bound map[string]*sql.Stmt // the same, bound to tx
+}
+
+// stmt returns query prepared on the batch's connection (database/sql
+// keeps one preparation per connection, so this parses once per
+// connection, not once per batch).
+func (b *batchTx) stmt(query string) *sql.Stmt {
+	if st, ok := b.bound[query]; ok {
+		return st
+	}
+	st := b.tx.StmtContext(context.Background(), b.db[query])
+	b.bound[query] = st
+	return st
+}
+
+// write queues fn as one of this Store's writes and waits for its answer.
+//
+// Group commit: a writer goroutine (started on demand, gone when the queue
+// is empty) takes every queued write, up to maxBatch, and runs them in one
+// transaction on one connection, each in its own SAVEPOINT: a write whose
+// statement fails is rolled back to its savepoint and answered with its
+// error, and the others go on. Every caller is answered only after the
+// COMMIT that holds its write; if that COMMIT fails, every write of the
+// batch fails with an error matching retrysafe.ErrStoreUnavailable. There
+// is no delay to gather writes: the writer takes what queued while the
+// previous batch committed, and a lone write commits at once.
+//
+// fn runs on the writer's goroutine, must do its work through b only, and
+// may run more than once (the whole batch is retried on SQLITE_BUSY), so
+// it must set its results afresh on each run.
+//
+// Context: a write whose ctx ends while it is queued is dropped and the
+// call returns the context's error. Once its statement has started it
+// runs to the end of the batch, and the call returns its outcome (nil or
+// the statement's error) even if ctx has ended meanwhile: the write may
+// have committed, and the caller must not be told otherwise.
+func (s *Store) write(ctx context.Context, name string, fn func(b *batchTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return s.translate(ctx, name, err)
+	}
+	op := &writeOp{ctx: ctx, name: name, fn: fn, done: make(chan struct{})}
+	w := &s.writer
+	w.mu.Lock()
+	w.queue = append(w.queue, op)
+	spawn := !w.running
+	w.running = true
+	w.mu.Unlock()
+	if spawn {
+		go s.drain()
+	}
+	select {
+	case <-op.done:
+		return op.err
+	case <-ctx.Done():
+		if op.state.CompareAndSwap(opQueued, opCancelled) {
+			return s.translate(ctx, name, ctx.Err())
+		}
+		<-op.done // started: its outcome is the answer
+		return op.err
+	}
+}
+
+// drain is the writer goroutine: it commits batches until the queue is
+// empty.
+func (s *Store) drain() {
+	w := &s.writer
+	for {
+		w.mu.Lock()
+		n := min(len(w.queue), maxBatch)
+		if n == 0 {
+			w.running = false
+			w.queue = nil
+			w.mu.Unlock()
+			return
+		}
+		batch := make([]*writeOp, n)
+		copy(batch, w.queue)
+		clear(w.queue[:n])
+		w.queue = w.queue[n:]
+		w.mu.Unlock()
+		s.runBatch(batch)
+	}
+}
+
+// runBatch commits ops in one transaction and answers each of them,
+// retrying the whole transaction on SQLITE_BUSY/SQLITE_LOCKED for up to
+// BusyTimeout (during that wait, callers whose write has not started may
+// still give up).
+func (s *Store) runBatch(ops []*writeOp) {
+	deadline := time.Now().Add(s.cfg.BusyTimeout)
+	backoff := time.Millisecond
+	for {
+		err := s.commitBatch(ops)
+		if err == nil {
+			return
+		}
+		if !isBusy(err) || time.Now().After(deadline) {
+			s.failBatch(ops, err)
+			return
+		}
+		// Full jitter, as in retry.
+		time.Sleep(time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond)
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+// failBatch answers every op whose caller is still waiting with err.
+func (s *Store) failBatch(ops []*writeOp, err error) {
+	for _, op := range ops {
+		if op.state.CompareAndSwap(opQueued, opStarted) || op.state.Load() == opStarted {
+			op.answer(s.translate(context.Background(), op.name, err))
+		}
+	}
+}
+
+// commitBatch is one attempt at ops' transaction. It answers the ops and
+// returns nil when the transaction committed (or nothing was left to run);
+// otherwise it rolls back, answers nothing, and returns the error that
+// ended the attempt.
+func (s *Store) commitBatch(ops []*writeOp) error {
+	ctx := context.Background() // a write that started runs to the end
+	stmts, err := s.writeStmts(ctx)
+	if err != nil {
+		return err
+	}
+	var (
+		conn *sql.Conn
+		tx   *sql.Tx
+		b    *batchTx
+	)
+	abort := func(err error) error {
+		if tx != nil {
+			_ = tx.Rollback()
+		}
+		rollback(conn)
+		return err
+	}
+	started := 0
+	for _, op := range ops {
+		if !op.live(s) {
+			continue
+		}
+		if tx == nil {
+			// The connection is taken once a write is to run, so a
+			// batch whose callers all gave up costs nothing. Its
+			// transaction is BEGIN IMMEDIATE on a *sql.DB opened with
+			// DSN; on another one the first write of the batch takes
+			// the write lock (every write begins with a writing
+			// statement), and a busy error retries the whole batch.
+			// Writes are marked started only after BEGIN: while the
+			// batch waits for the lock, their callers may give up.
+			if conn, err = s.db.Conn(ctx); err != nil {
+				return err
+			}
+			defer conn.Close()
+			if tx, err = conn.BeginTx(ctx, nil); err != nil {
+				return abort(err)
+			}
+			b = &batchTx{tx: tx, db: stmts, bound: make(map[string]*sql.Stmt)}
+		}
+		if !op.start(s) {
+			continue
+		}
+		started++
+		if _, err := b.stmt(spBegin).Exec(); err != nil {
+			return abort(err)
+		}
+		op.result = op.fn(b)
+		if op.result != nil {
+			if isBusy(op.result) {
+				return abort(op.result)
+			}
+			// Undo whatever the failed write did; the batch goes on.
+			if _, err := b.stmt(spRollback).Exec(); err != nil {
+				return abort(err)
+			}
+		}
+		if _, err := b.stmt(spRelease).Exec(); err != nil {
+			return abort(err)
+		}
+	}
+	if started == 0 {
+		if tx != nil {
+			abort(nil) // every caller gave up while the batch began
+		}
+		return nil
+	}
+	if err := tx.Commit(); err != nil {
+		return abort(err)
+	}
+	s.writer.batches.Add(1)
+	s.writer.ops.Add(int64(started))
+	for _, op := range ops {
+		if op.state.Load() == opStarted {
+			op.answer(s.translate(ctx, op.name, op.result))
+		}
+	}
+	return nil
+}
+
+// writeQueries are the statements batches run.
+func (s *Store) writeQueries() []string {
+	return []string{spBegin, spRelease, spRollback,
+		s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep}
+}
+
+// writeStmts returns the batches' statements prepared on the *sql.DB. They
+// are prepared before a batch takes its connection, so that a *sql.DB
+// limited to one connection cannot deadlock.
+func (s *Store) writeStmts(ctx context.Context) (map[string]*sql.Stmt, error) {
+	qs := s.writeQueries()
+	m := make(map[string]*sql.Stmt, len(qs))
+	for _, q := range qs {
+		st, err := s.stmt(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		m[q] = st
+	}
+	return m, nil
+}

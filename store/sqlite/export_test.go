@@ -1,0 +1,15 @@
+package sqlite
+
+// BatchStats returns how many batches this Store has committed and how
+// many writes they held.
+func (s *Store) BatchStats() (batches, ops int64) {
+	return s.writer.batches.Load(), s.writer.ops.Load()
+}
+
+// WriteQueue returns how many writes are queued (not yet taken by the
+// writer) and whether a writer goroutine is running.
+func (s *Store) WriteQueue() (queued int, running bool) {
+	s.writer.mu.Lock()
+	defer s.writer.mu.Unlock()
+	return len(s.writer.queue), s.writer.running
+}
