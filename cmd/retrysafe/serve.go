@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -77,12 +78,9 @@ type serveOptions struct {
 	logFormat, logLevel                          string
 }
 
-func (o *serveOptions) flags(fs interface {
-	StringVar(*string, string, string, string)
-	DurationVar(*time.Duration, string, time.Duration, string)
-	BoolVar(*bool, string, bool, string)
-	Int64Var(*int64, string, int64, string)
-}) {
+// flags defines serve's flags on fs. The first twelve are fixed by the
+// design (scripts depend on them).
+func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` the gateway listens on (port 0: any free port)")
 	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:9090", "`address` of /healthz, /readyz and /metrics (\"off\" disables)")
 	fs.StringVar(&o.upstream, "upstream", "", "`URL` of the service behind the gateway (required), e.g. http://127.0.0.1:3000")
