@@ -27,8 +27,8 @@ const MetricPrefix = "retrysafe_"
 // outcome is one of [retrysafe.Outcome]'s values (new, replayed, conflict,
 // mismatch, invalid_key, missing_key, too_large, store_error, fail_open,
 // released, abandoned, lease_lost); op is claim, get, extend, complete or
-// release; result is response, not_sent or unknown; kind is not_sent or
-// unknown.
+// release; result is response, not_sent, unknown or canceled (an
+// unprotected request whose client went away); kind is not_sent or unknown.
 type Metrics struct {
 	requests         *prometheus.CounterVec
 	requestDuration  *prometheus.HistogramVec
@@ -152,7 +152,7 @@ func (m *Metrics) InFlight(delta int) { m.inFlight.Add(float64(delta)) }
 
 func (m *Metrics) upstream(result string, d time.Duration) {
 	m.upstreamDuration.WithLabelValues(result).Observe(d.Seconds())
-	if result != upstreamResponse {
+	if result == upstreamNotSent || result == upstreamUnknown {
 		m.upstreamErrors.WithLabelValues(result).Inc()
 	}
 }

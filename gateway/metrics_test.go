@@ -196,3 +196,27 @@ func TestSweeper(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestClientGoneUnprotected checks that an unprotected request whose client
+// hangs up is counted as canceled, not as an upstream failure.
+func TestClientGoneUnprotected(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: storeKinds()[0].open(t)})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := trySend(ctx, gw.URL, "POST", "/slow", "", `{}`) // no key: passes through
+		errc <- err
+	}()
+	up.waitEntered(t)
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the request did not fail after the client hung up")
+	}
+	eventually(t, 10*time.Second, "the canceled upstream call to be counted", func() bool {
+		text := string(send(t, gw.AdminURL, "GET", "/metrics", "", "").Body)
+		return metricValue(t, text, `retrysafe_upstream_duration_seconds_count{result="canceled"}`) == 1 &&
+			metricValue(t, text, `retrysafe_upstream_errors_total{kind="unknown"}`) == 0
+	})
+}

@@ -22,6 +22,7 @@ const (
 	upstreamResponse = "response" // the upstream answered (any status)
 	upstreamNotSent  = "not_sent" // nothing was delivered: the key is released
 	upstreamUnknown  = "unknown"  // the upstream may have received it: the key is kept
+	upstreamCanceled = "canceled" // an unprotected request whose client went away
 )
 
 // Problem type slugs of the gateway's own answers, appended to the problem
@@ -128,11 +129,14 @@ func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	d := time.Since(start)
 	info := infoFrom(r.Context())
 	result := upstreamResponse
-	if err != nil {
+	switch {
+	case err == nil:
+	case clientGone(r, err):
+		result = upstreamCanceled
+	case notDelivered(info, err):
+		result = upstreamNotSent
+	default:
 		result = upstreamUnknown
-		if notDelivered(info, err) {
-			result = upstreamNotSent
-		}
 	}
 	t.metrics.upstream(result, d)
 	if info != nil {
@@ -143,6 +147,14 @@ func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// clientGone reports whether an unprotected request failed because its
+// client went away (a protected request's context is not cancelled by the
+// client).
+func clientGone(r *http.Request, err error) bool {
+	return retrysafe.OperationFromContext(r.Context()) == nil &&
+		errors.Is(err, context.Canceled) && r.Context().Err() != nil
 }
 
 // notDelivered reports whether a failed upstream call provably sent
@@ -205,6 +217,11 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	info := infoFrom(r.Context())
 	if info != nil {
 		info.upstreamErr = err
+	}
+	if clientGone(r, err) {
+		g.logger.DebugContext(r.Context(), "client went away before the upstream answered", "err", err)
+		w.WriteHeader(http.StatusBadGateway) // nobody reads it
+		return
 	}
 	if notDelivered(info, err) {
 		if op != nil {
