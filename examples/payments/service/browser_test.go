@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -17,7 +18,8 @@ import (
 const chromiumPath = "/usr/bin/chromium"
 
 // screenshotPath is where the browser test leaves a picture of the final
-// page, relative to this package.
+// page, relative to this package, when RETRYSAFE_UPDATE_SCREENSHOT=1 (so an
+// ordinary test run leaves the working tree clean).
 var screenshotPath = filepath.Join("..", "..", "..", "docs", "payments-checkout.png")
 
 // TestCheckoutInBrowser drives the checkout page in headless Chromium: a
@@ -118,9 +120,14 @@ func TestCheckoutInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Dir(screenshotPath)); err == nil {
-		if err := os.WriteFile(screenshotPath, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("screenshot is not a PNG (%d bytes)", len(png))
+	}
+	path := filepath.Join(t.TempDir(), "payments-checkout.png")
+	if os.Getenv("RETRYSAFE_UPDATE_SCREENSHOT") == "1" {
+		path = screenshotPath
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
