@@ -15,8 +15,10 @@ var benchKeys atomic.Int64
 
 func nextKey() string { return fmt.Sprint("bench-", benchKeys.Add(1)) }
 
-// bothModes runs op serially and with b.RunParallel, failing on its
-// first error.
+// bothModes runs op serially, with b.RunParallel (GOMAXPROCS goroutines),
+// and with 32 goroutines per GOMAXPROCS ("parallel-many": many callers
+// queue for the single writer, as under a busy gateway, so group commit
+// puts many writes in one transaction), failing on its first error.
 func bothModes(b *testing.B, op func() error) {
 	b.Run("serial", func(b *testing.B) {
 		for b.Loop() {
@@ -25,7 +27,7 @@ func bothModes(b *testing.B, op func() error) {
 			}
 		}
 	})
-	b.Run("parallel", func(b *testing.B) {
+	parallel := func(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := op(); err != nil {
@@ -34,6 +36,11 @@ func bothModes(b *testing.B, op func() error) {
 				}
 			}
 		})
+	}
+	b.Run("parallel", parallel)
+	b.Run("parallel-many", func(b *testing.B) {
+		b.SetParallelism(32)
+		parallel(b)
 	})
 }
 
