@@ -30,12 +30,7 @@ func (s *Service) createPayment(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	op := retrysafe.OperationFromContext(ctx)
 	var req paymentRequest
-	if p := decodeJSON(r, &req); p != nil {
-		writeProblem(w, p)
-		return
-	}
-	if p := req.validate(); p != nil {
-		writeProblem(w, p)
+	if !readRequest(w, r, &req) {
 		return
 	}
 	providerKey, _ := client.DeriveKey(ctx, "psp-charge")

@@ -16,12 +16,7 @@ func (s *Service) createRefund(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	op := retrysafe.OperationFromContext(ctx)
 	var req refundRequest
-	if p := decodeJSON(r, &req); p != nil {
-		writeProblem(w, p)
-		return
-	}
-	if p := req.validate(); p != nil {
-		writeProblem(w, p)
+	if !readRequest(w, r, &req) {
 		return
 	}
 	opKey := operationKey(op)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+
+	"github.com/retrysafe/retrysafe"
 )
 
 // MaxAmount is the largest amount accepted, in minor units.
@@ -26,6 +28,28 @@ func decodeJSON(r *http.Request, v any) *problem {
 		return problemMalformed("The body must hold a single JSON object.")
 	}
 	return nil
+}
+
+// validator is a request body that can check its own fields.
+type validator interface{ validate() *problem }
+
+// readRequest decodes the JSON body into v and validates it. On failure it
+// answers the problem and releases the idempotency key: nothing ran, so the
+// key is not spent and a corrected request may use it (Stripe does not save
+// validation failures either).
+func readRequest(w http.ResponseWriter, r *http.Request, v validator) bool {
+	p := decodeJSON(r, v)
+	if p == nil {
+		p = v.validate()
+	}
+	if p == nil {
+		return true
+	}
+	if op := retrysafe.OperationFromContext(r.Context()); op != nil {
+		op.Release()
+	}
+	writeProblem(w, p)
+	return false
 }
 
 // checkMoney appends the errors of an amount and currency.

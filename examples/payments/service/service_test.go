@@ -117,6 +117,18 @@ func TestValidation(t *testing.T) {
 		if got := e.psp.ChargeCount(); got != 1 {
 			t.Fatalf("provider charges = %d, want 1", got)
 		}
+		// A request that fails validation does not spend its key: the
+		// corrected request with the same key runs (and is not a 422).
+		fixKey, order2 := randomHex(16), e.createOrder(500, "EUR")
+		if a := e.mustPost("/payments", fixKey, payBody(order2, -1, "EUR")); a.Status != http.StatusUnprocessableEntity {
+			t.Fatalf("invalid amount: %d %s", a.Status, a.Body)
+		}
+		if a := e.mustPost("/payments", fixKey, payBody(order2, 500, "EUR")); a.Status != http.StatusCreated || a.Replayed {
+			t.Fatalf("corrected request with the same key: %d replayed=%v %s", a.Status, a.Replayed, a.Body)
+		}
+		if got := e.psp.ChargeCount(); got != 2 {
+			t.Fatalf("provider charges = %d, want 2", got)
+		}
 	})
 }
 
