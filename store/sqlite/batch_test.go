@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -11,9 +12,30 @@ import (
 	"testing"
 	"time"
 
+	msqlite "modernc.org/sqlite"
+
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
+
+// pauses backs the SQL function retrysafe_test_pause(name), which a test's
+// trigger calls to hold a write in the middle of its statement: it signals
+// entered and waits for release.
+var pauses sync.Map // name -> *pause
+
+type pause struct{ entered, release chan struct{} }
+
+func init() {
+	msqlite.MustRegisterScalarFunction("retrysafe_test_pause", 1,
+		func(_ *msqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+			name, _ := args[0].(string)
+			if p, ok := pauses.Load(name); ok {
+				close(p.(*pause).entered)
+				<-p.(*pause).release
+			}
+			return nil, nil
+		})
+}
 
 // openBatchStore opens a Store with a long busy timeout (its writer waits
 // behind a lock the test holds) and a plain *sql.DB on the same file.
@@ -182,15 +204,17 @@ func TestBatchesForm(t *testing.T) {
 }
 
 // TestBatchOneWriteFails: in one batch, a completion that a trigger
-// aborts fails alone (rolled back to its savepoint); the batch's other
-// writes commit.
+// fails fails alone (rolled back to its savepoint, so none of it stays);
+// the batch's other writes commit.
 func TestBatchOneWriteFails(t *testing.T) {
 	t.Parallel()
 	s, plain := openBatchStore(t)
 	ctx := context.Background()
-	if _, err := plain.ExecContext(ctx, `CREATE TRIGGER poison BEFORE UPDATE ON retrysafe_records
+	// RAISE(FAIL) in an AFTER trigger ends the statement with an error but
+	// keeps the row it already updated: only the savepoint undoes it.
+	if _, err := plain.ExecContext(ctx, `CREATE TRIGGER poison AFTER UPDATE ON retrysafe_records
 WHEN NEW.idem_key = 'poison' AND NEW.state = 'completed'
-BEGIN SELECT RAISE(ABORT, 'poisoned completion'); END`); err != nil {
+BEGIN SELECT RAISE(FAIL, 'poisoned completion'); END`); err != nil {
 		t.Fatal(err)
 	}
 	keys := []string{"a", "b", "poison", "c", "d"}
@@ -447,5 +471,43 @@ func TestBatchCancelWhileBatchWaits(t *testing.T) {
 	}
 	if st := stateOf(t, s, "waiting"); st != "" {
 		t.Errorf("cancelled claim left a %q record, want none", st)
+	}
+}
+
+// TestBatchStartedWriteAnswersOutcome: a write whose statement has started
+// when its caller's context ends runs to the end of its batch, and the call
+// returns its outcome (here: success, the completion committed), not the
+// context's error.
+func TestBatchStartedWriteAnswersOutcome(t *testing.T) {
+	t.Parallel()
+	s, plain := openBatchStore(t)
+	ctx := context.Background()
+	p := &pause{entered: make(chan struct{}), release: make(chan struct{})}
+	pauses.Store(t.Name(), p)
+	t.Cleanup(func() { pauses.Delete(t.Name()) })
+	if _, err := plain.ExecContext(ctx, `CREATE TRIGGER pause_completion BEFORE UPDATE ON retrysafe_records
+WHEN NEW.idem_key = 'slow' AND NEW.state = 'completed'
+BEGIN SELECT retrysafe_test_pause('`+t.Name()+`'); END`); err != nil {
+		t.Fatal(err)
+	}
+	cp := claimParams("slow", "fp", base)
+	mustClaim(t, s, cp)
+
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- s.Complete(cctx, completeParams(cp, base, "slow")) }()
+	<-p.entered // the completion's UPDATE is running
+	cancel()
+	select {
+	case err := <-errc:
+		t.Fatalf("Complete returned %v while its statement was still running", err)
+	default:
+	}
+	close(p.release)
+	if err := <-errc; err != nil {
+		t.Fatalf("Complete whose context ended after its statement started: %v, want its outcome (nil)", err)
+	}
+	if st := stateOf(t, s, "slow"); st != retrysafe.StateCompleted {
+		t.Fatalf("slow is %q, want completed", st)
 	}
 }
