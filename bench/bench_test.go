@@ -62,7 +62,7 @@ func openStores(tb testing.TB, all bool) []benchStore {
 
 	// synchronous=NORMAL: in WAL mode a commit no longer waits for fsync;
 	// a power loss (not a process crash) may lose the last commits.
-	dsn := strings.Replace(sqlite.DSN(filepath.Join(dir, "normal.db"), sqlite.Config{}), "_synchronous=FULL", "_synchronous=NORMAL", 1)
+	dsn := sqlite.DSN(filepath.Join(dir, "normal.db"), sqlite.Config{Synchronous: "NORMAL"})
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		tb.Fatal(err)

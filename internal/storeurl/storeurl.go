@@ -10,7 +10,8 @@
 //	redis://host:6379/0          Redis (rediss:// for TLS); go-redis URL parameters,
 //	                             plus retrysafe_prefix
 //
-// SQLite accepts the query parameter retrysafe_table (sqlite:app.db?retrysafe_table=idem).
+// SQLite accepts the query parameters retrysafe_table (sqlite:app.db?retrysafe_table=idem)
+// and synchronous (full, the default, or normal: see sqlite.Config.Synchronous).
 // SQLite and PostgreSQL stores apply their migrations when opened.
 package storeurl
 
@@ -36,8 +37,10 @@ const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis:
 
 // Query parameters understood by storeurl itself.
 const (
-	ParamTable  = "retrysafe_table"  // sqlite (postgres handles its own)
-	ParamPrefix = "retrysafe_prefix" // redis
+	ParamTable = "retrysafe_table" // sqlite (postgres handles its own)
+	// ParamSynchronous selects the SQLite synchronous setting (full or normal).
+	ParamSynchronous = "synchronous"
+	ParamPrefix      = "retrysafe_prefix" // redis
 )
 
 // ErrNotSupported is returned by [Migrate] and [Sweep] for a store that has
@@ -64,11 +67,11 @@ func Open(ctx context.Context, rawURL string) (retrysafe.Store, func() error, er
 		s := memory.New(memory.Config{})
 		return s, s.Close, nil
 	case "sqlite", "sqlite3":
-		path, table, err := sqlitePath(rest)
+		path, cfg, err := sqlitePath(rest)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store %q: %w", Redact(rawURL), err)
 		}
-		s, err := sqlite.Open(ctx, path, sqlite.Config{Table: table})
+		s, err := sqlite.Open(ctx, path, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -93,28 +96,30 @@ func Open(ctx context.Context, rawURL string) (retrysafe.Store, func() error, er
 	return nil, nil, fmt.Errorf("store %q: unknown scheme %q; use %s", Redact(rawURL), scheme, Accepted)
 }
 
-// sqlitePath splits the part after "sqlite:" into a file path and table.
-func sqlitePath(rest string) (path, table string, err error) {
+// sqlitePath splits the part after "sqlite:" into a file path and the
+// store's configuration.
+func sqlitePath(rest string) (path string, cfg sqlite.Config, err error) {
 	if p, q, ok := strings.Cut(rest, "?"); ok {
 		rest = p
 		vals, err := url.ParseQuery(q)
 		if err != nil {
-			return "", "", fmt.Errorf("query: %w", err)
+			return "", cfg, fmt.Errorf("query: %w", err)
 		}
 		for k := range vals {
-			if k != ParamTable {
-				return "", "", fmt.Errorf("unknown parameter %q (only %s)", k, ParamTable)
+			if k != ParamTable && k != ParamSynchronous {
+				return "", cfg, fmt.Errorf("unknown parameter %q (only %s and %s)", k, ParamTable, ParamSynchronous)
 			}
 		}
-		table = vals.Get(ParamTable)
+		cfg.Table = vals.Get(ParamTable)
+		cfg.Synchronous = vals.Get(ParamSynchronous)
 	}
 	if after, ok := strings.CutPrefix(rest, "//"); ok {
 		rest = after // sqlite://rel.db is relative; sqlite:///abs.db is absolute
 	}
 	if rest == "" {
-		return "", "", errors.New("empty path; write sqlite:retrysafe.db or sqlite:/var/lib/retrysafe.db")
+		return "", cfg, errors.New("empty path; write sqlite:retrysafe.db or sqlite:/var/lib/retrysafe.db")
 	}
-	return rest, table, nil
+	return rest, cfg, nil
 }
 
 // redisURL removes the retrysafe_prefix parameter, which go-redis would

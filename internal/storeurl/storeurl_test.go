@@ -56,6 +56,7 @@ func TestOpenMemoryAndSQLite(t *testing.T) {
 		"sqlite absolute":    {url: "sqlite:" + abs, file: abs, want: &sqlite.Store{}},
 		"sqlite three slash": {url: "sqlite://" + filepath.Join(dir, "three.db"), file: filepath.Join(dir, "three.db"), want: &sqlite.Store{}},
 		"sqlite table":       {url: "sqlite:" + filepath.Join(dir, "t.db") + "?retrysafe_table=idem", file: filepath.Join(dir, "t.db"), want: &sqlite.Store{}},
+		"sqlite normal sync": {url: "sqlite:" + filepath.Join(dir, "n.db") + "?synchronous=normal", file: filepath.Join(dir, "n.db"), want: &sqlite.Store{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -121,6 +122,7 @@ func TestOpenErrors(t *testing.T) {
 		"empty sqlite":   {"sqlite:", []string{"empty path"}},
 		"sqlite param":   {"sqlite:x.db?mode=ro", []string{`unknown parameter "mode"`}},
 		"memory path":    {"memory:foo", []string{"memory:"}},
+		"sqlite sync":    {"sqlite:x.db?synchronous=off", []string{`"off"`, "FULL or NORMAL"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

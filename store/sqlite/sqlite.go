@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,9 +54,25 @@ type Config struct {
 	// errors itself within this bound, so it holds on a caller's *sql.DB
 	// that has no busy_timeout.
 	BusyTimeout time.Duration
+	// Synchronous is SQLite's synchronous setting for connections opened
+	// with [DSN] or [Open]: "FULL" (the default) syncs the write-ahead log
+	// on every commit, so an acknowledged record survives power loss;
+	// "NORMAL" survives a crash of the process but may lose the last
+	// commits on power loss or an OS crash — a lost claim or completion
+	// lets a retry run the operation again. Choose NORMAL only where that
+	// risk is accepted (tests, caches of idempotent work).
+	Synchronous string
 }
 
 func (c Config) withDefaults() (Config, error) {
+	switch strings.ToUpper(c.Synchronous) {
+	case "":
+		c.Synchronous = "FULL"
+	case "FULL", "NORMAL":
+		c.Synchronous = strings.ToUpper(c.Synchronous)
+	default:
+		return c, fmt.Errorf("sqlite: Synchronous %q is not FULL or NORMAL", c.Synchronous)
+	}
 	if c.Table == "" {
 		c.Table = DefaultTable
 	}
@@ -112,10 +129,14 @@ func DSN(path string, cfg Config) string {
 	if cfg.BusyTimeout <= 0 {
 		cfg.BusyTimeout = DefaultBusyTimeout
 	}
+	sync := "FULL"
+	if strings.EqualFold(cfg.Synchronous, "NORMAL") {
+		sync = "NORMAL"
+	}
 	q := url.Values{}
 	q.Set("_busy_timeout", strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10))
 	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "FULL")
+	q.Set("_synchronous", sync)
 	q.Set("_foreign_keys", "1")
 	q.Set("_txlock", "immediate")
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()

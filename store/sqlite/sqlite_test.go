@@ -60,6 +60,28 @@ func completeParams(p *retrysafe.ClaimParams, now time.Time, body string) *retry
 	}
 }
 
+// TestSynchronous: Open applies FULL by default and NORMAL when asked.
+func TestSynchronous(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]int{"": 2, "FULL": 2, "NORMAL": 1} {
+		t.Run("setting "+name, func(t *testing.T) {
+			t.Parallel()
+			s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), sqlite.Config{Synchronous: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var got int
+			if err := s.DB().QueryRow("PRAGMA synchronous").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("PRAGMA synchronous = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "x.db"), sqlite.Config{}))
@@ -71,17 +93,19 @@ func TestConfigValidation(t *testing.T) {
 		cfg     sqlite.Config
 		wantErr bool
 	}{
-		"zero":              {sqlite.Config{}, false},
-		"custom table":      {sqlite.Config{Table: "idem_2"}, false},
-		"keyword":           {sqlite.Config{Table: "order"}, false},
-		"underscore first":  {sqlite.Config{Table: "_t"}, false},
-		"digit first":       {sqlite.Config{Table: "2t"}, true},
-		"injection":         {sqlite.Config{Table: "t; DROP TABLE x"}, true},
-		"quote":             {sqlite.Config{Table: `t"`}, true},
-		"negative timeout":  {sqlite.Config{BusyTimeout: -time.Second}, true},
-		"explicit timeout":  {sqlite.Config{BusyTimeout: time.Second}, false},
-		"dash not allowed":  {sqlite.Config{Table: "a-b"}, true},
-		"unicode not valid": {sqlite.Config{Table: "tä"}, true},
+		"zero":               {sqlite.Config{}, false},
+		"custom table":       {sqlite.Config{Table: "idem_2"}, false},
+		"keyword":            {sqlite.Config{Table: "order"}, false},
+		"underscore first":   {sqlite.Config{Table: "_t"}, false},
+		"digit first":        {sqlite.Config{Table: "2t"}, true},
+		"injection":          {sqlite.Config{Table: "t; DROP TABLE x"}, true},
+		"quote":              {sqlite.Config{Table: `t"`}, true},
+		"negative timeout":   {sqlite.Config{BusyTimeout: -time.Second}, true},
+		"explicit timeout":   {sqlite.Config{BusyTimeout: time.Second}, false},
+		"dash not allowed":   {sqlite.Config{Table: "a-b"}, true},
+		"unicode not valid":  {sqlite.Config{Table: "tä"}, true},
+		"synchronous normal": {sqlite.Config{Synchronous: "normal"}, false},
+		"synchronous off":    {sqlite.Config{Synchronous: "OFF"}, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -30,10 +30,11 @@ type SQLiteOptions struct {
 // transaction), so [DB.InTx] transactions never fail a lock upgrade and the
 // store's CompleteTx runs in them.
 func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*DB, error) {
-	dsn := sqlite.DSN(path, sqlite.Config{})
+	cfg := sqlite.Config{}
 	if opts.ProcessCrashSafeOnly {
-		dsn = strings.Replace(dsn, "_synchronous=FULL", "_synchronous=NORMAL", 1)
+		cfg.Synchronous = "NORMAL"
 	}
+	dsn := sqlite.DSN(path, cfg)
 	sdb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("repo: open %s: %w", path, err)
