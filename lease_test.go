@@ -1,0 +1,90 @@
+package retrysafe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// extendOutage wraps a store whose lease renewals fail while down is set,
+// as when the store is briefly unreachable for the heartbeats only.
+type extendOutage struct {
+	retrysafe.Store
+	down atomic.Bool
+}
+
+func (s *extendOutage) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	if s.down.Load() {
+		return retrysafe.Unavailable("extend", errors.New("connection refused"))
+	}
+	return s.Store.Extend(ctx, p)
+}
+
+// TestLeaseLostWhileRunning: the heartbeats fail, the lease runs out and a
+// duplicate takes the record over (the documented gap: the operation runs
+// twice). When the first owner's heartbeat reaches the store again it learns
+// the lease is lost: its context is cancelled with ErrLeaseLost, and its
+// completion is fenced, so the record keeps the new owner's result.
+func TestLeaseLostWhileRunning(t *testing.T) {
+	t.Parallel()
+	store := &extendOutage{Store: newMemory(t)}
+	store.down.Store(true)
+	var runs atomic.Int64
+	firstCause := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		if n == 1 {
+			<-r.Context().Done()
+			firstCause <- context.Cause(r.Context())
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "run %d", n)
+	})
+	mw, err := retrysafe.NewMiddleware(retrysafe.Config{Store: store, Lease: 90 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(h))
+	t.Cleanup(srv.Close)
+
+	first := make(chan result, 1)
+	go func() { first <- send(t, srv.URL, http.MethodPost, "k", "{}") }()
+	waitFor(t, func() bool { return runs.Load() == 1 })
+
+	var second result
+	waitFor(t, func() bool { // 409 until the unrenewed lease runs out, then a takeover
+		second = send(t, srv.URL, http.MethodPost, "k", "{}")
+		return second.status != http.StatusConflict
+	})
+	if second.status != http.StatusCreated || string(second.body) != "run 2" {
+		t.Fatalf("takeover: %d %q", second.status, second.body)
+	}
+
+	store.down.Store(false) // the first owner's next heartbeat gets through
+	select {
+	case cause := <-firstCause:
+		if !errors.Is(cause, retrysafe.ErrLeaseLost) {
+			t.Fatalf("first owner's context cause = %v, want ErrLeaseLost", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first owner was never told that its lease was lost")
+	}
+	if a := <-first; string(a.body) != "run 1" {
+		t.Fatalf("first caller got %d %q, want its own answer", a.status, a.body)
+	}
+	replay := send(t, srv.URL, http.MethodPost, "k", "{}")
+	if replay.header.Get(retrysafe.HeaderReplayed) != "true" || string(replay.body) != "run 2" {
+		t.Fatalf("replay: %d %q replayed=%q; the fenced first owner must not overwrite the new owner's result",
+			replay.status, replay.body, replay.header.Get(retrysafe.HeaderReplayed))
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("runs = %d, want 2", runs.Load())
+	}
+}
