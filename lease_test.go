@@ -88,3 +88,65 @@ func TestLeaseLostWhileRunning(t *testing.T) {
 		t.Fatalf("runs = %d, want 2", runs.Load())
 	}
 }
+
+// completeOutage fails the next n completions, as a store that drops out
+// just as the handler finishes.
+type completeOutage struct {
+	retrysafe.Store
+	failures atomic.Int64
+}
+
+func (s *completeOutage) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	if s.failures.Add(-1) >= 0 {
+		return retrysafe.Unavailable("complete", errors.New("connection reset"))
+	}
+	return s.Store.Complete(ctx, p)
+}
+
+// TestCompletionRetriesAndItsLimit: a completion that fails briefly is
+// retried and the result is stored; one that keeps failing leaves the
+// record processing until its lease runs out (the caller still gets the
+// real answer), after which a retry runs again — as docs/guarantees.md says.
+func TestCompletionRetriesAndItsLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		failures int64
+		wantRuns int64
+	}{
+		{"transient failure is retried", 2, 1},
+		{"lasting failure leaves the key to its lease", 100, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := &completeOutage{Store: newMemory(t)}
+			store.failures.Store(tc.failures)
+			var runs atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusCreated)
+				fmt.Fprintf(w, "run %d", runs.Add(1))
+			})
+			mw, err := retrysafe.NewMiddleware(retrysafe.Config{Store: store, Lease: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(mw(h))
+			t.Cleanup(srv.Close)
+			if first := send(t, srv.URL, http.MethodPost, "k", "{}"); first.status != http.StatusCreated || string(first.body) != "run 1" {
+				t.Fatalf("first: %d %q", first.status, first.body)
+			}
+			store.failures.Store(0)
+			var again result
+			waitFor(t, func() bool {
+				again = send(t, srv.URL, http.MethodPost, "k", "{}")
+				return again.status != http.StatusConflict
+			})
+			if runs.Load() != tc.wantRuns || again.status != http.StatusCreated {
+				t.Fatalf("runs = %d (want %d), retry answered %d %q", runs.Load(), tc.wantRuns, again.status, again.body)
+			}
+			if tc.wantRuns == 1 && again.header.Get(retrysafe.HeaderReplayed) != "true" {
+				t.Fatal("the stored result was not replayed")
+			}
+		})
+	}
+}
