@@ -94,7 +94,11 @@ func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Recor
 		if deadline.IsZero() {
 			deadline = time.Now().Add(e.cfg.WaitTimeout)
 			if e.notifier != nil {
-				ch, unsubscribe, err := e.notifier.Subscribe(ctx, scope, key)
+				// Bounded by the wait: a store may block Subscribe (a row
+				// lock held by an open CompleteTx, say) longer than that.
+				subCtx, cancelSub := context.WithDeadline(ctx, deadline)
+				defer cancelSub()
+				ch, unsubscribe, err := e.notifier.Subscribe(subCtx, scope, key)
 				if err == nil {
 					defer unsubscribe()
 					changed = ch
