@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/redis"
@@ -89,15 +90,6 @@ func storeKinds() []storeKind {
 	}
 }
 
-// unreachable skips the test locally, or fails it under CI.
-func unreachable(t *testing.T, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s unreachable under CI: %v", what, err)
-	}
-	t.Skipf("%s unreachable: %v", what, err)
-}
-
 func postgresURL(t *testing.T) string {
 	t.Helper()
 	dsn := os.Getenv("RETRYSAFE_POSTGRES_URL")
@@ -108,7 +100,7 @@ func postgresURL(t *testing.T) string {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		unreachable(t, "PostgreSQL", err)
+		testenv.Unreachable(t, "PostgreSQL", err)
 	}
 	conn.Close(ctx)
 	return dsn
@@ -133,7 +125,7 @@ func redisAddr(t *testing.T) string {
 	}
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
-		unreachable(t, "Redis", err)
+		testenv.Unreachable(t, "Redis", err)
 	}
 	c.Close()
 	return addr

@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/retrysafe/retrysafe/examples/consumers"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 func amqpURL() string { return env("RETRYSAFE_AMQP_URL", defaultAMQPURL) }
@@ -18,7 +19,7 @@ func dialAMQP(t *testing.T) *amqp.Connection {
 	t.Helper()
 	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
-		unreachable(t, "RabbitMQ", err)
+		testenv.Unreachable(t, "RabbitMQ", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn

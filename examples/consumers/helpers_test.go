@@ -17,6 +17,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/examples/consumers"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	redisstore "github.com/retrysafe/retrysafe/store/redis"
 )
@@ -34,16 +35,6 @@ func env(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// unreachable skips t, or fails it when CI=true: in CI a missing server is a
-// failure, never a skip.
-func unreachable(t testing.TB, service string, err error) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is unreachable (CI=true, so this fails instead of skipping): %v", service, err)
-	}
-	t.Skipf("%s is unreachable, skipping: %v", service, err)
 }
 
 // randomName returns prefix plus 12 random hex digits: a queue, stream,
@@ -119,7 +110,7 @@ func openPostgres(t *testing.T, _ *consumers.Ledger) retrysafe.Store {
 	schema := randomName("consumers_")
 	s, err := postgres.Open(ctx, env("RETRYSAFE_POSTGRES_URL", defaultPostgresURL), postgres.Config{Schema: schema})
 	if err != nil {
-		unreachable(t, "PostgreSQL", err)
+		testenv.Unreachable(t, "PostgreSQL", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -221,7 +212,7 @@ func openRedis(t *testing.T, _ *consumers.Ledger) retrysafe.Store {
 	client := goredis.NewClient(&goredis.Options{Addr: env("RETRYSAFE_REDIS_ADDR", defaultRedisAddr)})
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		unreachable(t, "Redis", err)
+		testenv.Unreachable(t, "Redis", err)
 	}
 	prefix := randomName("retrysafe-consumers-") + ":"
 	s, err := redisstore.New(client, redisstore.Config{Prefix: prefix})

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/retrysafe/retrysafe/examples/consumers"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 func natsURL() string { return env("RETRYSAFE_NATS_URL", defaultNATSURL) }
@@ -31,7 +32,7 @@ func newStream(t *testing.T, duplicates time.Duration) *jsStream {
 	t.Helper()
 	nc, err := nats.Connect(natsURL(), nats.Timeout(5*time.Second))
 	if err != nil {
-		unreachable(t, "NATS", err)
+		testenv.Unreachable(t, "NATS", err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -50,7 +51,7 @@ func newStream(t *testing.T, duplicates time.Duration) *jsStream {
 		Duplicates: duplicates,
 	}); err != nil {
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
-			unreachable(t, "NATS JetStream", err)
+			testenv.Unreachable(t, "NATS JetStream", err)
 		}
 		t.Fatal(err)
 	}

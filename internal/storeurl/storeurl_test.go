@@ -12,19 +12,12 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/redis"
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
-
-func unreachable(t *testing.T, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s unreachable under CI: %v", what, err)
-	}
-	t.Skipf("%s unreachable: %v", what, err)
-}
 
 // roundTrip claims and completes a record, proving the store works.
 func roundTrip(t *testing.T, s retrysafe.Store) {
@@ -156,7 +149,7 @@ func TestOpenPostgres(t *testing.T) {
 	}
 	s, closeFn, err := storeurl.Open(context.Background(), dsn+sep+"retrysafe_schema="+schema)
 	if err != nil {
-		unreachable(t, "PostgreSQL", err)
+		testenv.Unreachable(t, "PostgreSQL", err)
 	}
 	defer closeFn()
 	pg, ok := s.(*postgres.Store)
@@ -182,7 +175,7 @@ func TestOpenRedis(t *testing.T) {
 		addr = "127.0.0.1:6379"
 	}
 	if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err != nil {
-		unreachable(t, "Redis", err)
+		testenv.Unreachable(t, "Redis", err)
 	} else {
 		c.Close()
 	}

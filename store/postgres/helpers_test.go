@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/postgres"
 )
 
@@ -44,10 +45,7 @@ func TestMain(m *testing.M) {
 // unreachable skips the test, or fails it under CI=true.
 func unreachable(t testing.TB, err error) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("PostgreSQL at %s is unreachable (CI=true, so this fails instead of skipping): %v", testURL(), err)
-	}
-	t.Skipf("PostgreSQL at %s is unreachable, skipping: %v", testURL(), err)
+	testenv.Unreachable(t, "PostgreSQL at "+testURL(), err)
 }
 
 // sharedPool returns the pool that most tests share (each in its own schema).

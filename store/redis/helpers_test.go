@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	redisstore "github.com/retrysafe/retrysafe/store/redis"
 )
 
@@ -32,10 +33,7 @@ func requireRedis(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis at %s unreachable under CI=true: %v", redisAddr(), err)
-		}
-		t.Skipf("Redis at %s unreachable: %v", redisAddr(), err)
+		testenv.Unreachable(t, "Redis at "+redisAddr(), err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // openBackends returns a fresh database of each kind: its own SQLite file
@@ -35,10 +36,7 @@ func openBackends(t *testing.T) map[string]func() *DB {
 			defer cancel()
 			conn, err := pgx.Connect(ctx, url)
 			if err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatalf("PostgreSQL unreachable: %v", err)
-				}
-				t.Skipf("PostgreSQL unreachable: %v", err)
+				testenv.Unreachable(t, "PostgreSQL", err)
 			}
 			b := make([]byte, 6)
 			_, _ = rand.Read(b)

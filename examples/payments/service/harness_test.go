@@ -20,6 +20,7 @@ import (
 	"github.com/retrysafe/retrysafe/examples/payments/provider"
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
 	"github.com/retrysafe/retrysafe/examples/payments/service"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -36,10 +37,7 @@ func postgresURL(t testing.TB) string {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable at %s: %v", url, err)
-		}
-		t.Skipf("PostgreSQL unreachable (%v); set RETRYSAFE_POSTGRES_URL", err)
+		testenv.Unreachable(t, "PostgreSQL at "+url+" (set RETRYSAFE_POSTGRES_URL)", err)
 	}
 	_ = conn.Close(ctx)
 	return url
