@@ -198,37 +198,31 @@ const finishAttempts = 3
 // from the caller's cancellation (a client hang-up must not lose the
 // result) and retries transient store failures a few times.
 func (e *engine) complete(ctx context.Context, rec *Record, resp *Response) error {
-	ctx = context.WithoutCancel(ctx)
-	var err error
-	for attempt := range finishAttempts {
-		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
-		}
-		err = e.call(ctx, "complete", func(ctx context.Context) error {
-			return e.store.Complete(ctx, &CompleteParams{
-				Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
-				Now: e.cfg.Now(), TTL: e.cfg.TTL, Response: resp,
-			})
+	return e.finish(ctx, "complete", func(ctx context.Context) error {
+		return e.store.Complete(ctx, &CompleteParams{
+			Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
+			Now: e.cfg.Now(), TTL: e.cfg.TTL, Response: resp,
 		})
-		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
-			return err
-		}
-	}
-	return err
+	})
 }
 
 // release deletes the owned record so that a retry runs again.
 func (e *engine) release(ctx context.Context, rec *Record) error {
+	return e.finish(ctx, "release", func(ctx context.Context) error {
+		return e.store.Release(ctx, &ReleaseParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token})
+	})
+}
+
+// finish runs a fenced write that ends an operation, detached from ctx's
+// cancellation, retrying store failures up to finishAttempts times.
+func (e *engine) finish(ctx context.Context, op string, f func(ctx context.Context) error) error {
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	for attempt := range finishAttempts {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 		}
-		err = e.call(ctx, "release", func(ctx context.Context) error {
-			return e.store.Release(ctx, &ReleaseParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token})
-		})
-		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
+		if err = e.call(ctx, op, f); err == nil || !errors.Is(err, ErrStoreUnavailable) {
 			return err
 		}
 	}
