@@ -3,6 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+
+	"github.com/retrysafe/retrysafe"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -13,19 +16,14 @@ import (
 // batch (and the wait of its first caller) stays short.
 const maxBatch = 64
 
-// Savepoint statements around each write of a batch.
-const (
-	spBegin    = "SAVEPOINT retrysafe_op"
-	spRelease  = "RELEASE retrysafe_op"
-	spRollback = "ROLLBACK TO retrysafe_op"
-)
-
 // States of a writeOp. A queued op may be cancelled by its caller; a
-// started one is answered with its outcome.
+// started one is answered with its outcome; a failed one has been answered
+// with its statement's error and left its batch.
 const (
 	opQueued int32 = iota
 	opStarted
 	opCancelled
+	opFailed
 )
 
 // writeOp is one caller's write waiting for, or running in, a batch.
@@ -47,7 +45,7 @@ func (op *writeOp) live(s *Store) bool {
 	switch op.state.Load() {
 	case opStarted:
 		return true // again, after a busy retry of the whole batch
-	case opCancelled:
+	case opCancelled, opFailed:
 		return false
 	}
 	if err := op.ctx.Err(); err != nil {
@@ -70,12 +68,22 @@ func (op *writeOp) answer(err error) {
 	close(op.done)
 }
 
+// errRerun ends an attempt at a batch that is to run again at once,
+// without a write that failed.
+var errRerun = errors.New("sqlite: batch to run again without a failed write")
+
 // writer is a Store's group-commit state: the queue of writes and whether a
 // writer goroutine is draining it.
 type writer struct {
 	mu      sync.Mutex
 	queue   []*writeOp
-	running bool
+	running bool          // a writer goroutine exists
+	busy    bool          // it has taken a batch (tests wait on this)
+	wake    chan struct{} // signals a running, idle writer; buffered 1
+
+	// stmts are the batches' prepared statements, once prepared (used by
+	// the writer goroutine only).
+	stmts map[string]*sql.Stmt
 
 	// Committed batches and the writes they held (tests check that
 	// batches form).
@@ -104,19 +112,24 @@ func (b *batchTx) stmt(query string) *sql.Stmt {
 
 // write queues fn as one of this Store's writes and waits for its answer.
 //
-// Group commit: a writer goroutine (started on demand, gone when the queue
-// is empty) takes every queued write, up to maxBatch, and runs them in one
-// transaction on one connection, each in its own SAVEPOINT: a write whose
-// statement fails is rolled back to its savepoint and answered with its
-// error, and the others go on. Every caller is answered only after the
-// COMMIT that holds its write; if that COMMIT fails, every write of the
-// batch fails with an error matching retrysafe.ErrStoreUnavailable. There
-// is no delay to gather writes: the writer takes what queued while the
-// previous batch committed, and a lone write commits at once.
+// Group commit: a writer goroutine (started on demand, gone once no write
+// has come for writerLinger) takes every queued write, up to maxBatch, and
+// runs them in one transaction on one connection. A write whose statement
+// fails (an SQL error, not a fenced statement that matched no row) is
+// answered with its error, and the batch is rolled back and run again
+// without it: the others never see its partial effects. Every caller is
+// answered only after the COMMIT that holds its write; if that COMMIT
+// fails, every write of the batch fails with an error matching
+// retrysafe.ErrStoreUnavailable. There is no delay to gather writes: the
+// writer takes what queued while the previous batch committed, and a lone
+// write commits at once.
 //
 // fn runs on the writer's goroutine, must do its work through b only, and
-// may run more than once (the whole batch is retried on SQLITE_BUSY), so
-// it must set its results afresh on each run.
+// may run more than once (the whole batch is run again on SQLITE_BUSY, or
+// without a write that failed), so it must set its results afresh on each
+// run. fn must change nothing when it returns an error other than through
+// a failed statement (a fenced write that matched no row returns
+// retrysafe.ErrLeaseLost having changed nothing).
 //
 // Context: a write whose ctx ends while it is queued is dropped and the
 // call returns the context's error. Once its statement has started it
@@ -133,9 +146,18 @@ func (s *Store) write(ctx context.Context, name string, fn func(b *batchTx) erro
 	w.queue = append(w.queue, op)
 	spawn := !w.running
 	w.running = true
+	if w.wake == nil {
+		w.wake = make(chan struct{}, 1)
+	}
+	wake := w.wake
 	w.mu.Unlock()
 	if spawn {
 		go s.drain()
+	} else {
+		select {
+		case wake <- struct{}{}:
+		default: // already signalled
+		}
 	}
 	select {
 	case <-op.done:
@@ -149,14 +171,36 @@ func (s *Store) write(ctx context.Context, name string, fn func(b *batchTx) erro
 	}
 }
 
-// drain is the writer goroutine: it commits batches until the queue is
-// empty.
+// writerLinger is how long an idle writer goroutine waits for the next
+// write before it exits. Keeping it alive between batches under load saves
+// starting a goroutine, and growing its stack to the SQLite engine's depth,
+// for every batch.
+const writerLinger = time.Second
+
+// drain is the writer goroutine: it commits batches until no write has
+// been queued for writerLinger.
 func (s *Store) drain() {
 	w := &s.writer
+	idle := time.NewTimer(writerLinger)
+	defer idle.Stop()
 	for {
 		w.mu.Lock()
 		n := min(len(w.queue), maxBatch)
+		w.busy = n > 0
 		if n == 0 {
+			wake := w.wake
+			w.mu.Unlock()
+			idle.Reset(writerLinger)
+			select {
+			case <-wake:
+				continue
+			case <-idle.C:
+			}
+			w.mu.Lock()
+			if len(w.queue) > 0 {
+				w.mu.Unlock()
+				continue
+			}
 			w.running = false
 			w.queue = nil
 			w.mu.Unlock()
@@ -183,6 +227,9 @@ func (s *Store) runBatch(ops []*writeOp) {
 		if err == nil {
 			return
 		}
+		if errors.Is(err, errRerun) {
+			continue // without the write that failed, already answered
+		}
 		if !isBusy(err) || time.Now().After(deadline) {
 			s.failBatch(ops, err)
 			return
@@ -204,8 +251,9 @@ func (s *Store) failBatch(ops []*writeOp, err error) {
 
 // commitBatch is one attempt at ops' transaction. It answers the ops and
 // returns nil when the transaction committed (or nothing was left to run);
-// otherwise it rolls back, answers nothing, and returns the error that
-// ended the attempt.
+// errRerun when a write failed, was answered, and the others are to run
+// again without it; otherwise it rolls back, answers nothing, and returns
+// the error that ended the attempt.
 func (s *Store) commitBatch(ops []*writeOp) error {
 	ctx := context.Background() // a write that started runs to the end
 	stmts, err := s.writeStmts(ctx)
@@ -251,22 +299,21 @@ func (s *Store) commitBatch(ops []*writeOp) error {
 			continue
 		}
 		started++
-		if _, err := b.stmt(spBegin).Exec(); err != nil {
-			return abort(err)
-		}
 		op.result = op.fn(b)
-		if op.result != nil {
-			if isBusy(op.result) {
-				return abort(op.result)
-			}
-			// Undo whatever the failed write did; the batch goes on.
-			if _, err := b.stmt(spRollback).Exec(); err != nil {
-				return abort(err)
-			}
+		if op.result == nil || errors.Is(op.result, retrysafe.ErrLeaseLost) {
+			continue // a fenced write that matched no row changed nothing
 		}
-		if _, err := b.stmt(spRelease).Exec(); err != nil {
-			return abort(err)
+		if isBusy(op.result) {
+			return abort(op.result)
 		}
+		// The statement failed. SQLite undid the statement (or, after
+		// some errors, the whole transaction); rather than tell which,
+		// the batch is rolled back and run again without this write,
+		// which is answered with its error now: nothing of it committed.
+		abort(nil)
+		op.state.Store(opFailed)
+		op.answer(s.translate(ctx, op.name, op.result))
+		return errRerun
 	}
 	if started == 0 {
 		if tx != nil {
@@ -289,14 +336,17 @@ func (s *Store) commitBatch(ops []*writeOp) error {
 
 // writeQueries are the statements batches run.
 func (s *Store) writeQueries() []string {
-	return []string{spBegin, spRelease, spRollback,
-		s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep}
+	return []string{s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep}
 }
 
 // writeStmts returns the batches' statements prepared on the *sql.DB. They
 // are prepared before a batch takes its connection, so that a *sql.DB
-// limited to one connection cannot deadlock.
+// limited to one connection cannot deadlock, and only once: the map is
+// kept for the writer's later batches.
 func (s *Store) writeStmts(ctx context.Context) (map[string]*sql.Stmt, error) {
+	if m := s.writer.stmts; m != nil {
+		return m, nil
+	}
 	qs := s.writeQueries()
 	m := make(map[string]*sql.Stmt, len(qs))
 	for _, q := range qs {
@@ -306,5 +356,6 @@ func (s *Store) writeStmts(ctx context.Context) (map[string]*sql.Stmt, error) {
 		}
 		m[q] = st
 	}
+	s.writer.stmts = m
 	return m, nil
 }

@@ -11,21 +11,22 @@ import (
 // Claim claims params.Key in params.Scope for params.Token (see
 // [retrysafe.Store] for the rules).
 //
-// A duplicate (the key is completed and unexpired, processing under a live
-// lease, or processing with an expired lease but another fingerprint) is
-// answered by a plain read, which with WAL neither takes nor waits for the
-// write lock: the record blocked the claim when it was read. Only when the
-// key is absent or claimable does Claim write.
-//
-// Every claim that writes is one atomic statement, INSERT … ON CONFLICT DO UPDATE …
+// Every claim is one atomic statement, INSERT … ON CONFLICT DO UPDATE …
 // WHERE <claimable> RETURNING: a new key is inserted, an expired completed
 // record is replaced, and a processing record whose lease ran out is taken
 // over when the fingerprint matches. When that statement returns no row the
-// existing record blocked the claim, and a read of it in the same
-// transaction (which holds the write lock) returns the record that blocked
-// the claim (never a check-then-insert). The write is one of this Store's
-// group-committed writes: Claim returns once the transaction that holds it
-// has committed (see the package documentation).
+// existing record blocked the claim (a replay, a request in flight, a
+// mismatch), and a read of it in the same transaction (which holds the
+// write lock) returns the record that blocked the claim (never a
+// check-then-insert). The claim is one of this Store's group-committed
+// writes: Claim returns once the transaction that holds it has committed
+// (see the package documentation).
+//
+// Duplicates go through the writer too. A read-first fast path (answering
+// a duplicate from a plain read, without the write lock) made replays
+// about 10% faster but cost every new key a read transaction, which on a
+// busy WAL database re-reads the pages other connections changed: new keys
+// are the common case, so they get the short path (docs/performance.md).
 func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if params == nil {
 		return nil, errors.New("sqlite: claim: nil params")
@@ -37,24 +38,16 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		params.Scope, params.Key, params.Fingerprint, params.Token,
 		toNanos(params.Now), toNanos(params.Now.Add(params.Lease)),
 	}
-	// Read-only fast path for duplicates (replays, in-flight conflicts,
-	// mismatches): a record that blocks the claim at the time of a plain
-	// read is a correct answer, and with WAL the read neither takes nor
-	// waits for the write lock. Anything else (absent, or claimable) goes
-	// to the atomic upsert below; the read never decides to write.
-	if rec, err := s.blocker(ctx, params); err != nil || rec != nil {
-		if err != nil {
-			return nil, err
-		}
-		return &retrysafe.ClaimResult{Claimed: false, Record: rec}, nil
-	}
-
 	var res *retrysafe.ClaimResult
 	err := s.write(ctx, "claim", func(b *batchTx) error {
 		// A new key or a takeover is one statement.
-		rec, err := scanRecord(b.stmt(s.q.claim).QueryRow(args...))
+		var (
+			attempt int
+			created int64
+		)
+		err := b.stmt(s.q.claim).QueryRow(args...).Scan(&attempt, &created)
 		if err == nil {
-			res = &retrysafe.ClaimResult{Claimed: true, Record: rec}
+			res = &retrysafe.ClaimResult{Claimed: true, Record: claimedRecord(params, attempt, created)}
 			return nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -67,7 +60,7 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		// write of this batch: a claim of a key claimed earlier in the
 		// batch sees that claim's record, as if the two were
 		// serialised, which they are).
-		rec, err = scanRecord(b.stmt(s.q.get).QueryRow(params.Scope, params.Key))
+		rec, err := scanRecord(b.stmt(s.q.get).QueryRow(params.Scope, params.Key))
 		if errors.Is(err, sql.ErrNoRows) {
 			// Impossible under the write lock: the upsert either
 			// inserted or found a row.
@@ -85,46 +78,23 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	return res, nil
 }
 
-// blocker returns the record for params' key when it exists and blocks the
-// claim at params.Now, or nil when the claim may proceed, retrying busy
-// errors.
-func (s *Store) blocker(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.Record, error) {
-	var rec *retrysafe.Record
-	err := s.retry(ctx, "claim", func() error {
-		var err error
-		rec, err = s.readBlocker(ctx, params)
-		return err
-	})
-	return rec, err
-}
-
-// readBlocker is one attempt of blocker. The condition mirrors the
-// upsert's DO UPDATE … WHERE (see claimable).
-func (s *Store) readBlocker(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.Record, error) {
-	get, err := s.stmt(ctx, s.q.get)
-	if err != nil {
-		return nil, err
+// claimedRecord is the record a successful claim wrote: everything but
+// Attempt and CreatedAt (which a takeover keeps from the record it takes
+// over) is params', as the upsert sets it. Returning two columns instead
+// of the whole row keeps the writer's statement short.
+func claimedRecord(params *retrysafe.ClaimParams, attempt int, created int64) *retrysafe.Record {
+	now := fromNanos(toNanos(params.Now))
+	return &retrysafe.Record{
+		Scope:       params.Scope,
+		Key:         params.Key,
+		Fingerprint: params.Fingerprint,
+		State:       retrysafe.StateProcessing,
+		Token:       params.Token,
+		Attempt:     attempt,
+		CreatedAt:   fromNanos(created),
+		UpdatedAt:   now,
+		LeaseUntil:  fromNanos(toNanos(params.Now.Add(params.Lease))),
 	}
-	rec, err := scanRecord(get.QueryRowContext(ctx, params.Scope, params.Key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil || claimable(rec, params) {
-		return nil, err
-	}
-	return rec, nil
-}
-
-// claimable reports whether a claim with params may replace or take over
-// rec: the same condition as the upsert's DO UPDATE … WHERE.
-func claimable(rec *retrysafe.Record, params *retrysafe.ClaimParams) bool {
-	switch rec.State {
-	case retrysafe.StateCompleted:
-		return !params.Now.Before(rec.ExpiresAt)
-	case retrysafe.StateProcessing:
-		return !params.Now.Before(rec.LeaseUntil) && rec.Fingerprint == params.Fingerprint
-	}
-	return false
 }
 
 // Get returns the record for params.Key in params.Scope, or

@@ -19,9 +19,9 @@
 // # Atomicity and fencing
 //
 // Claim writes with a single INSERT … ON CONFLICT DO UPDATE … WHERE …
-// RETURNING statement; a duplicate (replay, in-flight, mismatch) is answered
-// by a plain read of the record that blocks it, without the write lock, and
-// a read never leads to a write except through that statement. Extend,
+// RETURNING statement; when it matches no row (a replay, a request in
+// flight, a mismatch), the record that blocked it is read in the same
+// transaction, under the write lock. Extend,
 // Complete and Release are single UPDATE/DELETE statements matching scope,
 // key, owner token and state 'processing', and report
 // [retrysafe.ErrLeaseLost] when they match no row. Nothing is ever checked
@@ -30,26 +30,27 @@
 // # Concurrency
 //
 // A Store is safe for many goroutines, and several processes (or several
-// *sql.DB) may use one file. With WAL, readers (Get, List, duplicate
-// claims) never wait for the writer.
+// *sql.DB) may use one file. With WAL, readers (Get, List) never wait for
+// the writer.
 //
 // SQLite allows one writer at a time, and with synchronous=FULL each
 // commit waits for a sync of the write-ahead log (milliseconds on many
 // disks). A Store therefore group-commits its writes (the writing part of
 // Claim, and Extend, Complete, Release, Delete, Sweep): callers queue
-// them, and a writer goroutine (started when a write arrives, gone when
-// none is queued) takes every queued write, up to 64, and runs them in one
-// transaction on one connection, each in its own SAVEPOINT, then commits
-// once. There is no delay to gather writes: a lone write commits at once,
-// and writes that arrive while a commit is in progress share the next one.
+// them, and a writer goroutine (started when a write arrives, gone once
+// none has come for a second) takes every queued write, up to 64, and runs
+// them in one transaction on one connection, then commits once. There is
+// no delay to gather writes: a lone write commits at once, and writes that
+// arrive while a commit is in progress share the next one.
 //
 //   - Each write is still one atomic statement under SQLite's write lock,
 //     and the writes of a batch run one after the other in queue order, so
 //     each sees the ones before it: two claims of one key in one batch
 //     behave exactly as if serialised (one wins, the other sees its
 //     record).
-//   - A write whose statement fails is rolled back to its savepoint and
-//     answered with its error; the rest of the batch goes on.
+//   - A write whose statement fails is answered with its error, and the
+//     batch is rolled back and run again without it, so none of it
+//     commits and the rest of the batch goes on.
 //   - Every caller is answered only after the COMMIT that holds its write
 //     has succeeded. If the COMMIT fails, every write of the batch fails
 //     with an error matching [retrysafe.ErrStoreUnavailable], and none of

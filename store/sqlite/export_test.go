@@ -7,9 +7,9 @@ func (s *Store) BatchStats() (batches, ops int64) {
 }
 
 // WriteQueue returns how many writes are queued (not yet taken by the
-// writer) and whether a writer goroutine is running.
-func (s *Store) WriteQueue() (queued int, running bool) {
+// writer) and whether the writer goroutine is in a batch.
+func (s *Store) WriteQueue() (queued int, busy bool) {
 	s.writer.mu.Lock()
 	defer s.writer.mu.Unlock()
-	return len(s.writer.queue), s.writer.running
+	return len(s.writer.queue), s.writer.busy
 }

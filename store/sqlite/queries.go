@@ -44,7 +44,7 @@ ON CONFLICT (scope, idem_key) DO UPDATE SET
 WHERE ({{table}}.state = 'completed' AND {{table}}.expires_at <= excluded.updated_at)
    OR ({{table}}.state = 'processing' AND {{table}}.lease_until <= excluded.updated_at
        AND {{table}}.fingerprint = excluded.fingerprint)
-RETURNING {{columns}}`),
+RETURNING attempt, created_at`),
 
 		get: r.Replace(`SELECT {{columns}} FROM {{table}} WHERE scope = ?1 AND idem_key = ?2`),
 
