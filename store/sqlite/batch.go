@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"strings"
 
 	"github.com/retrysafe/retrysafe"
 	"math/rand/v2"
@@ -81,33 +83,95 @@ type writer struct {
 	busy    bool          // it has taken a batch (tests wait on this)
 	wake    chan struct{} // signals a running, idle writer; buffered 1
 
-	// stmts are the batches' prepared statements, once prepared (used by
-	// the writer goroutine only).
-	stmts map[string]*sql.Stmt
+	closed bool          // Store.Close was called: the idle writer exits at once
+	linger time.Duration // writerLinger, or a test's value
+
+	// wc is the connection the writer goroutine commits on, kept from
+	// batch to batch while it runs (used by the writer goroutine only).
+	wc *writerConn
 
 	// Committed batches and the writes they held (tests check that
 	// batches form).
 	batches, ops atomic.Int64
 }
 
-// batchTx is the transaction of one batch, with the Store's prepared
-// statements bound to it.
+// batchTx is the transaction of one batch: the statements it may run,
+// prepared on the writer's connection.
 type batchTx struct {
-	tx    *sql.Tx
-	db    map[string]*sql.Stmt // prepared on the *sql.DB
-	bound map[string]*sql.Stmt // the same, bound to tx
+	stmts map[string]*sql.Stmt
 }
 
-// stmt returns query prepared on the batch's connection (database/sql
-// keeps one preparation per connection, so this parses once per
-// connection, not once per batch).
-func (b *batchTx) stmt(query string) *sql.Stmt {
-	if st, ok := b.bound[query]; ok {
-		return st
+// stmt returns query prepared on the batch's connection.
+func (b *batchTx) stmt(query string) *sql.Stmt { return b.stmts[query] }
+
+// Transaction control statements, prepared on the writer's connection with
+// the others (modernc.org/sqlite parses BEGIN and COMMIT anew on every
+// BeginTx and Commit). BEGIN IMMEDIATE takes the write lock at once, on any
+// *sql.DB.
+const (
+	qBegin    = "BEGIN IMMEDIATE"
+	qCommit   = "COMMIT"
+	qRollback = "ROLLBACK"
+)
+
+// writerConn is a connection the writer goroutine holds while it has work,
+// with every statement of a batch prepared on it once. Keeping one
+// connection also keeps its page cache valid from batch to batch (only
+// the writer changes the pages it caches).
+type writerConn struct {
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+}
+
+// writerConn returns the writer's connection, taking one from the pool and
+// preparing the batches' statements on it if it has none.
+func (s *Store) writerConn(ctx context.Context) (*writerConn, error) {
+	w := &s.writer
+	if w.wc != nil {
+		return w.wc, nil
 	}
-	st := b.tx.StmtContext(context.Background(), b.db[query])
-	b.bound[query] = st
-	return st
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wc := &writerConn{conn: conn, stmts: make(map[string]*sql.Stmt)}
+	for _, q := range append(s.writeQueries(), qBegin, qCommit, qRollback) {
+		st, err := conn.PrepareContext(ctx, q)
+		if err != nil {
+			wc.close(false)
+			return nil, err
+		}
+		wc.stmts[q] = st
+	}
+	w.wc = wc
+	return wc, nil
+}
+
+// releaseWriterConn gives the writer's connection back to the pool (or,
+// if bad, has the pool discard it).
+func (s *Store) releaseWriterConn(bad bool) {
+	if wc := s.writer.wc; wc != nil {
+		s.writer.wc = nil
+		wc.close(bad)
+	}
+}
+
+func (wc *writerConn) close(bad bool) {
+	for _, st := range wc.stmts {
+		_ = st.Close()
+	}
+	if bad {
+		_ = wc.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = wc.conn.Close()
+}
+
+// holdWhileIdle reports whether the writer keeps its connection while it
+// waits for more writes: not on a pool of fewer than four connections,
+// where other users of the *sql.DB would wait for it.
+func (s *Store) holdWhileIdle() bool {
+	n := s.db.Stats().MaxOpenConnections
+	return n == 0 || n >= 4
 }
 
 // write queues fn as one of this Store's writes and waits for its answer.
@@ -181,16 +245,28 @@ const writerLinger = time.Second
 // been queued for writerLinger.
 func (s *Store) drain() {
 	w := &s.writer
-	idle := time.NewTimer(writerLinger)
+	linger := writerLinger
+	w.mu.Lock()
+	if w.linger > 0 {
+		linger = w.linger
+	}
+	w.mu.Unlock()
+	idle := time.NewTimer(linger)
 	defer idle.Stop()
 	for {
 		w.mu.Lock()
 		n := min(len(w.queue), maxBatch)
 		w.busy = n > 0
 		if n == 0 {
-			wake := w.wake
+			wake, closed := w.wake, w.closed
 			w.mu.Unlock()
-			idle.Reset(writerLinger)
+			if closed || !s.holdWhileIdle() {
+				s.releaseWriterConn(false)
+			}
+			idle.Reset(linger)
+			if closed {
+				idle.Reset(0)
+			}
 			select {
 			case <-wake:
 				continue
@@ -204,6 +280,7 @@ func (s *Store) drain() {
 			w.running = false
 			w.queue = nil
 			w.mu.Unlock()
+			s.releaseWriterConn(false)
 			return
 		}
 		batch := make([]*writeOp, n)
@@ -256,20 +333,11 @@ func (s *Store) failBatch(ops []*writeOp, err error) {
 // the error that ended the attempt.
 func (s *Store) commitBatch(ops []*writeOp) error {
 	ctx := context.Background() // a write that started runs to the end
-	stmts, err := s.writeStmts(ctx)
-	if err != nil {
-		return err
-	}
-	var (
-		conn *sql.Conn
-		tx   *sql.Tx
-		b    *batchTx
-	)
+	var b *batchTx
 	abort := func(err error) error {
-		if tx != nil {
-			_ = tx.Rollback()
+		if _, rerr := b.stmt(qRollback).Exec(); rerr != nil && !strings.Contains(rerr.Error(), "no transaction is active") {
+			s.releaseWriterConn(true) // in an unknown state
 		}
-		rollback(conn)
 		return err
 	}
 	started := 0
@@ -277,23 +345,19 @@ func (s *Store) commitBatch(ops []*writeOp) error {
 		if !op.live(s) {
 			continue
 		}
-		if tx == nil {
-			// The connection is taken once a write is to run, so a
-			// batch whose callers all gave up costs nothing. Its
-			// transaction is BEGIN IMMEDIATE on a *sql.DB opened with
-			// DSN; on another one the first write of the batch takes
-			// the write lock (every write begins with a writing
-			// statement), and a busy error retries the whole batch.
-			// Writes are marked started only after BEGIN: while the
-			// batch waits for the lock, their callers may give up.
-			if conn, err = s.db.Conn(ctx); err != nil {
+		if b == nil {
+			// The connection is used once a write is to run, so a batch
+			// whose callers all gave up costs nothing. Writes are marked
+			// started only after BEGIN IMMEDIATE: while the batch waits
+			// for the lock, their callers may give up.
+			wc, err := s.writerConn(ctx)
+			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			if tx, err = conn.BeginTx(ctx, nil); err != nil {
+			b = &batchTx{stmts: wc.stmts}
+			if _, err := b.stmt(qBegin).Exec(); err != nil {
 				return abort(err)
 			}
-			b = &batchTx{tx: tx, db: stmts, bound: make(map[string]*sql.Stmt)}
 		}
 		if !op.start(s) {
 			continue
@@ -316,12 +380,12 @@ func (s *Store) commitBatch(ops []*writeOp) error {
 		return errRerun
 	}
 	if started == 0 {
-		if tx != nil {
+		if b != nil {
 			abort(nil) // every caller gave up while the batch began
 		}
 		return nil
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := b.stmt(qCommit).Exec(); err != nil {
 		return abort(err)
 	}
 	s.writer.batches.Add(1)
@@ -339,23 +403,17 @@ func (s *Store) writeQueries() []string {
 	return []string{s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep}
 }
 
-// writeStmts returns the batches' statements prepared on the *sql.DB. They
-// are prepared before a batch takes its connection, so that a *sql.DB
-// limited to one connection cannot deadlock, and only once: the map is
-// kept for the writer's later batches.
-func (s *Store) writeStmts(ctx context.Context) (map[string]*sql.Stmt, error) {
-	if m := s.writer.stmts; m != nil {
-		return m, nil
-	}
-	qs := s.writeQueries()
-	m := make(map[string]*sql.Stmt, len(qs))
-	for _, q := range qs {
-		st, err := s.stmt(ctx, q)
-		if err != nil {
-			return nil, err
+// stop tells an idle writer goroutine to give back its connection and exit
+// now rather than after writerLinger.
+func (w *writer) stop() {
+	w.mu.Lock()
+	w.closed = true
+	wake := w.wake
+	w.mu.Unlock()
+	if wake != nil {
+		select {
+		case wake <- struct{}{}:
+		default:
 		}
-		m[q] = st
 	}
-	s.writer.stmts = m
-	return m, nil
 }

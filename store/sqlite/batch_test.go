@@ -511,3 +511,68 @@ BEGIN SELECT retrysafe_test_pause('`+t.Name()+`'); END`); err != nil {
 		t.Fatalf("slow is %q, want completed", st)
 	}
 }
+
+// newLingeringStore returns a Store from New on a fresh file, whose idle
+// writer would keep its connection for an hour, and its *sql.DB.
+func newLingeringStore(t *testing.T, maxConns int) (*sqlite.Store, *sql.DB) {
+	t.Helper()
+	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "linger.db"), sqlite.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(maxConns)
+	s, err := sqlite.New(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.SetWriterLinger(time.Hour)
+	return s, db
+}
+
+// TestWriterConnReleasedOnClose: the writer keeps its connection between
+// batches, and Close makes an idle writer give it back at once instead of
+// after its linger.
+func TestWriterConnReleasedOnClose(t *testing.T) {
+	t.Parallel()
+	s, db := newLingeringStore(t, 0)
+	mustClaim(t, s, claimParams("k", "fp", base))
+	if n := db.Stats().InUse; n != 1 {
+		t.Fatalf("%d connections in use after a write, want 1 (the idle writer's)", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the writer gives its connection back after Close", func() bool { return db.Stats().InUse == 0 })
+}
+
+// TestWriterSmallPool: on a *sql.DB limited to one connection the idle
+// writer does not keep it, so the caller's own queries and transactions
+// (and the Store's reads) are not held up.
+func TestWriterSmallPool(t *testing.T) {
+	t.Parallel()
+	s, db := newLingeringStore(t, 1)
+	p := claimParams("k", "fp", base)
+	mustClaim(t, s, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatalf("BeginTx on the one-connection pool after a write: %v", err)
+	}
+	if err := s.CompleteTx(ctx, tx, completeParams(p, base, "done")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, s, "k"); st != retrysafe.StateCompleted {
+		t.Fatalf("k is %q, want completed", st)
+	}
+	if err := s.Release(ctx, &retrysafe.ReleaseParams{Scope: p.Scope, Key: p.Key, Token: p.Token}); !errors.Is(err, retrysafe.ErrLeaseLost) {
+		t.Fatalf("Release of a completed record: %v, want ErrLeaseLost", err)
+	}
+}

@@ -222,6 +222,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 // the Store opened it with [Open]; a Store from [New] leaves the caller's
 // database open. Close ends no subscription.
 func (s *Store) Close() error {
+	s.writer.stop()
 	s.stmtMu.Lock()
 	var errs []error
 	for q, st := range s.stmts {
