@@ -23,4 +23,3 @@ func (s *Store) SetWriterLinger(d time.Duration) {
 	defer s.writer.mu.Unlock()
 	s.writer.linger = d
 }
-
