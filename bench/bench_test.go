@@ -39,8 +39,10 @@ type benchStore struct {
 
 // openStores opens every store the harness measures: memory, SQLite as
 // Open configures it (synchronous=FULL), SQLite with synchronous=NORMAL
-// (to show what durability costs), and PostgreSQL and Redis when they are
-// reachable. Each gets a fresh file, schema or key prefix.
+// (to show what durability costs), SQLite with the default settings on a
+// tmpfs (/dev/shm, when there is one: the same code with an fsync that
+// costs nothing, to show what the disk costs), and PostgreSQL and Redis
+// when they are reachable. Each gets a fresh file, schema or key prefix.
 func openStores(tb testing.TB, all bool) []benchStore {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -75,6 +77,17 @@ func openStores(tb testing.TB, all bool) []benchStore {
 		tb.Fatal(err)
 	}
 	out = append(out, benchStore{"sqlite-normal", normal, func() { _ = normal.Close(); _ = db.Close() }})
+
+	// tmpfs keeps nothing across a reboot: this row is a measurement of
+	// the disk's share, not a configuration to run.
+	if shm, err := os.MkdirTemp("/dev/shm", "retrysafe-bench-"); err == nil {
+		fast, err := sqlite.Open(ctx, filepath.Join(shm, "tmpfs.db"), sqlite.Config{})
+		if err != nil {
+			_ = os.RemoveAll(shm)
+			tb.Fatal(err)
+		}
+		out = append(out, benchStore{"sqlite-tmpfs", fast, func() { _ = fast.Close(); _ = os.RemoveAll(shm) }})
+	}
 
 	suffix := randomSuffix(tb)
 	pgURL := cmpEnv("RETRYSAFE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
