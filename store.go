@@ -90,6 +90,27 @@ type ClaimParams struct {
 	Lease time.Duration
 }
 
+// ProcessingRecord returns the record a successful claim with p leaves:
+// p's scope, key, fingerprint and token, [StateProcessing], and the given
+// attempt (1 for a new record, one more on a takeover of an expired lease)
+// and times, as the store keeps them (a takeover keeps the creation time of
+// the record it takes over; UpdatedAt is p.Now and LeaseUntil p.Now +
+// p.Lease). Stores use it to build [ClaimResult.Record] without reading the
+// row back.
+func (p *ClaimParams) ProcessingRecord(attempt int, createdAt, updatedAt, leaseUntil time.Time) *Record {
+	return &Record{
+		Scope:       p.Scope,
+		Key:         p.Key,
+		Fingerprint: p.Fingerprint,
+		State:       StateProcessing,
+		Token:       p.Token,
+		Attempt:     attempt,
+		CreatedAt:   createdAt,
+		UpdatedAt:   updatedAt,
+		LeaseUntil:  leaseUntil,
+	}
+}
+
 // ClaimResult is what [Store.Claim] returns.
 type ClaimResult struct {
 	// Claimed is true when the caller now owns the record (new, replaced an

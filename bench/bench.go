@@ -27,11 +27,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/cputime"
 )
 
 // Body is the request body every scenario sends: a small payment.
@@ -206,7 +206,7 @@ func Load(ctx context.Context, client *http.Client, target string, keys Keys, n,
 		replayed atomic.Int64
 		wg       sync.WaitGroup
 	)
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	start := time.Now()
 	for range concurrency {
 		wg.Go(func() {
@@ -229,7 +229,7 @@ func Load(ctx context.Context, client *http.Client, target string, keys Keys, n,
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	slices.Sort(latencies)
 	return Result{
 		Requests: n,
@@ -268,13 +268,4 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	}
 	i := int(float64(len(sorted))*p+0.5) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
-}
-
-// processCPU returns the user + system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

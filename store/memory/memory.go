@@ -208,17 +208,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w (MaxRecords=%d)", ErrFull, s.max))
 		}
 	}
-	rec = &retrysafe.Record{
-		Scope:       p.Scope,
-		Key:         p.Key,
-		Fingerprint: p.Fingerprint,
-		State:       retrysafe.StateProcessing,
-		Token:       p.Token,
-		Attempt:     1,
-		CreatedAt:   p.Now,
-		UpdatedAt:   p.Now,
-		LeaseUntil:  p.Now.Add(p.Lease),
-	}
+	rec = p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
 	s.records[i] = rec
 	return &retrysafe.ClaimResult{Claimed: true, Record: rec.Clone()}, nil
 }

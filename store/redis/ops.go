@@ -67,20 +67,7 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	}
 	nowT, _ := decodeTime(now)
 	leaseT, _ := decodeTime(lease)
-	return &retrysafe.ClaimResult{
-		Claimed: true,
-		Record: &retrysafe.Record{
-			Scope:       params.Scope,
-			Key:         params.Key,
-			Fingerprint: params.Fingerprint,
-			State:       retrysafe.StateProcessing,
-			Token:       params.Token,
-			Attempt:     attempt,
-			CreatedAt:   created,
-			UpdatedAt:   nowT,
-			LeaseUntil:  leaseT,
-		},
-	}, nil
+	return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt, created, nowT, leaseT)}, nil
 }
 
 // Get returns the record of (params.Scope, params.Key) with one HGETALL, or

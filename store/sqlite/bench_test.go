@@ -4,24 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/cputime"
 )
-
-// processCPU returns the user + system CPU time this process has used, for
-// the cpu-µs/op metric: on a shared machine it moves less than wall-clock
-// time with the neighbours' load, and it shows what group commit's waiting
-// does not cost.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // benchKeys hands out unique keys across parallel goroutines.
 var benchKeys atomic.Int64
@@ -41,8 +29,10 @@ func bothModes(b *testing.B, op func() error) {
 		}
 	})
 	parallel := func(b *testing.B) {
-		cpu0 := processCPU()
-		defer func() { b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/1000, "cpu-µs/op") }()
+		cpu0 := cputime.Process()
+		defer func() {
+			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N)/1000, "cpu-µs/op")
+		}()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := op(); err != nil {

@@ -49,7 +49,11 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		)
 		err := b.stmt(s.q.claim).QueryRow(args...).Scan(&attempt, &created)
 		if err == nil {
-			res = &retrysafe.ClaimResult{Claimed: true, Record: claimedRecord(params, attempt, created)}
+			// The rest of the record is params', as the upsert set it:
+			// returning two columns instead of the row keeps the
+			// writer's statement short.
+			res = &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt,
+				fromNanos(created), fromNanos(toNanos(params.Now)), fromNanos(toNanos(params.Now.Add(params.Lease))))}
 			return nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -78,25 +82,6 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		return nil, err
 	}
 	return res, nil
-}
-
-// claimedRecord is the record a successful claim wrote: everything but
-// Attempt and CreatedAt (which a takeover keeps from the record it takes
-// over) is params', as the upsert sets it. Returning two columns instead
-// of the whole row keeps the writer's statement short.
-func claimedRecord(params *retrysafe.ClaimParams, attempt int, created int64) *retrysafe.Record {
-	now := fromNanos(toNanos(params.Now))
-	return &retrysafe.Record{
-		Scope:       params.Scope,
-		Key:         params.Key,
-		Fingerprint: params.Fingerprint,
-		State:       retrysafe.StateProcessing,
-		Token:       params.Token,
-		Attempt:     attempt,
-		CreatedAt:   fromNanos(created),
-		UpdatedAt:   now,
-		LeaseUntil:  fromNanos(toNanos(params.Now.Add(params.Lease))),
-	}
 }
 
 // Get returns the record for params.Key in params.Scope, or
