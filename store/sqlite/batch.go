@@ -87,7 +87,8 @@ type writer struct {
 	linger time.Duration // writerLinger, or a test's value
 
 	// wc is the connection the writer goroutine commits on, kept from
-	// batch to batch while it runs (used by the writer goroutine only).
+	// batch to batch while it runs (used by the writer goroutine only;
+	// handed over, as nil, under mu when a writer exits).
 	wc *writerConn
 
 	// Committed batches and the writes they held (tests check that
@@ -277,10 +278,16 @@ func (s *Store) drain() {
 				w.mu.Unlock()
 				continue
 			}
+			// Give the connection up under the lock: once running is
+			// false, a new writer goroutine may start and take one.
+			wc := w.wc
+			w.wc = nil
 			w.running = false
 			w.queue = nil
 			w.mu.Unlock()
-			s.releaseWriterConn(false)
+			if wc != nil {
+				wc.close(false)
+			}
 			return
 		}
 		batch := make([]*writeOp, n)

@@ -576,3 +576,39 @@ func TestWriterSmallPool(t *testing.T) {
 		t.Fatalf("Release of a completed record: %v, want ErrLeaseLost", err)
 	}
 }
+
+// TestWriterRestarts: with a writer that exits as soon as it is idle,
+// writes from a few goroutines keep ending one writer goroutine and
+// starting the next; each hands the connection over cleanly (the race
+// detector checks) and every write commits.
+func TestWriterRestarts(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	s.SetWriterLinger(time.Nanosecond)
+	const goroutines, rounds = 4, 100
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*rounds)
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range rounds {
+				p := claimParams(fmt.Sprintf("g%d-%d", g, i), "fp", base)
+				if _, err := s.Claim(context.Background(), p); err != nil {
+					errs <- err
+					return
+				}
+				if i%7 == 0 {
+					time.Sleep(50 * time.Microsecond) // let the writer go idle and exit
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	recs, err := s.List(context.Background(), &retrysafe.ListParams{Limit: 1000})
+	if err != nil || len(recs) != goroutines*rounds {
+		t.Fatalf("List: %d records, %v; want %d", len(recs), err, goroutines*rounds)
+	}
+}
