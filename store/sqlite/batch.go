@@ -264,10 +264,11 @@ func (s *Store) drain() {
 			if closed || !s.holdWhileIdle() {
 				s.releaseWriterConn(false)
 			}
-			idle.Reset(linger)
+			wait := linger
 			if closed {
-				idle.Reset(0)
+				wait = 0 // exit now, unless a write is already waiting
 			}
+			idle.Reset(wait)
 			select {
 			case <-wake:
 				continue
