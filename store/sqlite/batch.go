@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"strings"
 
 	"github.com/retrysafe/retrysafe"
 	"math/rand/v2"
@@ -343,7 +342,7 @@ func (s *Store) commitBatch(ops []*writeOp) error {
 	ctx := context.Background() // a write that started runs to the end
 	var b *batchTx
 	abort := func(err error) error {
-		if _, rerr := b.stmt(qRollback).Exec(); rerr != nil && !strings.Contains(rerr.Error(), "no transaction is active") {
+		if _, rerr := b.stmt(qRollback).Exec(); rollbackFailed(rerr) {
 			s.releaseWriterConn(true) // in an unknown state
 		}
 		return err

@@ -106,8 +106,15 @@ func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) er
 // connection is discarded rather than returned to the pool in an unknown
 // state.
 func rollback(conn *sql.Conn) {
-	_, err := conn.ExecContext(context.Background(), "ROLLBACK")
-	if err != nil && !strings.Contains(err.Error(), "no transaction is active") {
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); rollbackFailed(err) {
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
+}
+
+// rollbackFailed reports whether err, from a ROLLBACK, leaves the
+// connection in an unknown state: any error but SQLite's answer that no
+// transaction was open (one that ended on its own, such as after a failed
+// BEGIN or an error that rolled the whole transaction back).
+func rollbackFailed(err error) bool {
+	return err != nil && !strings.Contains(err.Error(), "no transaction is active")
 }

@@ -189,10 +189,11 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 // Transactions passed to [Store.CompleteTx] should begin with BEGIN
 // IMMEDIATE (DSN's _txlock=immediate does that for BeginTx), so that their
 // first write never fails with SQLITE_BUSY on a lock upgrade. The Store's
-// own batch transactions (see the package documentation) also begin with
-// BeginTx: BEGIN IMMEDIATE on a *sql.DB opened with DSN; on another, each
-// batch takes the write lock with its first statement, which is a write,
-// and a busy error retries the whole batch.
+// own batch transactions (see the package documentation) run an explicit
+// BEGIN IMMEDIATE on one connection the writer holds while it has work, on
+// any *sql.DB; a busy error retries the whole batch. On a db limited to
+// fewer than four connections the writer gives its connection back as soon
+// as it is idle.
 func New(db *sql.DB, cfg Config) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("sqlite: nil *sql.DB")
