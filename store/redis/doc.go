@@ -13,7 +13,9 @@
 // key stays readable for operators (redis-cli --scan). The hash holds plain
 // fields (scope, key, fp, state, token, attempt, created, updated, lease,
 // expires, and once completed status, header and body); the response body is
-// stored as a binary-safe field, the headers as JSON.
+// stored as a binary-safe field, the headers in a length-prefixed binary
+// encoding that keeps every byte (earlier releases wrote JSON, which turned
+// bytes that are not UTF-8 into U+FFFD; such records still decode).
 //
 // Every operation touches exactly one key, so the store works unchanged on a
 // Redis Cluster without hash tags. A *redis.Ring is refused: it moves keys

@@ -140,10 +140,7 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 	k := s.recordKey(params.Scope, params.Key)
 	args := []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), k}
 	if resp := params.Response; resp != nil {
-		header, err := encodeHeader(resp.Header)
-		if err != nil {
-			return err
-		}
+		header := encodeHeader(resp.Header)
 		hasBody := "0"
 		if resp.Body != nil {
 			hasBody = "1"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/headercodec"
 )
 
 // Hash field names of a record.
@@ -120,7 +121,7 @@ func decodeRecord(h map[string]string) (*retrysafe.Record, error) {
 			if resp.Status, err = strconv.Atoi(status); err != nil {
 				return nil, fmt.Errorf("%w: status: %v", errCorrupt, err)
 			}
-			if err := json.Unmarshal([]byte(h[fHeader]), &resp.Header); err != nil {
+			if resp.Header, err = decodeHeader(h[fHeader]); err != nil {
 				return nil, fmt.Errorf("%w: header: %v", errCorrupt, err)
 			}
 			if body, ok := h[fBody]; ok {
@@ -132,13 +133,30 @@ func decodeRecord(h map[string]string) (*retrysafe.Record, error) {
 	return rec, nil
 }
 
-// encodeHeader returns h as JSON ("null" for a nil header).
-func encodeHeader(h http.Header) (string, error) {
-	b, err := json.Marshal(h)
-	if err != nil {
-		return "", fmt.Errorf("retrysafe/redis: header: %w", err)
+// encodeHeader returns the header field of h: the binary encoding of
+// internal/headercodec, which keeps every byte of names and values, or ""
+// for a nil header.
+func encodeHeader(h http.Header) string {
+	return string(headercodec.Encode(h))
+}
+
+// decodeHeader reads a header field. "" is a nil header and a field that
+// starts with headercodec.Version the binary encoding; anything else is the
+// JSON that earlier releases wrote (JSON text starts with '{' or "null",
+// never with that byte), decoded as before so records stored by them stay
+// readable.
+func decodeHeader(field string) (http.Header, error) {
+	if field == "" {
+		return nil, nil
 	}
-	return string(b), nil
+	if headercodec.IsEncoded([]byte(field)) {
+		return headercodec.Decode([]byte(field))
+	}
+	var h http.Header
+	if err := json.Unmarshal([]byte(field), &h); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // flatToMap turns a flat [field, value, …] reply into a map.

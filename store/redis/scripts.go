@@ -72,7 +72,7 @@ return 1
 // expiry and publishes on the record's channel.
 //
 // ARGV: 1 token, 2 now, 3 expires at, 4 PX (ms), 5 call nonce, 6 channel,
-// 7 has response ('1'/'0'), 8 status, 9 header JSON, 10 has body, 11 body.
+// 7 has response ('1'/'0'), 8 status, 9 header (binary encoding), 10 has body, 11 body.
 // Returns 1, or 0 (lease lost). A retry of a call that already completed the
 // record (same token and nonce) returns 1.
 const completeSrc = `

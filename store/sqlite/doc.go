@@ -13,7 +13,9 @@
 // One table (Config.Table, default "retrysafe_records") keyed by
 // (scope, idem_key), created by embedded numbered migrations
 // (migrations/NNNN_*.sql) recorded in Config.Table+"_migrations". Times are
-// integer Unix nanoseconds and come back in UTC; headers are JSON; bodies are
+// integer Unix nanoseconds and come back in UTC; headers are BLOBs in a
+// length-prefixed binary encoding that keeps every byte (rows written by
+// earlier releases hold JSON text there, and still decode); bodies are
 // BLOBs.
 //
 // # Atomicity and fencing

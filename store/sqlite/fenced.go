@@ -83,14 +83,10 @@ func completeArgs(params *retrysafe.CompleteParams) ([]any, error) {
 	if resp == nil {
 		resp = &retrysafe.Response{}
 	}
-	headers, err := encodeHeaders(resp.Header)
-	if err != nil {
-		return nil, err
-	}
 	return []any{
 		params.Scope, params.Key, params.Token,
 		toNanos(params.Now), toNanos(params.Now.Add(params.TTL)),
-		resp.Status, headers, encodeBody(resp.Body),
+		resp.Status, encodeHeaders(resp.Header), encodeBody(resp.Body),
 	}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/headercodec"
 )
 
 // Times are stored as integer Unix nanoseconds and read back in UTC, so
@@ -24,25 +25,35 @@ func fromNullNanos(n sql.NullInt64) time.Time {
 	return fromNanos(n.Int64)
 }
 
-// encodeHeaders stores nil as NULL and anything else as JSON, so that a nil
-// and an empty header map both round-trip.
-func encodeHeaders(h http.Header) (any, error) {
+// encodeHeaders stores nil as NULL and anything else as a BLOB in the
+// binary encoding of internal/headercodec, which keeps every byte of names
+// and values (JSON would replace bytes that are not UTF-8 with U+FFFD), and
+// a nil and an empty header map both round-trip. The headers column has TEXT
+// affinity, which stores a BLOB as it is.
+func encodeHeaders(h http.Header) any {
 	if h == nil {
-		return nil, nil
+		return nil
 	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, fmt.Errorf("encode headers: %w", err)
-	}
-	return string(b), nil
+	return headercodec.Encode(h)
 }
 
-func decodeHeaders(s sql.NullString) (http.Header, error) {
-	if !s.Valid {
+// decodeHeaders reads the headers column: NULL is a nil header, a value that
+// starts with headercodec.Version the binary encoding, and anything else the
+// JSON text that earlier releases wrote (JSON never starts with that byte),
+// decoded as before so their records stay readable.
+func decodeHeaders(b []byte) (http.Header, error) {
+	if b == nil {
 		return nil, nil
 	}
+	if headercodec.IsEncoded(b) {
+		h, err := headercodec.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("decode headers: %w", err)
+		}
+		return h, nil
+	}
 	var h http.Header
-	if err := json.Unmarshal([]byte(s.String), &h); err != nil {
+	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, fmt.Errorf("decode headers: %w", err)
 	}
 	return h, nil
@@ -70,7 +81,7 @@ func scanRecord(row scanner) (*retrysafe.Record, error) {
 		state                        string
 		created, updated, leaseUntil int64
 		expires, status              sql.NullInt64
-		headers                      sql.NullString
+		headers                      []byte
 		body                         []byte
 	)
 	err := row.Scan(&rec.Scope, &rec.Key, &rec.Fingerprint, &state, &rec.Token, &rec.Attempt,

@@ -13,6 +13,7 @@ func responseScenarios() []scenario {
 	return []scenario{
 		{"CompleteReplay", testCompleteReplay},
 		{"Bodies", testBodies},
+		{"ExactBytes", testExactBytes},
 		{"LargeBody", testLargeBody},
 		{"Copies", testCopies},
 	}
@@ -93,6 +94,52 @@ func testBodies(t *testing.T, h *harness) {
 		h.mustComplete(scope1, key, p.Token, at(time.Second), want)
 		checkResponse(t, tc.name+": Get", h.get(scope1, key, at(time.Second)).Response, want)
 		checkResponse(t, tc.name+": replay", h.claimBlocked(scope1, key, fpA, at(time.Second)).Response, want)
+	}
+}
+
+// testExactBytes: a stored answer comes back byte for byte, whatever bytes
+// HTTP lets it carry. Header values may hold tab, space, visible ASCII and
+// obs-text (every byte 0x80-0xFF, which is not UTF-8 on its own: a store
+// that encodes headers as JSON strings turns it into U+FFFD); bodies hold
+// any byte. Get, a replaying Claim and (when the store has one) Admin.List
+// return them exactly.
+func testExactBytes(t *testing.T, h *harness) {
+	var visible, obsText []byte
+	visible = append(visible, '\t', ' ')
+	for c := 0x21; c <= 0x7e; c++ {
+		visible = append(visible, byte(c))
+	}
+	for c := 0x80; c <= 0xff; c++ {
+		obsText = append(obsText, byte(c))
+	}
+	body := make([]byte, 0, 512)
+	for i := range 256 {
+		body = append(body, byte(i), byte(255-i))
+	}
+	want := &retrysafe.Response{
+		Status: http.StatusOK,
+		Header: http.Header{
+			"Content-Disposition": {"attachment; filename=\"r\xe9sum\xe9.pdf\""},
+			"Content-Type":        {"application/octet-stream"},
+			"X-Obs-Text":          {string(obsText), "a\xffb", "\xc3("},
+			"X-Visible":           {string(visible)},
+			"X-Mixed":             {string(visible) + string(obsText)},
+		},
+		Body: body,
+	}
+	p, _ := h.claimNew(scope1, "bytes", fpA, at(0))
+	h.mustComplete(scope1, "bytes", p.Token, at(time.Second), want)
+	checkResponse(t, "Get", h.get(scope1, "bytes", at(time.Second)).Response, want)
+	checkResponse(t, "replaying Claim", h.claimBlocked(scope1, "bytes", fpA, at(2*time.Second)).Response, want)
+	if ad, ok := h.s.(retrysafe.Admin); ok {
+		recs, err := ad.List(h.ctx, &retrysafe.ListParams{Scope: scope1, WithBodies: true})
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		if len(recs) != 1 {
+			t.Fatalf("List returned %d records, want 1", len(recs))
+		}
+		checkResponse(t, "Admin.List", recs[0].Response, want)
 	}
 }
 

@@ -128,6 +128,21 @@ func (s truncatesBodies) Complete(ctx context.Context, p *retrysafe.CompletePara
 	return s.base.Complete(ctx, &q)
 }
 
+// mangles8Bit stores header values the way a JSON string encoding does:
+// bytes that are not UTF-8 become U+FFFD.
+type mangles8Bit struct{ base }
+
+func (s mangles8Bit) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	q := *p
+	q.Response = p.Response.Clone()
+	for _, vs := range q.Response.Header {
+		for i, v := range vs {
+			vs[i] = strings.ToValidUTF8(v, "\uFFFD")
+		}
+	}
+	return s.base.Complete(ctx, &q)
+}
+
 // wallClock claims with the store's clock instead of params.Now.
 type wallClock struct{ base }
 
@@ -189,6 +204,7 @@ var mutants = map[string]struct {
 	"ignores-context":   {func(t *testing.T) retrysafe.Store { return ignoresContext{base{newBase(t)}} }, storetest.Run, "CancelledContext"},
 	"reorders-headers":  {func(t *testing.T) retrysafe.Store { return reordersHeaders{base{newBase(t)}} }, storetest.Run, "CompleteReplay"},
 	"truncates-bodies":  {func(t *testing.T) retrysafe.Store { return truncatesBodies{base{newBase(t)}} }, storetest.Run, "LargeBody"},
+	"mangles-8-bit":     {func(t *testing.T) retrysafe.Store { return mangles8Bit{base{newBase(t)}} }, storetest.Run, "ExactBytes"},
 	"wall-clock":        {func(t *testing.T) retrysafe.Store { return wallClock{base{newBase(t)}} }, storetest.Run, "ClaimNew"},
 	"sweeps-everything": {func(t *testing.T) retrysafe.Store { return sweepsEverything{base{newBase(t)}} }, storetest.Run, "Sweeper"},
 	"ignores-cursor":    {func(t *testing.T) retrysafe.Store { return ignoresCursor{base{newBase(t)}} }, storetest.Run, "AdminList"},
