@@ -2,6 +2,7 @@ package retrysafe
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -200,19 +201,52 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// DefaultProcessingRetention is how long a processing record whose lease
+// has run out is kept before it is retired, when nothing else is configured
+// ([SweepParams.ProcessingRetention], the Redis store's
+// Config.ProcessingRetention, `retrysafe serve --processing-retention`).
+// Such a record is what an attempt with an unknown outcome leaves behind (a
+// crashed owner, an upstream that timed out); a week lets an operator
+// investigate it, and a retry with the same request takes it over meanwhile.
+const DefaultProcessingRetention = 7 * 24 * time.Hour
+
 // SweepParams are the arguments of [Sweeper.Sweep].
 type SweepParams struct {
 	Now time.Time
 	// BatchSize bounds the records deleted per statement; zero means the
 	// store's default.
 	BatchSize int
+	// ProcessingRetention is how long a processing record is kept after
+	// its lease ran out: the sweep retires (deletes) processing records
+	// with LeaseUntil + ProcessingRetention <= Now. Zero means
+	// [DefaultProcessingRetention]; a negative value is an error. It
+	// should be far longer than any lease, so that only abandoned records
+	// (their owner gone, their outcome unknown) are retired.
+	ProcessingRetention time.Duration
+}
+
+// Retention returns p.ProcessingRetention, or [DefaultProcessingRetention]
+// when it is zero, and an error when it is negative.
+func (p *SweepParams) Retention() (time.Duration, error) {
+	switch {
+	case p.ProcessingRetention < 0:
+		return 0, fmt.Errorf("retrysafe: negative SweepParams.ProcessingRetention %s", p.ProcessingRetention)
+	case p.ProcessingRetention == 0:
+		return DefaultProcessingRetention, nil
+	}
+	return p.ProcessingRetention, nil
 }
 
 // Sweeper is implemented by stores that need expired records deleted in the
 // background. Sweeping only reclaims space: expiry is enforced on read
 // whether or not a sweeper runs. One call deletes every completed record
-// with ExpiresAt <= Now (in batches of BatchSize, each its own short
-// statement or transaction) and returns how many it deleted in all.
+// with ExpiresAt <= Now and retires every processing record with
+// LeaseUntil + ProcessingRetention <= Now (see [SweepParams]), in batches of
+// BatchSize, each its own short statement or transaction, and returns how
+// many it deleted in all. A processing record whose lease is live, or ran
+// out less than ProcessingRetention ago, is never deleted. The delete is
+// conditional on the record as it stands (one statement or one locked
+// step): a record extended, taken over or completed meanwhile is kept.
 type Sweeper interface {
 	Sweep(ctx context.Context, params *SweepParams) (int, error)
 }

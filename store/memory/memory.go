@@ -5,9 +5,11 @@
 // Records live in one map behind one mutex; every record crosses the store
 // boundary as a deep copy, so callers never share memory with the store.
 // The store is bounded (Config.MaxRecords): when full it evicts expired
-// records, never live ones, and refuses new claims with an error matching
-// [retrysafe.ErrStoreUnavailable]. A janitor goroutine deletes expired
-// records in the background; expiry is enforced on read regardless.
+// records and abandoned ones (processing records whose lease ran out more
+// than Config.ProcessingRetention ago), never live ones, and refuses new
+// claims with an error matching [retrysafe.ErrStoreUnavailable]. A janitor
+// goroutine deletes the same records in the background; expiry is enforced
+// on read regardless.
 //
 // The store does not survive a restart and is not shared between
 // processes: run several instances against PostgreSQL or Redis instead.
@@ -35,15 +37,24 @@ const (
 type Config struct {
 	// MaxRecords bounds the number of stored records; zero (or a negative
 	// value) means DefaultMaxRecords (1,000,000). When the store is full, a
-	// claim of a new key first evicts completed records that have expired;
-	// if it is still full, the claim fails with an error matching
+	// claim of a new key first evicts completed records that have expired
+	// and processing records retired by ProcessingRetention; if it is still
+	// full, the claim fails with an error matching
 	// retrysafe.ErrStoreUnavailable and ErrFull. Live records are never
 	// evicted.
 	MaxRecords int
-	// JanitorInterval is how often expired completed records are deleted
-	// in the background; zero means DefaultJanitorInterval (1 minute); a
-	// negative value disables the janitor.
+	// JanitorInterval is how often expired completed records and retired
+	// processing records are deleted in the background; zero means
+	// DefaultJanitorInterval (1 minute); a negative value disables the
+	// janitor.
 	JanitorInterval time.Duration
+	// ProcessingRetention is how long the janitor and a full store's
+	// eviction keep a processing record after its lease ran out (an
+	// attempt whose outcome is unknown); afterwards it is deleted and no
+	// longer counts toward MaxRecords. Zero (or a negative value) means
+	// retrysafe.DefaultProcessingRetention (7 days). [Store.Sweep] takes
+	// its retention from its params instead.
+	ProcessingRetention time.Duration
 	// Now is the janitor's clock; nil means time.Now. Store methods take
 	// their time from params.Now, never from this clock.
 	Now func() time.Time
@@ -63,8 +74,9 @@ type id struct{ scope, key string }
 // [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier] and
 // [retrysafe.Admin]. Create it with [New]; the zero value is not usable.
 type Store struct {
-	max int
-	now func() time.Time
+	max       int
+	now       func() time.Time
+	retention time.Duration
 
 	mu      sync.Mutex
 	records map[id]*retrysafe.Record
@@ -73,7 +85,11 @@ type Store struct {
 	// while now is before it, no record has expired and an eviction scan
 	// would find nothing.
 	nextExpiry time.Time
-	closed     bool
+	// nextLease is a lower bound of LeaseUntil over the processing
+	// records: while now is before nextLease + retention, none is due for
+	// retirement.
+	nextLease time.Time
+	closed    bool
 
 	stop        chan struct{} // closed by Close
 	janitorDone chan struct{} // closed when the janitor goroutine returns
@@ -94,6 +110,7 @@ func New(cfg Config) *Store {
 	s := &Store{
 		max:         cmp.Or(cfg.MaxRecords, DefaultMaxRecords),
 		now:         cfg.Now,
+		retention:   cfg.ProcessingRetention,
 		records:     make(map[id]*retrysafe.Record),
 		subs:        make(map[id]map[*subscription]struct{}),
 		stop:        make(chan struct{}),
@@ -104,6 +121,9 @@ func New(cfg Config) *Store {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.retention <= 0 {
+		s.retention = retrysafe.DefaultProcessingRetention
 	}
 	interval := cmp.Or(cfg.JanitorInterval, DefaultJanitorInterval)
 	if interval < 0 {
@@ -147,7 +167,7 @@ func (s *Store) janitor(interval time.Duration) {
 		case <-ticker.C:
 			s.mu.Lock()
 			if !s.closed {
-				s.sweepLocked(s.now())
+				s.sweepLocked(s.now(), s.retention)
 			}
 			s.mu.Unlock()
 		}
@@ -210,25 +230,45 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	}
 	rec = p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
 	s.records[i] = rec
+	s.lowerLeaseBoundLocked(rec.LeaseUntil)
 	return &retrysafe.ClaimResult{Claimed: true, Record: rec.Clone()}, nil
 }
 
-// evictLocked deletes the completed records expired at now, unless
-// nextExpiry proves there are none.
-func (s *Store) evictLocked(now time.Time) {
-	if now.Before(s.nextExpiry) {
-		return
+// lowerLeaseBoundLocked keeps nextLease a lower bound after a processing
+// record's lease was set to leaseUntil.
+func (s *Store) lowerLeaseBoundLocked(leaseUntil time.Time) {
+	if leaseUntil.Before(s.nextLease) {
+		s.nextLease = leaseUntil
 	}
-	s.sweepLocked(now)
 }
 
-// sweepLocked deletes the completed records expired at now, recomputes
-// nextExpiry and returns the number deleted.
-func (s *Store) sweepLocked(now time.Time) int {
+// evictLocked deletes the completed records expired at now and the
+// processing records due for retirement, unless nextExpiry and nextLease
+// prove there are none.
+func (s *Store) evictLocked(now time.Time) {
+	if now.Before(s.nextExpiry) && now.Before(s.nextLease.Add(s.retention)) {
+		return
+	}
+	s.sweepLocked(now, s.retention)
+}
+
+// sweepLocked deletes the completed records expired at now and the
+// processing records whose lease ran out at least retention before now,
+// recomputes nextExpiry and nextLease and returns the number deleted.
+func (s *Store) sweepLocked(now time.Time, retention time.Duration) int {
 	n := 0
-	var next time.Time
+	var nextExpiry, nextLease time.Time
 	for i, rec := range s.records {
-		if rec.State != retrysafe.StateCompleted {
+		if rec.State == retrysafe.StateProcessing {
+			if !now.Before(rec.LeaseUntil.Add(retention)) {
+				delete(s.records, i)
+				s.notifyLocked(i)
+				n++
+				continue
+			}
+			if nextLease.IsZero() || rec.LeaseUntil.Before(nextLease) {
+				nextLease = rec.LeaseUntil
+			}
 			continue
 		}
 		if !now.Before(rec.ExpiresAt) {
@@ -236,16 +276,19 @@ func (s *Store) sweepLocked(now time.Time) int {
 			n++
 			continue
 		}
-		if next.IsZero() || rec.ExpiresAt.Before(next) {
-			next = rec.ExpiresAt
+		if nextExpiry.IsZero() || rec.ExpiresAt.Before(nextExpiry) {
+			nextExpiry = rec.ExpiresAt
 		}
 	}
-	if next.IsZero() {
-		// No completed record left: none can expire before one is
-		// completed, and Complete lowers the bound.
-		next = now.Add(1 << 62)
+	// With no record of a kind left, no bound applies until one is
+	// stored: Complete lowers nextExpiry, Claim and Extend nextLease.
+	if nextExpiry.IsZero() {
+		nextExpiry = now.Add(1 << 62)
 	}
-	s.nextExpiry = next
+	if nextLease.IsZero() {
+		nextLease = now.Add(1 << 62)
+	}
+	s.nextExpiry, s.nextLease = nextExpiry, nextLease
 	return n
 }
 
@@ -284,6 +327,7 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 	}
 	rec.LeaseUntil = p.Now.Add(p.Lease)
 	rec.UpdatedAt = p.Now
+	s.lowerLeaseBoundLocked(rec.LeaseUntil)
 	return nil
 }
 
@@ -336,14 +380,19 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Sweep implements [retrysafe.Sweeper]. It deletes every completed record
-// with ExpiresAt <= params.Now in one pass under the store's lock;
-// BatchSize is ignored.
+// with ExpiresAt <= params.Now and every processing record with
+// LeaseUntil + params.ProcessingRetention <= params.Now in one pass under
+// the store's lock; BatchSize is ignored.
 func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+	retention, err := p.Retention()
+	if err != nil {
+		return 0, err
+	}
 	if err := s.lock(ctx, "sweep"); err != nil {
 		return 0, err
 	}
 	defer s.mu.Unlock()
-	return s.sweepLocked(p.Now), nil
+	return s.sweepLocked(p.Now, retention), nil
 }
 
 // Len returns the number of records held, expired ones included (until

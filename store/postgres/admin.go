@@ -12,17 +12,34 @@ import (
 const DefaultSweepBatch = 1000
 
 // Sweep implements [retrysafe.Sweeper]: it deletes completed records whose
-// ExpiresAt <= p.Now, in batches of p.BatchSize (default 1000). Each batch
-// is one short statement in its own transaction that locks only the rows it
-// deletes and skips rows another transaction holds (FOR UPDATE SKIP
-// LOCKED), so sweeping never blocks claims for long. The partial index on
-// expires_at_ns (completed rows only) finds the batch. Sweep stops at the
-// first short batch, or when ctx is done, and returns how many it deleted.
+// ExpiresAt <= p.Now, then retires processing records whose LeaseUntil +
+// p.ProcessingRetention <= p.Now (default
+// [retrysafe.DefaultProcessingRetention]), in batches of p.BatchSize
+// (default 1000). Each batch is one short statement in its own transaction
+// that locks only the rows it deletes and skips rows another transaction
+// holds (FOR UPDATE SKIP LOCKED), so sweeping never blocks claims for long.
+// Partial indexes find the batches: on expires_at_ns of completed rows and
+// on lease_until_ns of processing rows. Each kind stops at its first short
+// batch; Sweep stops when ctx is done, and returns how many it deleted.
 func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
 	if p == nil {
 		return 0, errors.New("postgres: sweep: nil params")
 	}
+	retention, err := p.Retention()
+	if err != nil {
+		return 0, err
+	}
 	now, err := mustNanos(p.Now)
+	if err != nil {
+		return 0, err
+	}
+	// A lease bound before 1677 retires nothing that a later one would
+	// not: clamp it instead of failing.
+	leaseBound := p.Now.Add(-retention)
+	if leaseBound.Before(minTime) {
+		leaseBound = minTime
+	}
+	bound, err := mustNanos(leaseBound)
 	if err != nil {
 		return 0, err
 	}
@@ -30,9 +47,21 @@ func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error
 	if batch <= 0 {
 		batch = DefaultSweepBatch
 	}
+	total, err := s.deleteBatches(ctx, s.sql.sweep, now, batch)
+	if err != nil {
+		return total, err
+	}
+	retired, err := s.deleteBatches(ctx, s.sql.retire, bound, batch)
+	return total + retired, err
+}
+
+// deleteBatches runs the batch DELETE statement (arguments: the time bound
+// in nanoseconds and the batch size) until a batch deletes fewer than
+// batch rows, and returns how many it deleted.
+func (s *Store) deleteBatches(ctx context.Context, sql string, bound int64, batch int) (int, error) {
 	total := 0
 	for {
-		tag, err := s.pool.Exec(ctx, s.sql.sweep, now, batch)
+		tag, err := s.pool.Exec(ctx, sql, bound, batch)
 		if err != nil {
 			return total, s.wrap(ctx, "sweep", err)
 		}

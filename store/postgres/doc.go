@@ -73,7 +73,12 @@
 // statement, each its own short transaction): a batch is locked with FOR
 // UPDATE SKIP LOCKED through a partial index on expires_at_ns of completed
 // rows, in expiry order, and deleted by ctid. It never waits for a row a
-// claim holds and never locks the table.
+// claim holds and never locks the table. The same sweep then retires
+// processing records whose lease ran out more than
+// SweepParams.ProcessingRetention ago (default
+// [retrysafe.DefaultProcessingRetention], 7 days): attempts whose outcome
+// is unknown, which would otherwise stay forever. A partial index on
+// lease_until_ns of processing rows (migration 0004) finds them.
 //
 // # Errors
 //

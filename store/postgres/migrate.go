@@ -145,6 +145,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		"{{records}}", s.table,
 		"{{schema}}", schema,
 		"{{expires_index}}", pgx.Identifier{s.cfg.Table + "_expires_at_idx"}.Sanitize(),
+		"{{lease_index}}", pgx.Identifier{s.cfg.Table + "_processing_lease_idx"}.Sanitize(),
 		"{{claim_fn}}", s.claimFn,
 		"{{take}}", takeSQL,
 	)

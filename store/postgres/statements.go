@@ -12,6 +12,7 @@ type statements struct {
 	claim, get, extend, complete, release      string
 	subscribe                                  string
 	sweep, list, listScope, delete, listNoBody string
+	retire                                     string
 	listScopeNoBody                            string
 }
 
@@ -59,6 +60,14 @@ func buildStatements(table, claimFn string) statements {
 		// scan), so no batch rescans the rows earlier batches deleted.
 		sweep: "DELETE FROM " + table + " WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + table +
 			" WHERE state = 'completed' AND expires_at_ns <= $1 ORDER BY expires_at_ns LIMIT $2 FOR UPDATE SKIP LOCKED))",
+		// $1 now minus the processing retention, $2 batch size. The same
+		// shape through the partial index on lease_until_ns of processing
+		// rows: it retires abandoned records. FOR UPDATE rechecks the
+		// condition on the newest version of each row it locks, so a row
+		// extended or taken over since the statement began is kept, and a
+		// row a running Extend or claim holds is skipped.
+		retire: "DELETE FROM " + table + " WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + table +
+			" WHERE state = 'processing' AND lease_until_ns <= $1 ORDER BY lease_until_ns LIMIT $2 FOR UPDATE SKIP LOCKED))",
 		// $1 after scope, $2 after key, $3 limit [, $4 scope].
 		list:            sel + " WHERE (scope, key) > ($1, $2) ORDER BY scope, key LIMIT $3",
 		listScope:       sel + " WHERE (scope, key) > ($1, $2) AND scope = $4 ORDER BY scope, key LIMIT $3",

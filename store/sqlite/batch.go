@@ -407,7 +407,7 @@ func (s *Store) commitBatch(ops []*writeOp) error {
 
 // writeQueries are the statements batches run.
 func (s *Store) writeQueries() []string {
-	return []string{s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep}
+	return []string{s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep, s.q.retire}
 }
 
 // stop tells an idle writer goroutine to give back its connection and exit

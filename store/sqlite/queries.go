@@ -9,6 +9,7 @@ const recordColumns = `scope, idem_key, fingerprint, state, token, attempt,
 // queries holds the store's SQL with the table name filled in.
 type queries struct {
 	claim, get, extend, complete, release, sweep, del string
+	retire                                            string
 	list, listNoBody                                  string
 }
 
@@ -60,6 +61,11 @@ WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND state = 'processing'`),
 
 		sweep: r.Replace(`DELETE FROM {{table}} WHERE rowid IN (
 	SELECT rowid FROM {{table}} WHERE state = 'completed' AND expires_at <= ?1 LIMIT ?2)`),
+		// ?1 is Now - ProcessingRetention: processing records whose lease
+		// ran out at least the retention ago. The condition is part of the
+		// DELETE, so a record extended or taken over is kept.
+		retire: r.Replace(`DELETE FROM {{table}} WHERE rowid IN (
+	SELECT rowid FROM {{table}} WHERE state = 'processing' AND lease_until <= ?1 LIMIT ?2)`),
 
 		del: r.Replace(`DELETE FROM {{table}} WHERE scope = ?1 AND idem_key = ?2`),
 

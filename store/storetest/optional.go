@@ -15,6 +15,7 @@ func optionalScenarios() []scenario {
 	return []scenario{
 		{"Pinger", testPinger},
 		{"Sweeper", testSweeper},
+		{"SweepRetention", testSweepRetention},
 		{"Notifier", testNotifier},
 		{"AdminList", testAdminList},
 		{"AdminDelete", testAdminDelete},
@@ -39,7 +40,8 @@ func testPinger(t *testing.T, h *harness) {
 // ExpiresAt <= Now and reports how many. One call deletes all of them,
 // however small BatchSize is: BatchSize bounds each statement (or batch) a
 // store runs, not the total. Processing records are kept, even when their
-// lease ran out.
+// lease ran out, until ProcessingRetention has passed (see
+// testSweepRetention).
 func testSweeper(t *testing.T, h *harness) {
 	sw, ok := h.s.(retrysafe.Sweeper)
 	if !ok {
@@ -108,8 +110,8 @@ func testSweeper(t *testing.T, h *harness) {
 		t.Errorf("second Sweep: %d, %v; want 0, nil", n, err)
 	}
 	// Later, the rest of the completed records expire; processing ones
-	// never do.
-	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: at(10 * ttl)})
+	// stay while their retention lasts.
+	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: at(10 * ttl), ProcessingRetention: 30 * ttl})
 	if err != nil || n != 2 {
 		t.Errorf("Sweep after every completed record expired: %d, %v; want 2, nil", n, err)
 	}
@@ -117,6 +119,122 @@ func testSweeper(t *testing.T, h *harness) {
 		if rec := h.get(scope1, key, at(10*ttl)); rec.State != retrysafe.StateProcessing {
 			t.Errorf("record %q after Sweep: state %q, want processing", key, rec.State)
 		}
+	}
+}
+
+// testSweepRetention: a sweep retires a processing record whose lease ran
+// out at least ProcessingRetention before Now (LeaseUntil + retention <=
+// Now), keeps one whose lease ran out more recently or is live (Extend and
+// takeover move LeaseUntil), and leaves completed records to their TTL.
+// Zero means retrysafe.DefaultProcessingRetention; negative is an error.
+// A retired record's owner is fenced and its key is free again.
+func testSweepRetention(t *testing.T, h *harness) {
+	sw, ok := h.s.(retrysafe.Sweeper)
+	if !ok {
+		t.Skip("store does not implement retrysafe.Sweeper")
+	}
+	const retention = 2 * time.Hour
+	sweepAt := at(3 * time.Hour)
+	claimAt := func(key string, now time.Time, l time.Duration) *retrysafe.ClaimParams {
+		t.Helper()
+		p := claimParams(scope1, key, fpA, now)
+		p.Lease = l
+		res, err := h.s.Claim(h.ctx, p)
+		if err != nil || !res.Claimed {
+			t.Fatalf("Claim(%q): %+v, %v", key, res, err)
+		}
+		return p
+	}
+	// Lease ran out at Base+30s, 2h30m before the sweep: retired.
+	old := claimAt("abandoned-old", at(0), lease)
+	// Lease ran out at Base+1h, exactly retention before the sweep: retired.
+	claimAt("abandoned-exactly", at(time.Hour-lease), lease)
+	// Lease ran out at Base+1h+1s: one second short of retention, kept.
+	claimAt("abandoned-young", at(time.Hour+time.Second-lease), lease)
+	// A live lease (until Base+48h): kept.
+	claimAt("live", at(0), 48*time.Hour)
+	// Claimed at Base, extended at Base+1h: its lease ran out at
+	// Base+1h+30s, so it is kept.
+	ext := claimAt("extended", at(0), lease)
+	if err := h.extend(scope1, "extended", ext.Token, at(time.Hour), lease); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	// Abandoned at Base+30s, taken over at Base+1h: kept.
+	claimAt("taken-over", at(0), lease)
+	claimAt("taken-over", at(time.Hour), lease)
+	// Completed records follow their TTL, not the retention.
+	done := claimAt("completed-within-ttl", at(0), lease)
+	h.mustComplete(scope1, "completed-within-ttl", done.Token, at(time.Second), sampleResponse())
+	short := claimAt("completed-expired", at(0), lease)
+	if err := h.s.Complete(h.ctx, &retrysafe.CompleteParams{Scope: scope1, Key: "completed-expired", Token: short.Token,
+		Now: at(time.Second), TTL: time.Hour, Response: sampleResponse()}); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+
+	if n, err := sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: sweepAt, ProcessingRetention: -time.Second}); err == nil {
+		t.Errorf("Sweep with a negative ProcessingRetention deleted %d records and returned no error", n)
+	}
+	n, err := sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: sweepAt, BatchSize: 1, ProcessingRetention: retention})
+	if err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+	if n != 3 {
+		t.Errorf("Sweep at Base+3h with a 2h retention deleted %d records, want 3 (two abandoned, one expired)", n)
+	}
+	for _, tc := range []struct {
+		key     string
+		deleted bool
+	}{
+		{"abandoned-old", true},
+		{"abandoned-exactly", true},
+		{"abandoned-young", false},
+		{"live", false},
+		{"extended", false},
+		{"taken-over", false},
+		{"completed-within-ttl", false},
+		{"completed-expired", true},
+	} {
+		// Reading at Base+2s, when every record was there and live, tells
+		// a deleted record from one that only reads as expired.
+		rec, err := h.s.Get(h.ctx, &retrysafe.GetParams{Scope: scope1, Key: tc.key, Now: at(2 * time.Second)})
+		switch {
+		case tc.deleted && !errors.Is(err, retrysafe.ErrNotFound):
+			t.Errorf("record %q after Sweep: %s, %v; want it deleted", tc.key, describe(rec), err)
+		case !tc.deleted && err != nil:
+			t.Errorf("record %q after Sweep: Get error %v, want it kept", tc.key, err)
+		}
+	}
+	if n, err := sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: sweepAt, ProcessingRetention: retention}); err != nil || n != 0 {
+		t.Errorf("second Sweep: %d, %v; want 0, nil", n, err)
+	}
+
+	// The owner of a retired record is fenced; its key runs as new, even
+	// with another fingerprint.
+	wantLeaseLost(t, "Complete by the owner of a retired record", h.complete(scope1, "abandoned-old", old.Token, sweepAt, sampleResponse()))
+	p, rec := h.claimNew(scope1, "abandoned-old", fpB, sweepAt)
+	checkProcessing(t, rec, p, 1, sweepAt)
+	if err := h.release(scope1, "abandoned-old", p.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	// Zero means the default retention: one second before the youngest
+	// abandoned lease (Base+1h+30s, extended and taken over) is due, the
+	// two others are retired; the live one goes when its own is due.
+	youngest := at(time.Hour + lease)
+	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: youngest.Add(retrysafe.DefaultProcessingRetention - time.Second)})
+	if err != nil || n != 2 { // abandoned-young, completed-within-ttl
+		t.Errorf("Sweep with the default retention, 1s before the extended and taken-over records are due: %d, %v; want 2 (abandoned-young and the expired completed record)", n, err)
+	}
+	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: youngest.Add(retrysafe.DefaultProcessingRetention)})
+	if err != nil || n != 2 {
+		t.Errorf("Sweep with the default retention when the extended and taken-over records are due: %d, %v; want 2", n, err)
+	}
+	if rec := h.get(scope1, "live", at(2*time.Second)); rec.State != retrysafe.StateProcessing {
+		t.Errorf("live record: %s", describe(rec))
+	}
+	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: at(48*time.Hour + retrysafe.DefaultProcessingRetention)})
+	if err != nil || n != 1 {
+		t.Errorf("Sweep with the default retention when the 48h lease is due: %d, %v; want 1", n, err)
 	}
 }
 
