@@ -109,6 +109,97 @@ func TestMaxRecords(t *testing.T) {
 	}
 }
 
+// TestMaxRecordsAbandoned: keys whose outcome is unknown (processing, lease
+// run out, never completed) fill the store and every new key is refused
+// with ErrFull (the gateway's 503) until ProcessingRetention has passed
+// since their leases ran out; then a claim evicts them, and they no longer
+// count toward MaxRecords.
+func TestMaxRecordsAbandoned(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration // Config.ProcessingRetention
+		want      time.Duration // the retention in effect
+	}{
+		{"configured", 2 * time.Hour, 2 * time.Hour},
+		{"default", 0, retrysafe.DefaultProcessingRetention},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(Config{MaxRecords: 2, JanitorInterval: -1, ProcessingRetention: tc.retention})
+			t.Cleanup(func() { s.Close() })
+			for _, key := range []string{"unknown-1", "unknown-2"} {
+				if _, err := claim(t, s, key, base); err != nil {
+					t.Fatal(err)
+				}
+			}
+			leaseEnd := base.Add(time.Minute)
+			// Lease over, retention not yet: still full.
+			_, err := claim(t, s, "new-1", leaseEnd.Add(tc.want-time.Second))
+			if !errors.Is(err, retrysafe.ErrStoreUnavailable) || !errors.Is(err, ErrFull) {
+				t.Fatalf("Claim 1s before the abandoned records are due: %v, want ErrFull", err)
+			}
+			// Retention passed: the abandoned records make room.
+			if _, err := claim(t, s, "new-1", leaseEnd.Add(tc.want)); err != nil {
+				t.Fatalf("Claim once the abandoned records are due: %v", err)
+			}
+			if _, err := claim(t, s, "new-2", leaseEnd.Add(tc.want)); err != nil {
+				t.Fatalf("second Claim once the abandoned records are due: %v", err)
+			}
+			if n := s.Len(); n != 2 {
+				t.Fatalf("Len = %d, want 2 (the abandoned records counted out)", n)
+			}
+		})
+	}
+}
+
+// TestSweepRetiresAbandoned: Sweep (the gateway's background sweeper)
+// retires abandoned records with the retention in its params, and Len no
+// longer counts them.
+func TestSweepRetiresAbandoned(t *testing.T) {
+	t.Parallel()
+	s := New(Config{MaxRecords: 2, JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	for _, key := range []string{"unknown-1", "unknown-2"} {
+		if _, err := claim(t, s, key, base); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.Sweep(t.Context(), &retrysafe.SweepParams{Now: base.Add(time.Minute + time.Hour), ProcessingRetention: time.Hour})
+	if err != nil || n != 2 {
+		t.Fatalf("Sweep: %d, %v; want 2", n, err)
+	}
+	if got := s.Len(); got != 0 {
+		t.Fatalf("Len after the sweep = %d, want 0", got)
+	}
+	if _, err := claim(t, s, "new", base.Add(2*time.Hour)); err != nil {
+		t.Fatalf("Claim after the sweep: %v", err)
+	}
+}
+
+// TestJanitorRetires: the janitor retires abandoned processing records
+// with Config.ProcessingRetention.
+func TestJanitorRetires(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{JanitorInterval: time.Minute, ProcessingRetention: 5 * time.Minute})
+		defer s.Close()
+		if _, err := claim(t, s, "unknown", time.Now()); err != nil { // lease 1m
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Minute) // lease ran out 4m ago
+		synctest.Wait()
+		if n := s.Len(); n != 1 {
+			t.Fatalf("janitor retired a record before its retention: Len = %d", n)
+		}
+		time.Sleep(time.Minute) // 5m ago: due
+		synctest.Wait()
+		if n := s.Len(); n != 0 {
+			t.Fatalf("janitor kept an abandoned record past its retention: Len = %d", n)
+		}
+	})
+}
+
 // TestJanitor runs in a synctest bubble: time is fake and advances only
 // when every goroutine is blocked, so the janitor's ticks are
 // deterministic, and the bubble fails if the janitor goroutine outlives

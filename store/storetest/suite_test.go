@@ -169,6 +169,26 @@ func (s sweepsEverything) Sweep(ctx context.Context, p *retrysafe.SweepParams) (
 	return n, err
 }
 
+// neverRetires keeps processing records forever, however long ago their
+// lease ran out.
+type neverRetires struct{ base }
+
+func (s neverRetires) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+	q := *p
+	q.ProcessingRetention = 1 << 62
+	return s.base.Sweep(ctx, &q)
+}
+
+// retiresAtLeaseEnd ignores ProcessingRetention: it retires a processing
+// record as soon as its lease runs out.
+type retiresAtLeaseEnd struct{ base }
+
+func (s retiresAtLeaseEnd) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+	q := *p
+	q.ProcessingRetention = time.Nanosecond
+	return s.base.Sweep(ctx, &q)
+}
+
 // ignoresCursor lists from the start every time.
 type ignoresCursor struct{ base }
 
@@ -201,13 +221,15 @@ var mutants = map[string]struct {
 	"aliasing": {func(t *testing.T) retrysafe.Store {
 		return aliasing{base{newBase(t)}, new(sync.Mutex), map[string]*retrysafe.Response{}}
 	}, storetest.Run, "Copies"},
-	"ignores-context":   {func(t *testing.T) retrysafe.Store { return ignoresContext{base{newBase(t)}} }, storetest.Run, "CancelledContext"},
-	"reorders-headers":  {func(t *testing.T) retrysafe.Store { return reordersHeaders{base{newBase(t)}} }, storetest.Run, "CompleteReplay"},
-	"truncates-bodies":  {func(t *testing.T) retrysafe.Store { return truncatesBodies{base{newBase(t)}} }, storetest.Run, "LargeBody"},
-	"mangles-8-bit":     {func(t *testing.T) retrysafe.Store { return mangles8Bit{base{newBase(t)}} }, storetest.Run, "ExactBytes"},
-	"wall-clock":        {func(t *testing.T) retrysafe.Store { return wallClock{base{newBase(t)}} }, storetest.Run, "ClaimNew"},
-	"sweeps-everything": {func(t *testing.T) retrysafe.Store { return sweepsEverything{base{newBase(t)}} }, storetest.Run, "Sweeper"},
-	"ignores-cursor":    {func(t *testing.T) retrysafe.Store { return ignoresCursor{base{newBase(t)}} }, storetest.Run, "AdminList"},
+	"ignores-context":      {func(t *testing.T) retrysafe.Store { return ignoresContext{base{newBase(t)}} }, storetest.Run, "CancelledContext"},
+	"reorders-headers":     {func(t *testing.T) retrysafe.Store { return reordersHeaders{base{newBase(t)}} }, storetest.Run, "CompleteReplay"},
+	"truncates-bodies":     {func(t *testing.T) retrysafe.Store { return truncatesBodies{base{newBase(t)}} }, storetest.Run, "LargeBody"},
+	"mangles-8-bit":        {func(t *testing.T) retrysafe.Store { return mangles8Bit{base{newBase(t)}} }, storetest.Run, "ExactBytes"},
+	"wall-clock":           {func(t *testing.T) retrysafe.Store { return wallClock{base{newBase(t)}} }, storetest.Run, "ClaimNew"},
+	"sweeps-everything":    {func(t *testing.T) retrysafe.Store { return sweepsEverything{base{newBase(t)}} }, storetest.Run, "Sweeper"},
+	"never-retires":        {func(t *testing.T) retrysafe.Store { return neverRetires{base{newBase(t)}} }, storetest.Run, "SweepRetention"},
+	"retires-at-lease-end": {func(t *testing.T) retrysafe.Store { return retiresAtLeaseEnd{base{newBase(t)}} }, storetest.Run, "SweepRetention"},
+	"ignores-cursor":       {func(t *testing.T) retrysafe.Store { return ignoresCursor{base{newBase(t)}} }, storetest.Run, "AdminList"},
 	"untranslated": {func(t *testing.T) retrysafe.Store {
 		s := newBase(t)
 		s.Close()
