@@ -62,10 +62,12 @@ func (g *Gateway) Ready(ctx context.Context) error {
 	return nil
 }
 
-// RunSweeper deletes expired records every interval until ctx is done, when
-// the store implements [retrysafe.Sweeper] (stores with native expiry, such
-// as Redis, do not). It returns at once otherwise, or when interval <= 0.
-// Sweeping only reclaims space: expiry is enforced on read regardless.
+// RunSweeper deletes expired records, and retires processing records whose
+// lease ran out more than Config.ProcessingRetention ago, every interval
+// until ctx is done, when the store implements [retrysafe.Sweeper] (stores
+// with native expiry, such as Redis, do not). It returns at once otherwise,
+// or when interval <= 0. Sweeping only reclaims space: expiry is enforced on
+// read regardless.
 func (g *Gateway) RunSweeper(ctx context.Context, interval time.Duration) {
 	sw, ok := g.cfg.Store.(retrysafe.Sweeper)
 	if !ok || interval <= 0 {
@@ -80,7 +82,7 @@ func (g *Gateway) RunSweeper(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		sctx, cancel := context.WithTimeout(ctx, max(interval, SweepTimeout))
-		n, err := sw.Sweep(sctx, &retrysafe.SweepParams{Now: g.cfg.Now()})
+		n, err := sw.Sweep(sctx, &retrysafe.SweepParams{Now: g.cfg.Now(), ProcessingRetention: g.cfg.ProcessingRetention})
 		cancel()
 		g.metrics.sweepDeleted.Add(float64(n)) // a failed sweep may have deleted some
 		switch {

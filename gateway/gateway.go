@@ -59,6 +59,12 @@ type Config struct {
 	// FailOpen forwards requests unprotected while the store is
 	// unavailable. The default answers 503 and forwards nothing.
 	FailOpen bool
+	// ProcessingRetention is how long [Gateway.RunSweeper] keeps a
+	// processing record after its lease ran out (a request whose outcome
+	// is unknown) before it retires it: retrysafe.SweepParams's field of
+	// the same name. Zero means retrysafe.DefaultProcessingRetention (7
+	// days); negative is an error. It should exceed every lease by far.
+	ProcessingRetention time.Duration
 
 	// Logger receives one line per protected request and the gateway's
 	// warnings. Nil means slog.Default().
@@ -110,6 +116,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.UpstreamTimeout < 0 || cfg.DialTimeout < 0 {
 		return nil, errors.New("gateway: negative timeout")
+	}
+	if cfg.ProcessingRetention < 0 {
+		return nil, fmt.Errorf("gateway: negative ProcessingRetention %s", cfg.ProcessingRetention)
 	}
 	if cfg.UpstreamTimeout == 0 {
 		cfg.UpstreamTimeout = DefaultUpstreamTimeout

@@ -75,6 +75,7 @@ type serveOptions struct {
 	methods, storeStatuses, ignoreFields         string
 	upstreamTimeout, dialTimeout, storeTimeout   time.Duration
 	sweepInterval, shutdownTimeout               time.Duration
+	processingRetention                          time.Duration
 	logFormat, logLevel                          string
 }
 
@@ -102,6 +103,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.storeTimeout, "store-timeout", retrysafe.DefaultStoreTimeout, "bound on each store call")
 	fs.BoolVar(&o.failOpen, "fail-open", false, "forward requests unprotected while the store is down (default: 503, nothing forwarded)")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", time.Minute, "how often expired records are deleted (SQLite, PostgreSQL, memory); 0 disables")
+	fs.DurationVar(&o.processingRetention, "processing-retention", retrysafe.DefaultProcessingRetention, "how long a processing record whose lease ran out (a request with an unknown outcome) is kept before the sweeper retires it; must exceed every lease")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
 	fs.StringVar(&o.logFormat, "log-format", "json", "log `format` on stderr: json or text")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (keys and bodies are never logged at info)")
@@ -217,6 +219,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.upstreamTimeout >= o.lease {
 		return usagef("--upstream-timeout (%s) must be shorter than --lease (%s): a request whose outcome is unknown keeps its key until the lease runs out, so the lease must outlast the upstream call", o.upstreamTimeout, o.lease)
 	}
+	if o.processingRetention <= o.lease {
+		return usagef("--processing-retention (%s) must be longer than --lease (%s): it keeps a request whose outcome is unknown for an operator to investigate after its lease ran out (default %s)", o.processingRetention, o.lease, retrysafe.DefaultProcessingRetention)
+	}
 	var routes []gateway.Route
 	if o.config != "" {
 		if routes, err = gateway.LoadConfigFile(o.config, defaults); err != nil {
@@ -226,11 +231,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if !rt.Policy.Bypass && o.upstreamTimeout >= rt.Policy.Lease {
 				return fmt.Errorf("config %s: route %q: lease (%s) must be longer than --upstream-timeout (%s)", o.config, rt.Pattern, rt.Policy.Lease, o.upstreamTimeout)
 			}
+			if !rt.Policy.Bypass && o.processingRetention <= rt.Policy.Lease {
+				return fmt.Errorf("config %s: route %q: lease (%s) must be shorter than --processing-retention (%s)", o.config, rt.Pattern, rt.Policy.Lease, o.processingRetention)
+			}
 		}
 	}
 
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	store, closeStore, err := storeurl.Open(openCtx, o.store)
+	store, closeStore, err := storeurl.OpenWith(openCtx, o.store, storeurl.Options{ProcessingRetention: o.processingRetention})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -251,6 +259,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		StoreTimeout:    o.storeTimeout,
 		FailOpen:        o.failOpen,
 		Logger:          logger,
+
+		ProcessingRetention: o.processingRetention,
 	})
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ func TestUsage(t *testing.T) {
 		"no command":      {args: nil, code: 2, stderr: []string{"Commands:", "serve"}},
 		"help":            {args: []string{"help"}, code: 0, stdout: []string{"Commands:", "serve", "demo"}},
 		"unknown":         {args: []string{"bogus"}, code: 2, stderr: []string{`unknown command "bogus"`}},
-		"serve --help":    {args: []string{"serve", "--help"}, code: 0, stdout: []string{"Usage:", "-upstream", "-config", "Examples:", "retrysafe serve --upstream"}},
+		"serve --help":    {args: []string{"serve", "--help"}, code: 0, stdout: []string{"Usage:", "-upstream", "-config", "-processing-retention", "Examples:", "retrysafe serve --upstream"}},
 		"help serve":      {args: []string{"help", "serve"}, code: 0, stdout: []string{"Usage:", "Examples:"}},
 		"serve bad flag":  {args: []string{"serve", "--bogus"}, code: 2, stderr: []string{"bogus", "--help"}},
 		"serve no upstrm": {args: []string{"serve"}, code: 2, stderr: []string{"--upstream is required"}},
@@ -41,6 +41,8 @@ func TestUsage(t *testing.T) {
 			stderr: []string{"--upstream"}},
 		"upstream timeout vs lease": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--lease", "10s", "--upstream-timeout", "10s"},
 			code: 2, stderr: []string{"--upstream-timeout (10s)", "--lease (10s)"}},
+		"retention vs lease": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--lease", "1m", "--processing-retention", "1m"},
+			code: 2, stderr: []string{"--processing-retention (1m0s)", "--lease (1m0s)"}},
 		"bad in-flight": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--in-flight", "queue"},
 			code: 2, stderr: []string{"--in-flight", "queue"}},
 		"bad log format": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--log-format", "xml"},
@@ -81,9 +83,10 @@ func TestServeConfigErrors(t *testing.T) {
 		yaml string
 		want []string
 	}{
-		"unknown field":   {"routes:\n  - match: \"POST /payments\"\n    ttl_hours: 3\n", []string{"ttl_hours", "POST /payments"}},
-		"bad in_flight":   {"routes:\n  - match: \"POST /payments\"\n    in_flight: later\n", []string{"in_flight", "later"}},
-		"lease too short": {"routes:\n  - match: \"POST /payments\"\n    lease: 5s\n", []string{"POST /payments", "lease (5s)", "--upstream-timeout (20s)"}},
+		"unknown field":        {"routes:\n  - match: \"POST /payments\"\n    ttl_hours: 3\n", []string{"ttl_hours", "POST /payments"}},
+		"bad in_flight":        {"routes:\n  - match: \"POST /payments\"\n    in_flight: later\n", []string{"in_flight", "later"}},
+		"lease too short":      {"routes:\n  - match: \"POST /payments\"\n    lease: 5s\n", []string{"POST /payments", "lease (5s)", "--upstream-timeout (20s)"}},
+		"lease over retention": {"routes:\n  - match: \"POST /payments\"\n    lease: 200h\n", []string{"POST /payments", "lease (200h0m0s)", "--processing-retention (168h0m0s)"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

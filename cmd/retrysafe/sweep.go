@@ -13,11 +13,14 @@ import (
 )
 
 const sweepDescription = `
-Deletes completed records whose TTL has run out, once, and prints how many it
-deleted. Sweeping only reclaims space: an expired record already counts as
-absent on every read, whether or not it was swept. Records still processing
-are never swept (an abandoned one is taken over by the next request with its
-key once its lease runs out).
+Deletes completed records whose TTL has run out, once, and retires processing
+records whose lease ran out more than --processing-retention ago (requests
+whose outcome is unknown: the owner crashed or the upstream timed out), and
+prints how many it deleted. Sweeping only reclaims space: an expired record
+already counts as absent on every read, whether or not it was swept. Until
+its retention has passed, an abandoned processing record is kept: the next
+request with its key and body takes it over once its lease runs out, and an
+operator can inspect it ("retrysafe keys").
 
 "retrysafe serve" sweeps in the background by itself; run this command from
 cron or a job scheduler when no gateway runs, or after a large expiry.
@@ -30,6 +33,7 @@ nothing.`
 
 const sweepExamples = `  retrysafe sweep --store sqlite:retrysafe.db
   retrysafe sweep --store postgres://retrysafe@db/retrysafe --batch 5000
+  retrysafe sweep --store sqlite:retrysafe.db --processing-retention 72h
   retrysafe sweep --store "$RETRYSAFE_STORE" --json`
 
 func init() {
@@ -48,9 +52,10 @@ func sweepCommand(open storeOpener) func(ctx context.Context, args []string, std
 }
 
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open storeOpener) error {
-	fs := newFlagSet("sweep", "--store URL [--batch N] [--json]", sweepDescription, sweepExamples, stdout, stderr)
+	fs := newFlagSet("sweep", "--store URL [--batch N] [--processing-retention DURATION] [--json]", sweepDescription, sweepExamples, stdout, stderr)
 	storeURL := fs.String("store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
 	batch := fs.Int("batch", 0, "records deleted per statement (0: the store's default, 1000)")
+	retention := fs.Duration("processing-retention", retrysafe.DefaultProcessingRetention, "how long a processing record whose lease ran out is kept before it is retired")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -61,6 +66,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open
 	if *batch < 0 {
 		return usagef("--batch must not be negative")
 	}
+	if *retention <= 0 {
+		return usagef("--processing-retention must be positive (got %s; default %s)", *retention, retrysafe.DefaultProcessingRetention)
+	}
 	store, closeStore, err := open(ctx, *storeURL)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -69,7 +77,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open
 
 	name := storeurl.Redact(*storeURL)
 	start := time.Now()
-	n, err := storeurl.Sweep(ctx, store, &retrysafe.SweepParams{Now: start, BatchSize: *batch})
+	n, err := storeurl.Sweep(ctx, store, &retrysafe.SweepParams{Now: start, BatchSize: *batch, ProcessingRetention: *retention})
 	took := time.Since(start)
 	result := struct {
 		Store   string  `json:"store"`
@@ -97,7 +105,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open
 		fmt.Fprintf(stdout, "%s (store %s).\n", result.Note, name)
 		return nil
 	}
-	fmt.Fprintf(stdout, "Deleted %d expired record(s) in %s (store %s).\n", n, took.Round(time.Millisecond), name)
+	fmt.Fprintf(stdout, "Deleted %d expired or retired record(s) in %s (store %s).\n", n, took.Round(time.Millisecond), name)
 	if result.Note != "" {
 		fmt.Fprintf(stdout, "Note: %s.\n", result.Note)
 	}

@@ -30,8 +30,10 @@ func TestSweep(t *testing.T) {
 				cliRecord{scope: bobScope, key: "expired-3", status: 201, at: now.Add(-2 * time.Hour), ttl: time.Hour},
 				cliRecord{scope: aliceScope, key: "live", status: 201, at: now, ttl: time.Hour},
 				cliRecord{scope: bobScope, key: "processing", at: now.Add(-2 * time.Hour)},
+				// Lease (1m) ran out 3h59m ago: retired with a 3h retention.
+				cliRecord{scope: bobScope, key: "abandoned", at: now.Add(-4 * time.Hour)},
 			)
-			out, _, err := cliRun(t, b, sweepCmdForTest, "--store", b.url, "--batch", "2", "--json")
+			out, _, err := cliRun(t, b, sweepCmdForTest, "--store", b.url, "--batch", "2", "--processing-retention", "3h", "--json")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,8 +55,8 @@ func TestSweep(t *testing.T) {
 				}
 				return
 			}
-			if res.Deleted != 3 {
-				t.Errorf("deleted %d records, want the 3 expired ones: %s", res.Deleted, out)
+			if res.Deleted != 4 {
+				t.Errorf("deleted %d records, want the 3 expired ones and the abandoned one: %s", res.Deleted, out)
 			}
 			ctx := context.Background()
 			for _, k := range []struct{ scope, key string }{{aliceScope, "live"}, {bobScope, "processing"}} {
@@ -70,7 +72,7 @@ func TestSweep(t *testing.T) {
 				t.Errorf("%d records left, want 2", len(recs))
 			}
 			text, _, err := cliRun(t, b, sweepCmdForTest, "--store", b.url)
-			if err != nil || !strings.Contains(text, "Deleted 0 expired record(s)") {
+			if err != nil || !strings.Contains(text, "Deleted 0 expired or retired record(s)") {
 				t.Errorf("second sweep: %v %q", err, text)
 			}
 		})
@@ -82,6 +84,7 @@ func TestSweepUsage(t *testing.T) {
 	b := memoryBackend(t)
 	for name, args := range map[string][]string{
 		"negative batch": {"--batch", "-1"},
+		"zero retention": {"--processing-retention", "0s"},
 		"argument":       {"extra"},
 		"unknown flag":   {"--nope"},
 	} {

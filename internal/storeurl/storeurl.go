@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/memory"
@@ -47,11 +48,28 @@ const (
 // no such operation.
 var ErrNotSupported = errors.New("not supported by this store")
 
-// Open opens the store rawURL names ("" means [Default]). The returned
-// function closes it. The store is returned as its concrete type, so the
-// optional interfaces (retrysafe.Pinger, Sweeper, Notifier, Admin) are found
-// by type assertion.
+// Options are settings that apply to every kind of store.
+type Options struct {
+	// ProcessingRetention is how long a processing record whose lease ran
+	// out is kept: the memory store's janitor and the Redis store's key
+	// expiry use it (SQLite and PostgreSQL take it from each sweep's
+	// SweepParams). Zero means retrysafe.DefaultProcessingRetention.
+	ProcessingRetention time.Duration
+}
+
+// Open opens the store rawURL names ("" means [Default]) with zero
+// [Options]. The returned function closes it. The store is returned as its
+// concrete type, so the optional interfaces (retrysafe.Pinger, Sweeper,
+// Notifier, Admin) are found by type assertion.
 func Open(ctx context.Context, rawURL string) (retrysafe.Store, func() error, error) {
+	return OpenWith(ctx, rawURL, Options{})
+}
+
+// OpenWith is [Open] with options.
+func OpenWith(ctx context.Context, rawURL string, opts Options) (retrysafe.Store, func() error, error) {
+	if opts.ProcessingRetention < 0 {
+		return nil, nil, fmt.Errorf("negative processing retention %s", opts.ProcessingRetention)
+	}
 	if rawURL == "" {
 		rawURL = Default
 	}
@@ -64,7 +82,7 @@ func Open(ctx context.Context, rawURL string) (retrysafe.Store, func() error, er
 		if rest != "" && rest != "//" {
 			return nil, nil, fmt.Errorf("store %q: write the memory store as memory: (it takes no path)", Redact(rawURL))
 		}
-		s := memory.New(memory.Config{})
+		s := memory.New(memory.Config{ProcessingRetention: opts.ProcessingRetention})
 		return s, s.Close, nil
 	case "sqlite", "sqlite3":
 		path, cfg, err := sqlitePath(rest)
@@ -87,7 +105,7 @@ func Open(ctx context.Context, rawURL string) (retrysafe.Store, func() error, er
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := redis.Open(ctx, u, redis.Config{Prefix: prefix})
+		s, err := redis.Open(ctx, u, redis.Config{Prefix: prefix, ProcessingRetention: opts.ProcessingRetention})
 		if err != nil {
 			return nil, nil, err
 		}

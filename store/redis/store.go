@@ -17,8 +17,10 @@ import (
 // DefaultPrefix is the key prefix used when [Config.Prefix] is empty.
 const DefaultPrefix = "retrysafe:"
 
-// DefaultProcessingRetention is the default of [Config.ProcessingRetention].
-const DefaultProcessingRetention = 24 * time.Hour
+// DefaultProcessingRetention is the default of [Config.ProcessingRetention]:
+// [retrysafe.DefaultProcessingRetention] (7 days), the retention every
+// store's sweep applies by default.
+const DefaultProcessingRetention = retrysafe.DefaultProcessingRetention
 
 // Config configures a [Store]. The zero value is valid.
 type Config struct {
