@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/internal/testenv"
@@ -190,5 +191,48 @@ func TestOpenRedis(t *testing.T) {
 	roundTrip(t, s)
 	if err := storeurl.Migrate(context.Background(), s); !errors.Is(err, storeurl.ErrNotSupported) {
 		t.Fatalf("Migrate = %v, want ErrNotSupported", err)
+	}
+}
+
+// TestOpenWithRetention: Options.ProcessingRetention reaches the Redis
+// store (a processing record's key expires Lease + retention after the
+// claim), and a negative one is refused.
+func TestOpenWithRetention(t *testing.T) {
+	t.Parallel()
+	if _, _, err := storeurl.OpenWith(context.Background(), "memory:", storeurl.Options{ProcessingRetention: -time.Second}); err == nil {
+		t.Fatal("OpenWith accepted a negative processing retention")
+	}
+	addr := os.Getenv("RETRYSAFE_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err != nil {
+		testenv.Unreachable(t, "Redis", err)
+	} else {
+		c.Close()
+	}
+	prefix := "storeurl-test:" + retrysafe.NewToken()[:8] + ":"
+	const retention = 10 * time.Minute
+	s, closeFn, err := storeurl.OpenWith(context.Background(), "redis://"+addr+"/0?retrysafe_prefix="+prefix, storeurl.Options{ProcessingRetention: retention})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	ctx := context.Background()
+	if _, err := s.Claim(ctx, &retrysafe.ClaimParams{Scope: "s", Key: "k", Fingerprint: "f", Token: retrysafe.NewToken(), Now: time.Now(), Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys under %q: %q, %v", prefix, keys, err)
+	}
+	defer c.Del(ctx, keys...)
+	pttl, err := c.PTTL(ctx, keys[0]).Result()
+	// The upper bound is exact; the lower one allows for the time between
+	// the claim and PTTL.
+	if err != nil || pttl > time.Minute+retention || pttl < retention {
+		t.Fatalf("PTTL of a processing record = %s, %v; want about %s (lease + retention)", pttl, err, time.Minute+retention)
 	}
 }
