@@ -92,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"kind"}),
 		sweepDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricPrefix + "sweep_deleted_total",
-			Help: "Expired records deleted by the background sweeper.",
+			Help: "Expired records deleted, and abandoned processing records retired, by the background sweeper.",
 		}),
 		sweepErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricPrefix + "sweep_errors_total",
