@@ -51,9 +51,13 @@
 //   - Completing a record keeps its Token and Attempt; UpdatedAt becomes
 //     the completion's Now.
 //   - A nil and an empty response body are equal; so are a nil and an
-//     empty header map. Header values keep their order.
+//     empty header map. Header values keep their order and every byte
+//     (obs-text 0x80-0xFF included, which is not UTF-8).
 //   - One [retrysafe.Sweeper.Sweep] call deletes every expired record and
 //     returns the total; BatchSize bounds each statement, not the total.
+//   - Sweep retires a processing record once LeaseUntil +
+//     ProcessingRetention <= Now (zero: the default retention) and never
+//     earlier; a negative retention is an error.
 //   - The function [retrysafe.Notifier.Subscribe] returns may be called
 //     more than once.
 //   - [retrysafe.Admin.List] orders by Scope, then Key, comparing bytes.
