@@ -40,19 +40,26 @@ func (f notifier) Subscribe(ctx context.Context, scope, key string) (<-chan stru
 }
 
 // List lists through the inner store and opens each record's response it
-// can; a response it cannot open (no body listed, key not in the ring,
-// altered) is left as stored, and [KeyID] tells that it is sealed.
+// can. Sealed headers can only be opened with the body, so with a key ring
+// List always reads bodies and drops them afterwards when p.WithBodies is
+// false. A response it cannot open (key not in the ring, altered) is left
+// as stored; [KeyID] tells that it is sealed when its body is listed.
 func (f admin) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
-	recs, err := f.a.List(ctx, p)
+	q := *p
+	q.WithBodies = p.WithBodies || f.s.ring != nil
+	recs, err := f.a.List(ctx, &q)
 	if err != nil {
 		return nil, err
 	}
 	for _, rec := range recs {
-		if rec.Response == nil || !p.WithBodies {
+		if rec.Response == nil {
 			continue
 		}
 		if resp, err := f.s.open(rec.Scope, rec.Key, rec.Response); err == nil {
 			rec.Response = resp
+		}
+		if !p.WithBodies {
+			rec.Response.Body = nil
 		}
 	}
 	return recs, nil
