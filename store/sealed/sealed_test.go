@@ -206,7 +206,7 @@ func TestRotation(t *testing.T) {
 }
 
 // TestMovedRecord: a sealed response copied, in the raw store, to another
-// key, another scope or another status fails to open instead of replaying.
+// key or another scope fails to open instead of replaying.
 func TestMovedRecord(t *testing.T) {
 	t.Parallel()
 	ring := testRing(t, "k1")
@@ -222,9 +222,8 @@ func TestMovedRecord(t *testing.T) {
 		scope, key string
 		status     int
 	}{
-		"other key":    {scopeA, "copy", http.StatusCreated},
-		"other scope":  {scopeB, "original", http.StatusCreated},
-		"other status": {scopeA, "status", http.StatusOK},
+		"other key":   {scopeA, "copy", http.StatusCreated},
+		"other scope": {scopeB, "original", http.StatusCreated},
 	}
 	for name, c := range cases {
 		moved := stored.Response.Clone()
@@ -241,7 +240,8 @@ func TestMovedRecord(t *testing.T) {
 	}
 }
 
-// TestTampering: changing any byte of a sealed body fails to open.
+// TestTampering: changing any byte of a sealed body, or the status stored
+// next to it, fails to open.
 func TestTampering(t *testing.T) {
 	t.Parallel()
 	ring := testRing(t, "k1")
@@ -264,6 +264,13 @@ func TestTampering(t *testing.T) {
 		cut.Body = cut.Body[:n]
 		if _, err := ring.Open(scopeA, "k", cut); !errors.Is(err, sealed.ErrCannotDecrypt) {
 			t.Fatalf("truncated to %d bytes: got %v, want ErrCannotDecrypt", n, err)
+		}
+	}
+	for _, status := range []int{http.StatusOK, http.StatusInternalServerError, 0} {
+		other := sealedResp.Clone()
+		other.Status = status
+		if _, err := ring.Open(scopeA, "k", other); !errors.Is(err, sealed.ErrCannotDecrypt) {
+			t.Fatalf("status changed to %d: got %v, want ErrCannotDecrypt", status, err)
 		}
 	}
 	// The stored header placeholders are not what is replayed: changing
