@@ -122,6 +122,9 @@ func (r *KeyRing) Open(scope, key string, resp *retrysafe.Response) (*retrysafe.
 // and key, for a store's CompleteTx (which writes what it is given) when
 // the store is read through [New] with this ring.
 func (r *KeyRing) SealComplete(p *retrysafe.CompleteParams) (*retrysafe.CompleteParams, error) {
+	if p == nil {
+		return nil, errors.New("sealed: nil CompleteParams")
+	}
 	c := *p
 	resp, err := r.Seal(p.Scope, p.Key, p.Response)
 	if err != nil {
