@@ -67,16 +67,16 @@ func (r *KeyRing) Seal(scope, key string, resp *retrysafe.Response) (*retrysafe.
 	}
 	id := r.Newest()
 	names := headerNames(resp.Header)
-	plain := encodePlain(names, resp.Header, resp.Body)
-
-	body := make([]byte, 0, len(magic)+1+len(id)+nonceSize+len(plain)+r.newest.Overhead())
-	body = append(body, magic...)
-	body = append(body, byte(len(id)))
-	body = append(body, id...)
-	nonceAt := len(body)
-	body = body[:nonceAt+nonceSize]
-	_, _ = rand.Read(body[nonceAt:]) // crypto/rand.Read never fails on supported platforms
-	body = r.newest.Seal(body, body[nonceAt:], plain, aad(id, scope, key, resp.Status))
+	prefix := len(magic) + 1 + len(id) + nonceSize
+	body := make([]byte, prefix, prefix+plainSize(names, resp.Header, resp.Body)+r.newest.Overhead())
+	copy(body, magic)
+	body[len(magic)] = byte(len(id))
+	copy(body[len(magic)+1:], id)
+	nonce := body[prefix-nonceSize : prefix]
+	_, _ = rand.Read(nonce) // crypto/rand.Read never fails on supported platforms
+	body = appendPlain(body, names, resp.Header, resp.Body)
+	// Encrypt in place: the ciphertext overwrites the plaintext after the prefix.
+	body = r.newest.Seal(body[:prefix], nonce, body[prefix:], aad(id, scope, key, resp.Status))
 
 	out := &retrysafe.Response{Status: resp.Status, Body: body}
 	if len(names) > 0 {
@@ -155,9 +155,8 @@ func headerNames(h http.Header) []string {
 	return names
 }
 
-// encodePlain encodes the header (names in order, each with its values)
-// followed by the body.
-func encodePlain(names []string, h http.Header, body []byte) []byte {
+// plainSize bounds the size of the encoded header and body.
+func plainSize(names []string, h http.Header, body []byte) int {
 	n := binary.MaxVarintLen64 + len(body)
 	for _, name := range names {
 		n += 2*binary.MaxVarintLen64 + len(name)
@@ -165,7 +164,12 @@ func encodePlain(names []string, h http.Header, body []byte) []byte {
 			n += binary.MaxVarintLen64 + len(v)
 		}
 	}
-	b := make([]byte, 0, n)
+	return n
+}
+
+// appendPlain appends the header (names in order, each with its values)
+// followed by the body.
+func appendPlain(b []byte, names []string, h http.Header, body []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, name := range names {
 		b = appendString(b, name)
@@ -184,7 +188,7 @@ func appendString(b []byte, s string) []byte {
 
 var errMalformed = errors.New("the decrypted response is malformed")
 
-// decodePlain reverses encodePlain. The body aliases plain.
+// decodePlain reverses appendPlain. The body aliases plain.
 func decodePlain(plain []byte) (http.Header, []byte, error) {
 	count, plain, ok := readUvarint(plain)
 	if !ok || count > uint64(len(plain)) {
