@@ -126,7 +126,13 @@ func (r *KeyRing) SealComplete(p *retrysafe.CompleteParams) (*retrysafe.Complete
 		return nil, errors.New("sealed: nil CompleteParams")
 	}
 	c := *p
-	resp, err := r.Seal(p.Scope, p.Key, p.Response)
+	resp := p.Response
+	if resp == nil {
+		// Stores keep a nil response as an empty one: seal that, so it
+		// reads back like any other.
+		resp = &retrysafe.Response{}
+	}
+	resp, err := r.Seal(p.Scope, p.Key, resp)
 	if err != nil {
 		return nil, err
 	}

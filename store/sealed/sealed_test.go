@@ -418,3 +418,23 @@ func TestSealDoesNotChangeParams(t *testing.T) {
 	complete(t, s, scopeA, "k", resp)
 	wantResponse(t, "caller's response after Complete", resp, payment())
 }
+
+// TestCompleteNilResponse: a completion without a response (which a store
+// keeps as an empty one) reads back through the wrapper without error.
+func TestCompleteNilResponse(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"memory", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := wrap(t, testenv.Stores[name](t), testRing(t, "k1"), sealed.Config{})
+			complete(t, s, scopeA, "k", nil)
+			rec, err := get(s, t.Context(), scopeA, "k")
+			if err != nil {
+				t.Fatalf("Get after Complete with a nil response: %v", err)
+			}
+			if rec.Response != nil && (rec.Response.Status != 0 || len(rec.Response.Header) != 0 || len(rec.Response.Body) != 0) {
+				t.Fatalf("Response = %+v, want nil or empty", rec.Response)
+			}
+		})
+	}
+}

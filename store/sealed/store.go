@@ -52,7 +52,7 @@ func (s *store) open(scope, key string, resp *retrysafe.Response) (*retrysafe.Re
 	}
 	if s.ring == nil {
 		if id, ok := KeyID(resp); ok {
-			return nil, fmt.Errorf("%w: it was sealed with key %q and no key ring is configured: give the key ring (--encryption-keys-file or RETRYSAFE_ENCRYPTION_KEYS)", ErrCannotDecrypt, id)
+			return nil, fmt.Errorf("%w: it was sealed with key %q and no key ring is configured (retrysafe serve: --encryption-keys-file or RETRYSAFE_ENCRYPTION_KEYS)", ErrCannotDecrypt, id)
 		}
 		return resp, nil
 	}
