@@ -27,8 +27,9 @@ type Key struct {
 }
 
 // KeyRing holds the keys that seal and open stored responses. The newest
-// key (the last one given) seals; every key opens what it sealed. A
-// KeyRing is safe for concurrent use.
+// key (the last one given) seals; every key opens what it sealed. Make one
+// with [NewKeyRing] or [ParseKeyRing] (the zero value holds no key). A
+// KeyRing is immutable and safe for concurrent use.
 type KeyRing struct {
 	ids    []string // in the order given; the last one seals
 	aeads  map[string]cipher.AEAD

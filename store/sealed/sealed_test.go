@@ -438,3 +438,32 @@ func TestCompleteNilResponse(t *testing.T) {
 		})
 	}
 }
+
+// TestDoWithSealedStore: Do stores its result sealed and replays it; with
+// the key gone from the ring it returns ErrCannotDecrypt and does not run
+// the function again.
+func TestDoWithSealedStore(t *testing.T) {
+	t.Parallel()
+	raw := memory.New(memory.Config{})
+	k1 := newKey("k1")
+	s := wrap(t, raw, ringOf(t, k1), sealed.Config{})
+	runs := 0
+	charge := func(context.Context) (string, error) {
+		runs++
+		return secret, nil
+	}
+	for range 2 {
+		got, err := retrysafe.Do(t.Context(), s, "msg-1", "fp", charge)
+		if err != nil || got != secret {
+			t.Fatalf("Do = %q, %v", got, err)
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("runs = %d, want 1", runs)
+	}
+	_, err := retrysafe.Do(t.Context(), wrap(t, raw, ringOf(t, newKey("k2")), sealed.Config{}), "msg-1", "fp", charge)
+	wantCannotDecrypt(t, "Do without the key", err)
+	if runs != 1 {
+		t.Fatalf("runs = %d after the key was lost, want 1", runs)
+	}
+}
