@@ -32,6 +32,11 @@
 // expired (the TTL after the rotation). The key file format is described at
 // [ParseKeyRing].
 //
+// Each response gets a random 96-bit nonce, so one key must seal no more
+// than 2^32 responses (the AES-GCM limit for random nonces): rotate well
+// before that. At 100 new keys a second that is 16 months; at 1,000 a
+// second, 7 weeks.
+//
 // # When a response cannot be opened
 //
 // Claim and Get return an error wrapping [ErrCannotDecrypt] when a stored
