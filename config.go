@@ -70,8 +70,10 @@ type Config struct {
 
 	// StoreTimeout bounds every store call (default 5s).
 	StoreTimeout time.Duration
-	// FailOpen runs requests unprotected when the store is unavailable.
-	// The default (false) answers 503 with Retry-After and runs nothing.
+	// FailOpen runs requests unprotected when the store is unavailable
+	// (its error matches ErrStoreUnavailable); any other store error still
+	// answers 503. The default (false) answers 503 with Retry-After and
+	// runs nothing.
 	FailOpen bool
 
 	// StoreStatus reports whether a response with this status is stored and

@@ -127,7 +127,10 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 		return "" // the client went away while we waited; nothing ran
 	default:
 		c.Logger.ErrorContext(r.Context(), "retrysafe: store unavailable", "err", err)
-		if c.FailOpen {
+		// Only an unreachable store fails open. Any other store error
+		// (a stored response it cannot decrypt, say) may hide a completed
+		// record: running the handler could run the operation twice.
+		if c.FailOpen && errors.Is(err, ErrStoreUnavailable) {
 			h.next.ServeHTTP(w, withBody(r, r.Context(), body))
 			return OutcomeFailOpen
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -333,6 +334,27 @@ func TestStoreUnavailable(t *testing.T) {
 			t.Fatalf("fail open: %d runs %d body %q", r.status, h.runs.Load(), r.body)
 		}
 	})
+	t.Run("fail open only when unavailable", func(t *testing.T) {
+		t.Parallel()
+		// A store that answers, but with an error of its own (a stored
+		// response it cannot decrypt, say): the record may be completed,
+		// so running the handler could run the operation twice.
+		h := &counter{}
+		srv := newServer(t, retrysafe.Config{Store: claimErrStore{memory.New(memory.Config{})}, FailOpen: true}, h)
+		r := send(t, srv.URL, http.MethodPost, "k", `{"a":1}`)
+		wantProblem(t, r, 503, retrysafe.ProblemStoreUnavailable)
+		if h.runs.Load() != 0 {
+			t.Fatalf("runs %d, want 0", h.runs.Load())
+		}
+	})
+}
+
+// claimErrStore fails every Claim with an error that is not
+// ErrStoreUnavailable.
+type claimErrStore struct{ retrysafe.Store }
+
+func (claimErrStore) Claim(context.Context, *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	return nil, errors.New("stored response cannot be decrypted")
 }
 
 func TestClientDisconnectStillStoresResult(t *testing.T) {

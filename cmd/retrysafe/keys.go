@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
+	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
 const keysSynopsis = "list|show|delete --store URL [flags] [KEY]"
@@ -47,13 +49,19 @@ as absent). A processing record whose lease ran out is shown as
 its key takes it over.
 
 Owner tokens are never printed. Response bodies can hold personal data: they
-are printed only with --bodies.`
+are printed only with --bodies.
+
+Responses stored by a gateway with --encryption-keys-file are encrypted: show
+decrypts them only when given the same keys (--encryption-keys-file, or
+RETRYSAFE_ENCRYPTION_KEYS); without them it says which key encrypted the
+record and prints header names, never ciphertext as if it were the body.`
 
 const keysExamples = `  retrysafe keys list --store sqlite:retrysafe.db
   retrysafe keys list --store postgres://retrysafe@db/retrysafe --scope 3f1a9c --limit 20
   retrysafe keys list --store sqlite:retrysafe.db --after "$NEXT"     # the cursor list printed
   retrysafe keys show --store redis://127.0.0.1:6379/0 6f2c4d8e-9c77-4d92-a9b3-2d0f9a1c8a11
   retrysafe keys show --store sqlite:retrysafe.db --identity "Bearer sk_live_…" --bodies KEY
+  retrysafe keys show --store sqlite:retrysafe.db --encryption-keys-file keys.txt --bodies KEY
   retrysafe keys delete --store sqlite:retrysafe.db --scope 3f1a9c KEY
   retrysafe keys list --store sqlite:retrysafe.db --json | jq '.records[] | select(.state == "failed")'`
 
@@ -80,6 +88,7 @@ type keysOptions struct {
 	bodies   bool
 	json     bool
 	wide     bool
+	keysFile string
 }
 
 // keysCommand returns the "keys" command, opening stores with open.
@@ -100,6 +109,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	fs.BoolVar(&o.bodies, "bodies", false, "show: include the stored response body")
 	fs.BoolVar(&o.json, "json", false, "print JSON, for scripts")
 	fs.BoolVar(&o.wide, "wide", false, "list: print whole scopes and keys instead of shortening them")
+	fs.StringVar(&o.keysFile, "encryption-keys-file", "", "show: decrypt stored responses with the keys in this `file` (the gateway's); or set "+encryptionKeysEnv)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -133,16 +143,27 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 		o.scope = retrysafe.HashScope(o.identity)
 	}
 
+	ring, err := loadKeyRing(o.keysFile, os.Getenv)
+	if err != nil {
+		return err
+	}
 	store, closeStore, err := open(ctx, o.store)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer closeStore()
+	if ring != nil {
+		// Records stored before encryption was turned on are shown as
+		// they are; records the ring cannot open are listed still sealed.
+		if store, err = sealed.New(store, ring, sealed.Config{AcceptPlaintext: true}); err != nil {
+			return err
+		}
+	}
 	admin, ok := store.(retrysafe.Admin)
 	if !ok {
 		return fmt.Errorf("store %s cannot list records (it does not implement retrysafe.Admin)", storeurl.Redact(o.store))
 	}
-	k := &keysCmd{o: o, store: store, admin: admin, out: stdout, now: time.Now()}
+	k := &keysCmd{o: o, store: store, admin: admin, ring: ring, out: stdout, now: time.Now()}
 	switch sub {
 	case "list":
 		return k.list(ctx)
@@ -178,6 +199,7 @@ type keysCmd struct {
 	o     keysOptions
 	store retrysafe.Store
 	admin retrysafe.Admin
+	ring  *sealed.KeyRing // nil: records are shown as stored
 	out   io.Writer
 	now   time.Time
 }
@@ -277,7 +299,9 @@ func (k *keysCmd) list(ctx context.Context) error {
 }
 
 func (k *keysCmd) show(ctx context.Context, key string) error {
-	rec, err := k.find(ctx, key, k.o.bodies)
+	// The body is read even without --bodies: it tells whether the
+	// response is encrypted, and with which key.
+	rec, err := k.find(ctx, key, true)
 	if err != nil {
 		return err
 	}
@@ -448,9 +472,13 @@ func (k *keysCmd) printRecord(r *retrysafe.Record, full bool) {
 		row("expires", "%s", keysTimeFull(r.ExpiresAt, k.now))
 	}
 	row("fingerprint", "%s", r.Fingerprint)
+	keyID, encrypted := sealed.KeyID(r.Response)
 	if r.Response != nil {
 		row("status", "%d %s", r.Response.Status, http.StatusText(r.Response.Status))
-		if full {
+		if full && encrypted {
+			k.printEncrypted(row, r, keyID)
+		}
+		if full && !encrypted {
 			names := make([]string, 0, len(r.Response.Header))
 			for name := range r.Response.Header {
 				names = append(names, name)
@@ -479,13 +507,47 @@ func (k *keysCmd) printRecord(r *retrysafe.Record, full bool) {
 		}
 	}
 	_ = tw.Flush()
-	if full && k.o.bodies && r.Response != nil && len(r.Response.Body) > 0 {
+	if full && k.o.bodies && !encrypted && r.Response != nil && len(r.Response.Body) > 0 {
 		if utf8.Valid(r.Response.Body) {
 			fmt.Fprintf(k.out, "%s\n", strings.TrimRight(string(r.Response.Body), "\n"))
 		} else {
 			fmt.Fprintln(k.out, base64.StdEncoding.EncodeToString(r.Response.Body))
 		}
 	}
+}
+
+// printEncrypted prints the header names of a response that is still
+// encrypted, and why it is: no keys given, or the keys cannot open it.
+func (k *keysCmd) printEncrypted(row func(name, format string, args ...any), r *retrysafe.Record, keyID string) {
+	names := make([]string, 0, len(r.Response.Header))
+	for name := range r.Response.Header {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if len(names) > 0 {
+		row("headers", "%s (values encrypted)", strings.Join(names, ", "))
+	}
+	row("body", "(encrypted with key %s; %s)", keyID, k.whyEncrypted(r))
+}
+
+// whyEncrypted says why a record is shown encrypted.
+func (k *keysCmd) whyEncrypted(r *retrysafe.Record) string {
+	if k.ring == nil {
+		return "give the keys with --encryption-keys-file or " + encryptionKeysEnv + " to decrypt it"
+	}
+	_, err := k.ring.Open(r.Scope, r.Key, r.Response)
+	if err == nil {
+		return "not decrypted"
+	}
+	return "cannot decrypt: " + strings.TrimPrefix(err.Error(), sealed.ErrCannotDecrypt.Error()+": ")
+}
+
+// keysJSONEncrypted describes, in --json output, a response that is
+// still encrypted.
+type keysJSONEncrypted struct {
+	KeyID string `json:"keyId"`
+	// Reason says what would decrypt it, or why the keys given cannot.
+	Reason string `json:"reason"`
 }
 
 // keysJSONRecord is a record in --json output. The owner token is left
@@ -506,6 +568,9 @@ type keysJSONRecord struct {
 	// BodyBase64 holds it. Both only with --bodies.
 	Body       *string `json:"body,omitempty"`
 	BodyBase64 string  `json:"bodyBase64,omitempty"`
+	// Encrypted is set when the response is encrypted and was not
+	// decrypted; then headers hold placeholders and the body is left out.
+	Encrypted *keysJSONEncrypted `json:"encrypted,omitempty"`
 }
 
 func (k *keysCmd) jsonRecord(r *retrysafe.Record, full bool) keysJSONRecord {
@@ -530,7 +595,9 @@ func (k *keysCmd) jsonRecord(r *retrysafe.Record, full bool) keysJSONRecord {
 		if full {
 			j.Headers = r.Response.Header
 		}
-		if full && k.o.bodies {
+		if id, ok := sealed.KeyID(r.Response); ok && full {
+			j.Encrypted = &keysJSONEncrypted{KeyID: id, Reason: k.whyEncrypted(r)}
+		} else if full && k.o.bodies {
 			if utf8.Valid(r.Response.Body) {
 				s := string(r.Response.Body)
 				j.Body = &s

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
+	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
 func init() {
@@ -53,6 +55,9 @@ const serveExamples = `  # In front of a service on port 3000, records in ./retr
   retrysafe serve --upstream http://127.0.0.1:3000 --require-key --in-flight wait \
       --store postgres://retrysafe@db:5432/retrysafe
 
+  # Stored responses encrypted at rest (keys: one ID:BASE64 per line):
+  retrysafe serve --upstream http://127.0.0.1:3000 --encryption-keys-file /run/secrets/retrysafe-keys
+
   # Per-route policies, JSON logs on stderr:
   retrysafe serve --upstream http://127.0.0.1:3000 --config retrysafe.yaml --log-format json
 
@@ -77,6 +82,8 @@ type serveOptions struct {
 	sweepInterval, shutdownTimeout               time.Duration
 	processingRetention                          time.Duration
 	logFormat, logLevel                          string
+	encryptionKeysFile                           string
+	encryptionAcceptPlaintext                    bool
 }
 
 // flags defines serve's flags on fs. The first twelve are fixed by the
@@ -107,6 +114,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
 	fs.StringVar(&o.logFormat, "log-format", "json", "log `format` on stderr: json or text")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (keys and bodies are never logged at info)")
+	fs.StringVar(&o.encryptionKeysFile, "encryption-keys-file", "", encryptionKeysUsage)
+	fs.BoolVar(&o.encryptionAcceptPlaintext, "encryption-accept-plaintext", false, "with encryption on, also replay responses stored before it was turned on (for one TTL after turning it on)")
 }
 
 // policy returns the default policy the flags describe, or a usage error
@@ -237,6 +246,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
+	ring, err := loadKeyRing(o.encryptionKeysFile, os.Getenv)
+	if err != nil {
+		return err
+	}
+	if ring == nil && o.encryptionAcceptPlaintext {
+		return usagef("--encryption-accept-plaintext needs keys (--encryption-keys-file or %s)", encryptionKeysEnv)
+	}
+
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	store, closeStore, err := storeurl.OpenWith(openCtx, o.store, storeurl.Options{ProcessingRetention: o.processingRetention})
 	cancel()
@@ -248,6 +265,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Warn("closing the store failed", "err", err)
 		}
 	}()
+
+	// Without keys the wrapper writes in the clear and refuses to replay
+	// a response that was stored encrypted, rather than replay ciphertext.
+	if store, err = sealed.New(store, ring, sealed.Config{AcceptPlaintext: o.encryptionAcceptPlaintext}); err != nil {
+		return err
+	}
 
 	gw, err := gateway.New(gateway.Config{
 		Upstream:        upstream,
@@ -298,7 +321,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "retrysafe: admin on http://%s (/healthz, /readyz, /metrics)\n", listeners[1].Addr())
 	}
 	logger.Info("gateway started", "listen", ln.Addr().String(), "upstream", upstream.Redacted(),
-		"store", storeurl.Redact(o.store), "routes", len(routes))
+		"store", storeurl.Redact(o.store), "routes", len(routes), "encryption", describeKeyRing(ring))
 
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {

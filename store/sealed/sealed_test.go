@@ -1,0 +1,469 @@
+package sealed_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/sealed"
+	"github.com/retrysafe/retrysafe/store/sqlite"
+)
+
+var now = time.Date(2031, time.March, 4, 5, 6, 7, 0, time.UTC)
+
+const (
+	scopeA = "scope-a"
+	scopeB = "scope-b"
+	secret = "Jane Doe, 1 Main St, card ending 4242"
+)
+
+func payment() *retrysafe.Response {
+	return &retrysafe.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{
+			"Content-Type": {"application/json"},
+			"Location":     {"/customers/" + secret},
+			"X-Multi":      {"one", "", "three"},
+		},
+		Body: []byte(`{"customer":"` + secret + `"}`),
+	}
+}
+
+// complete claims scope/key on s and completes it with resp.
+func complete(t *testing.T, s retrysafe.Store, scope, key string, resp *retrysafe.Response) {
+	t.Helper()
+	ctx := t.Context()
+	res, err := s.Claim(ctx, &retrysafe.ClaimParams{Scope: scope, Key: key, Fingerprint: "fp", Token: retrysafe.NewToken(), Now: now, Lease: time.Minute})
+	if err != nil || !res.Claimed {
+		t.Fatalf("Claim(%q, %q): claimed=%v err=%v", scope, key, res != nil && res.Claimed, err)
+	}
+	err = s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: key, Token: res.Record.Token, Now: now, TTL: time.Hour, Response: resp})
+	if err != nil {
+		t.Fatalf("Complete(%q, %q): %v", scope, key, err)
+	}
+}
+
+func get(s retrysafe.Store, ctx context.Context, scope, key string) (*retrysafe.Record, error) {
+	return s.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: key, Now: now})
+}
+
+// claimExisting claims a completed key again and returns the replay.
+func claimExisting(s retrysafe.Store, ctx context.Context, scope, key string) (*retrysafe.Record, error) {
+	res, err := s.Claim(ctx, &retrysafe.ClaimParams{Scope: scope, Key: key, Fingerprint: "fp", Token: retrysafe.NewToken(), Now: now, Lease: time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	if res.Claimed {
+		return nil, errors.New("claimed a completed key")
+	}
+	return res.Record, nil
+}
+
+func wantResponse(t *testing.T, what string, got, want *retrysafe.Response) {
+	t.Helper()
+	if got == nil || got.Status != want.Status || !reflect.DeepEqual(got.Header, want.Header) || !bytes.Equal(got.Body, want.Body) {
+		t.Fatalf("%s: got %+v, want %+v", what, got, want)
+	}
+}
+
+func wantCannotDecrypt(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, sealed.ErrCannotDecrypt) {
+		t.Fatalf("%s: got error %v, want ErrCannotDecrypt", what, err)
+	}
+	if errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Fatalf("%s: %v matches ErrStoreUnavailable: FailOpen would run the operation again", what, err)
+	}
+}
+
+// TestRawStoreHoldsNoPlaintext: what every store keeps (as its own Get
+// returns it) holds neither the body nor a header value in the clear, only
+// the header names; and the SQLite file holds no plaintext either.
+func TestRawStoreHoldsNoPlaintext(t *testing.T) {
+	t.Parallel()
+	ring := testRing(t, "k1")
+	for _, name := range []string{"memory", "sqlite", "postgres", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			raw := testenv.Stores[name](t)
+			s := wrap(t, raw, ring, sealed.Config{})
+			complete(t, s, scopeA, "k", payment())
+
+			stored, err := get(raw, t.Context(), scopeA, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(stored.Response.Body, []byte("Jane")) {
+				t.Errorf("stored body holds the plaintext: %q", stored.Response.Body)
+			}
+			if id, ok := sealed.KeyID(stored.Response); !ok || id != "k1" {
+				t.Errorf("KeyID(stored) = %q, %v; want k1, true", id, ok)
+			}
+			if stored.Response.Status != http.StatusCreated {
+				t.Errorf("stored status = %d, want 201 (in the clear)", stored.Response.Status)
+			}
+			want := http.Header{}
+			for name := range payment().Header {
+				want[name] = []string{sealed.HeaderPlaceholder}
+			}
+			if !reflect.DeepEqual(stored.Response.Header, want) {
+				t.Errorf("stored header = %q, want names with placeholders %q", stored.Response.Header, want)
+			}
+
+			rec, err := get(s, t.Context(), scopeA, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantResponse(t, "Get through the wrapper", rec.Response, payment())
+		})
+	}
+	t.Run("sqlite file", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		raw, err := sqlite.Open(t.Context(), filepath.Join(dir, "retrysafe.db"), sqlite.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := wrap(t, raw, ring, sealed.Config{})
+		for i := range 20 {
+			complete(t, s, scopeA, "k"+string(rune('a'+i)), payment())
+		}
+		if err := raw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, names := 0, 0
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			read += len(b)
+			if bytes.Contains(b, []byte("Jane Doe")) {
+				t.Errorf("%s holds the plaintext", e.Name())
+			}
+			if bytes.Contains(b, []byte("Location")) {
+				names++
+			}
+		}
+		if names == 0 {
+			t.Fatalf("no file of %s (%d bytes) holds the header name Location: the records are not where the test looks", dir, read)
+		}
+	})
+}
+
+// TestRotation: after a new key is appended, responses sealed with the old
+// key still open, and new ones are sealed with the new key.
+func TestRotation(t *testing.T) {
+	t.Parallel()
+	raw := memory.New(memory.Config{})
+	old, next := newKey("2026-06"), newKey("2026-11")
+
+	before := wrap(t, raw, ringOf(t, old), sealed.Config{})
+	complete(t, before, scopeA, "old", payment())
+
+	after := wrap(t, raw, ringOf(t, old, next), sealed.Config{})
+	complete(t, after, scopeA, "new", payment())
+
+	for key, wantID := range map[string]string{"old": "2026-06", "new": "2026-11"} {
+		stored, err := get(raw, t.Context(), scopeA, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, _ := sealed.KeyID(stored.Response); id != wantID {
+			t.Errorf("%s: sealed with key %q, want %q", key, id, wantID)
+		}
+		rec, err := claimExisting(after, t.Context(), scopeA, key)
+		if err != nil {
+			t.Fatalf("%s: replay with the rotated ring: %v", key, err)
+		}
+		wantResponse(t, key+": replay with the rotated ring", rec.Response, payment())
+	}
+
+	// The old key removed too early: what it sealed no longer opens.
+	onlyNew := wrap(t, raw, ringOf(t, next), sealed.Config{})
+	_, err := get(onlyNew, t.Context(), scopeA, "old")
+	wantCannotDecrypt(t, "Get with the old key removed", err)
+	if !strings.Contains(err.Error(), `"2026-06"`) {
+		t.Errorf("error %q does not name the missing key id", err)
+	}
+	if _, err := get(onlyNew, t.Context(), scopeA, "new"); err != nil {
+		t.Errorf("Get of the new record: %v", err)
+	}
+}
+
+// TestMovedRecord: a sealed response copied, in the raw store, to another
+// key or another scope fails to open instead of replaying.
+func TestMovedRecord(t *testing.T) {
+	t.Parallel()
+	ring := testRing(t, "k1")
+	raw := memory.New(memory.Config{})
+	s := wrap(t, raw, ring, sealed.Config{})
+	complete(t, s, scopeA, "original", payment())
+	stored, err := get(raw, t.Context(), scopeA, "original")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := map[string]struct {
+		scope, key string
+		status     int
+	}{
+		"other key":   {scopeA, "copy", http.StatusCreated},
+		"other scope": {scopeB, "original", http.StatusCreated},
+	}
+	for name, c := range cases {
+		moved := stored.Response.Clone()
+		moved.Status = c.status
+		complete(t, raw, c.scope, c.key, moved)
+		_, err := get(s, t.Context(), c.scope, c.key)
+		wantCannotDecrypt(t, name+": Get", err)
+		_, err = claimExisting(s, t.Context(), c.scope, c.key)
+		wantCannotDecrypt(t, name+": Claim", err)
+	}
+	// The original still opens.
+	if _, err := get(s, t.Context(), scopeA, "original"); err != nil {
+		t.Fatalf("original: %v", err)
+	}
+}
+
+// TestTampering: changing any byte of a sealed body, or the status stored
+// next to it, fails to open.
+func TestTampering(t *testing.T) {
+	t.Parallel()
+	ring := testRing(t, "k1")
+	sealedResp, err := ring.Seal(scopeA, "k", payment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ring.Open(scopeA, "k", sealedResp); err != nil {
+		t.Fatalf("untampered: %v", err)
+	}
+	for i := range sealedResp.Body {
+		tampered := sealedResp.Clone()
+		tampered.Body[i] ^= 0x01
+		if _, err := ring.Open(scopeA, "k", tampered); !errors.Is(err, sealed.ErrCannotDecrypt) {
+			t.Fatalf("byte %d flipped: got %v, want ErrCannotDecrypt", i, err)
+		}
+	}
+	for _, n := range []int{0, 1, 5, len(sealedResp.Body) - 1} {
+		cut := sealedResp.Clone()
+		cut.Body = cut.Body[:n]
+		if _, err := ring.Open(scopeA, "k", cut); !errors.Is(err, sealed.ErrCannotDecrypt) {
+			t.Fatalf("truncated to %d bytes: got %v, want ErrCannotDecrypt", n, err)
+		}
+	}
+	for _, status := range []int{http.StatusOK, http.StatusInternalServerError, 0} {
+		other := sealedResp.Clone()
+		other.Status = status
+		if _, err := ring.Open(scopeA, "k", other); !errors.Is(err, sealed.ErrCannotDecrypt) {
+			t.Fatalf("status changed to %d: got %v, want ErrCannotDecrypt", status, err)
+		}
+	}
+	// The stored header placeholders are not what is replayed: changing
+	// them changes nothing.
+	renamed := sealedResp.Clone()
+	renamed.Header = http.Header{"X-Injected": {"evil"}}
+	got, err := ring.Open(scopeA, "k", renamed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantResponse(t, "placeholders replaced", got, payment())
+}
+
+// TestWrongKey: a ring whose key has the right id but another secret (a
+// key file from another environment) refuses to open.
+func TestWrongKey(t *testing.T) {
+	t.Parallel()
+	raw := memory.New(memory.Config{})
+	complete(t, wrap(t, raw, ringOf(t, newKey("prod")), sealed.Config{}), scopeA, "k", payment())
+	_, err := get(wrap(t, raw, ringOf(t, newKey("prod")), sealed.Config{}), t.Context(), scopeA, "k")
+	wantCannotDecrypt(t, "Get with a different key of the same id", err)
+	if !strings.Contains(err.Error(), "authentication") {
+		t.Errorf("error %q does not say authentication failed", err)
+	}
+}
+
+// TestPlaintextRecords: a record stored before encryption was turned on is
+// refused by default and returned as is with AcceptPlaintext; a wrapper
+// without a ring refuses sealed records.
+func TestPlaintextRecords(t *testing.T) {
+	t.Parallel()
+	ring := testRing(t, "k1")
+	raw := memory.New(memory.Config{})
+	complete(t, raw, scopeA, "clear", payment())
+	complete(t, wrap(t, raw, ring, sealed.Config{}), scopeA, "sealed", payment())
+
+	_, err := get(wrap(t, raw, ring, sealed.Config{}), t.Context(), scopeA, "clear")
+	wantCannotDecrypt(t, "plaintext record, strict", err)
+
+	lenient := wrap(t, raw, ring, sealed.Config{AcceptPlaintext: true})
+	for _, key := range []string{"clear", "sealed"} {
+		rec, err := get(lenient, t.Context(), scopeA, key)
+		if err != nil {
+			t.Fatalf("%s with AcceptPlaintext: %v", key, err)
+		}
+		wantResponse(t, key+" with AcceptPlaintext", rec.Response, payment())
+	}
+
+	noRing := wrap(t, raw, nil, sealed.Config{})
+	_, err = claimExisting(noRing, t.Context(), scopeA, "sealed")
+	wantCannotDecrypt(t, "sealed record without a ring", err)
+	if !strings.Contains(err.Error(), `"k1"`) {
+		t.Errorf("error %q does not name the key id", err)
+	}
+	rec, err := claimExisting(noRing, t.Context(), scopeA, "clear")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantResponse(t, "plaintext record without a ring", rec.Response, payment())
+}
+
+// TestList: Admin.List opens what it can, with and without bodies, and
+// leaves what it cannot open sealed.
+func TestList(t *testing.T) {
+	t.Parallel()
+	raw := memory.New(memory.Config{})
+	old, cur := newKey("old"), newKey("cur")
+	complete(t, wrap(t, raw, ringOf(t, old), sealed.Config{}), scopeA, "a-old", payment())
+	s := wrap(t, raw, ringOf(t, cur), sealed.Config{})
+	complete(t, s, scopeA, "b-cur", payment())
+
+	admin := s.(retrysafe.Admin)
+	for _, bodies := range []bool{true, false} {
+		recs, err := admin.List(t.Context(), &retrysafe.ListParams{WithBodies: bodies})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 2 {
+			t.Fatalf("listed %d records, want 2", len(recs))
+		}
+		want := payment()
+		if !bodies {
+			want.Body = nil
+		}
+		wantResponse(t, "opened record", recs[1].Response, want)
+		if got := recs[0].Response.Header.Get("Location"); got != sealed.HeaderPlaceholder {
+			t.Errorf("record of an unknown key: Location = %q, want the placeholder", got)
+		}
+		if id, ok := sealed.KeyID(recs[0].Response); bodies && (!ok || id != "old") {
+			t.Errorf("record of an unknown key: KeyID = %q, %v; want old, true", id, ok)
+		}
+		if !bodies && recs[0].Response.Body != nil {
+			t.Errorf("WithBodies=false returned a body")
+		}
+	}
+}
+
+// TestOptionalInterfaces: the wrapper implements exactly the optional
+// interfaces of the store it wraps.
+func TestOptionalInterfaces(t *testing.T) {
+	t.Parallel()
+	mem := memory.New(memory.Config{})
+	cases := map[string]retrysafe.Store{
+		"none": struct{ retrysafe.Store }{mem},
+		"pinger": struct {
+			retrysafe.Store
+			retrysafe.Pinger
+		}{mem, mem},
+		"sweeper+admin": struct {
+			retrysafe.Store
+			retrysafe.Sweeper
+			retrysafe.Admin
+		}{mem, mem, mem},
+		"pinger+sweeper+notifier (redis-like: no sweeper)": struct {
+			retrysafe.Store
+			retrysafe.Pinger
+			retrysafe.Notifier
+			retrysafe.Admin
+		}{mem, mem, mem, mem},
+		"all": mem,
+	}
+	for name, inner := range cases {
+		s := wrap(t, inner, testRing(t, "k"), sealed.Config{})
+		for _, iface := range []reflect.Type{
+			reflect.TypeFor[retrysafe.Pinger](), reflect.TypeFor[retrysafe.Sweeper](),
+			reflect.TypeFor[retrysafe.Notifier](), reflect.TypeFor[retrysafe.Admin](),
+		} {
+			want := reflect.TypeOf(inner).Implements(iface)
+			if got := reflect.TypeOf(s).Implements(iface); got != want {
+				t.Errorf("%s: wrapper implements %s = %v, want %v", name, iface, got, want)
+			}
+		}
+	}
+	if _, err := sealed.New(nil, nil, sealed.Config{}); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+}
+
+// TestSealDoesNotChangeParams: Complete seals a copy; the caller's
+// response is untouched.
+func TestSealDoesNotChangeParams(t *testing.T) {
+	t.Parallel()
+	s := wrap(t, memory.New(memory.Config{}), testRing(t, "k"), sealed.Config{})
+	resp := payment()
+	complete(t, s, scopeA, "k", resp)
+	wantResponse(t, "caller's response after Complete", resp, payment())
+}
+
+// TestCompleteNilResponse: a completion without a response (which a store
+// keeps as an empty one) reads back through the wrapper without error.
+func TestCompleteNilResponse(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"memory", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := wrap(t, testenv.Stores[name](t), testRing(t, "k1"), sealed.Config{})
+			complete(t, s, scopeA, "k", nil)
+			rec, err := get(s, t.Context(), scopeA, "k")
+			if err != nil {
+				t.Fatalf("Get after Complete with a nil response: %v", err)
+			}
+			if rec.Response != nil && (rec.Response.Status != 0 || len(rec.Response.Header) != 0 || len(rec.Response.Body) != 0) {
+				t.Fatalf("Response = %+v, want nil or empty", rec.Response)
+			}
+		})
+	}
+}
+
+// TestDoWithSealedStore: Do stores its result sealed and replays it; with
+// the key gone from the ring it returns ErrCannotDecrypt and does not run
+// the function again.
+func TestDoWithSealedStore(t *testing.T) {
+	t.Parallel()
+	raw := memory.New(memory.Config{})
+	k1 := newKey("k1")
+	s := wrap(t, raw, ringOf(t, k1), sealed.Config{})
+	runs := 0
+	charge := func(context.Context) (string, error) {
+		runs++
+		return secret, nil
+	}
+	for range 2 {
+		got, err := retrysafe.Do(t.Context(), s, "msg-1", "fp", charge)
+		if err != nil || got != secret {
+			t.Fatalf("Do = %q, %v", got, err)
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("runs = %d, want 1", runs)
+	}
+	_, err := retrysafe.Do(t.Context(), wrap(t, raw, ringOf(t, newKey("k2")), sealed.Config{}), "msg-1", "fp", charge)
+	wantCannotDecrypt(t, "Do without the key", err)
+	if runs != 1 {
+		t.Fatalf("runs = %d after the key was lost, want 1", runs)
+	}
+}

@@ -1,0 +1,109 @@
+package sealed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Config adjusts the Store that [New] returns. The zero value is strict.
+type Config struct {
+	// AcceptPlaintext returns responses that were stored without
+	// encryption as they are, instead of failing with [ErrCannotDecrypt].
+	// Turn it on for one TTL after enabling encryption over a store that
+	// already holds records, so their retries still replay; leave it off
+	// otherwise, since anyone who can write to the store could then plant
+	// a response of their own.
+	AcceptPlaintext bool
+}
+
+// store seals responses on Complete and opens them on Claim, Get and List.
+type store struct {
+	inner retrysafe.Store
+	ring  *KeyRing // nil: write in the clear, refuse sealed records
+	cfg   Config
+}
+
+var _ retrysafe.Store = (*store)(nil)
+
+// New returns a Store that seals every response it completes with ring and
+// opens every response it reads. The returned Store implements exactly the
+// optional interfaces (retrysafe.Pinger, Sweeper, Notifier, Admin) that
+// inner implements; its Admin.List opens the records it can and leaves the
+// others sealed (see [KeyID]).
+//
+// A nil ring writes in the clear and refuses to return a sealed response
+// (with [ErrCannotDecrypt]), so a gateway started without its keys never
+// replays ciphertext as if it were the answer.
+func New(inner retrysafe.Store, ring *KeyRing, cfg Config) (retrysafe.Store, error) {
+	if inner == nil {
+		return nil, errors.New("sealed: nil inner store")
+	}
+	s := &store{inner: inner, ring: ring, cfg: cfg}
+	return s.withOptional(), nil
+}
+
+// open returns the readable form of a stored response.
+func (s *store) open(scope, key string, resp *retrysafe.Response) (*retrysafe.Response, error) {
+	if resp == nil {
+		return nil, nil
+	}
+	if s.ring == nil {
+		if id, ok := KeyID(resp); ok {
+			return nil, fmt.Errorf("%w: it was sealed with key %q and no key ring is configured (retrysafe serve: --encryption-keys-file or RETRYSAFE_ENCRYPTION_KEYS)", ErrCannotDecrypt, id)
+		}
+		return resp, nil
+	}
+	if _, ok := KeyID(resp); !ok && s.cfg.AcceptPlaintext {
+		return resp, nil
+	}
+	return s.ring.Open(scope, key, resp)
+}
+
+// Claim claims through the inner store and opens the response of a
+// completed record that blocks the claim.
+func (s *store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	res, err := s.inner.Claim(ctx, p)
+	if err != nil || res == nil || res.Record == nil || res.Record.Response == nil {
+		return res, err
+	}
+	if res.Record.Response, err = s.open(p.Scope, p.Key, res.Record.Response); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Get reads through the inner store and opens the record's response.
+func (s *store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
+	rec, err := s.inner.Get(ctx, p)
+	if err != nil || rec == nil || rec.Response == nil {
+		return rec, err
+	}
+	if rec.Response, err = s.open(p.Scope, p.Key, rec.Response); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Extend is the inner store's Extend.
+func (s *store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	return s.inner.Extend(ctx, p)
+}
+
+// Complete seals the response and completes through the inner store.
+func (s *store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	if s.ring != nil {
+		var err error
+		if p, err = s.ring.SealComplete(p); err != nil {
+			return err
+		}
+	}
+	return s.inner.Complete(ctx, p)
+}
+
+// Release is the inner store's Release.
+func (s *store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
+	return s.inner.Release(ctx, p)
+}
