@@ -1,13 +1,11 @@
 package retrysafe
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 )
 
@@ -20,10 +18,13 @@ const fingerprintVersion = "retrysafe-fingerprint-v1"
 // to tell a genuine retry from a different request reusing the same key. It
 // covers:
 //
-//   - method, upper-cased;
-//   - path, as given;
+//   - method, with ASCII letters upper-cased ([CanonicalMethod]);
+//   - path, as given (the middleware gives the escaped path by default,
+//     see [Config].Route);
 //   - the query: its parameters decoded with [url.ParseQuery] (so "%41" and
-//     "A" are the same, as are "+" and "%20") and sorted by name, then value;
+//     "A" are the same, as are "+" and "%20") and sorted by name; the values
+//     of a repeated name keep their request order, since most frameworks
+//     read ?acct=1&acct=2 as the list [1 2] or take its first or last value;
 //     a query that does not parse is covered as raw text instead;
 //   - the body: [CanonicalJSON](body, ignore) when that succeeds, so key
 //     order, whitespace, number spelling and the ignored members do not
@@ -38,25 +39,24 @@ func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) st
 	// The small fields are framed into one buffer, then the body follows.
 	b := make([]byte, 0, 128+len(method)+len(path)+2*len(rawQuery))
 	b = appendField(b, fingerprintVersion)
-	b = appendField(b, strings.ToUpper(method))
+	b = appendField(b, CanonicalMethod(method))
 	b = appendField(b, path)
 
 	if q, err := url.ParseQuery(rawQuery); err == nil {
-		type param struct{ name, value string }
-		params := make([]param, 0, len(q))
+		names := make([]string, 0, len(q))
+		n := 0
 		for name, values := range q {
-			for _, v := range values {
-				params = append(params, param{name, v})
-			}
+			names = append(names, name)
+			n += len(values)
 		}
-		slices.SortFunc(params, func(a, b param) int {
-			return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.value, b.value))
-		})
+		slices.Sort(names)
 		b = appendField(b, "query")
-		b = binary.BigEndian.AppendUint64(b, uint64(len(params)))
-		for _, p := range params {
-			b = appendField(b, p.name)
-			b = appendField(b, p.value)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+		for _, name := range names {
+			for _, v := range q[name] { // in request order
+				b = appendField(b, name)
+				b = appendField(b, v)
+			}
 		}
 	} else {
 		b = appendField(b, "query-raw")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -49,7 +48,7 @@ type protectedHandler struct {
 }
 
 func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !slices.Contains(h.cfg.Methods, r.Method) {
+	if !MethodProtected(h.cfg.Methods, r.Method) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
