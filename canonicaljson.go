@@ -2,6 +2,7 @@ package retrysafe
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math/big"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -42,7 +44,12 @@ var errDuplicateKey = errors.New("duplicate object key")
 //
 // CanonicalJSON returns an error if doc is not exactly one JSON value
 // (trailing data is an error), if a string holds invalid UTF-8, if an object
-// has two members with the same decoded name (the document is ambiguous), if
+// has two members with the same decoded name (the document is ambiguous) or
+// with names that encoding/json would match to one struct field (equal under
+// simple Unicode case folding as in [strings.EqualFold], a lone surrogate
+// read as U+FFFD: {"amount":1,"Amount":1000} means 1000 to such a decoder
+// and {"Amount":1000,"amount":1} means 1, so they must not share a
+// canonical form), if
 // objects and arrays nest deeper than 1000 levels, or if an ignore entry is not
 // a valid JSON Pointer (see [ValidatePointer]). It does not panic on any input.
 func CanonicalJSON(doc []byte, ignore []string) ([]byte, error) {
@@ -82,13 +89,14 @@ func (p *canonParser) reset(doc []byte) {
 	p.stack = p.stack[:0]
 	p.scratch = p.scratch[:0]
 	p.digits = p.digits[:0]
+	p.folds = p.folds[:0]
 }
 
 // release returns p to the pool unless its buffers grew large, which would
 // pin memory for one unusual document.
 func (p *canonParser) release() {
 	p.doc = nil
-	if cap(p.nodes) > 1<<15 || cap(p.kids) > 1<<15 || cap(p.scratch) > 1<<18 || cap(p.stack) > 1<<12 {
+	if cap(p.nodes) > 1<<15 || cap(p.kids) > 1<<15 || cap(p.scratch) > 1<<18 || cap(p.stack) > 1<<12 || cap(p.folds) > 1<<12 {
 		return
 	}
 	parserPool.Put(p)
@@ -167,7 +175,8 @@ type canonParser struct {
 	kids    []int32 // children of all objects and arrays, one run each
 	stack   []int32 // children of the objects and arrays being parsed
 	scratch []byte
-	digits  []byte // a number's significant digits, reused
+	digits  []byte      // a number's significant digits, reused
+	folds   []foldEntry // for checkFolded, reused
 }
 
 // text returns the bytes s locates.
@@ -401,16 +410,128 @@ func (p *canonParser) sortMembers(base int) error {
 			sorted = false
 		}
 	}
-	if sorted {
+	if !sorted {
+		slices.SortFunc(m, func(a, b int32) int { return bytes.Compare(p.text(p.nodes[a].key), p.text(p.nodes[b].key)) })
+		for i := 1; i < len(m); i++ {
+			if bytes.Equal(p.text(p.nodes[m[i-1]].key), p.text(p.nodes[m[i]].key)) {
+				return p.duplicate(p.nodes[m[i]].key)
+			}
+		}
+	}
+	return p.checkFolded(m)
+}
+
+// maxPairwiseFold is the most members an object may have for checkFolded to
+// compare every pair of names; larger objects compare hashes first.
+const maxPairwiseFold = 12
+
+// checkFolded rejects an object two of whose member names are equal to a
+// case-insensitive decoder: encoding/json matches names to struct fields
+// under simple Unicode case folding (bytes.EqualFold), the last match
+// winning, and reads a lone surrogate as U+FFFD. {"amount":1,"Amount":1000}
+// and {"Amount":1000,"amount":1} would otherwise share a canonical form
+// while such a decoder reads 1000 from one and 1 from the other. The names
+// of m are distinct.
+func (p *canonParser) checkFolded(m []int32) error {
+	if len(m) <= maxPairwiseFold {
+		for i := 1; i < len(m); i++ {
+			a := p.text(p.nodes[m[i]].key)
+			for _, k := range m[:i] {
+				if b := p.text(p.nodes[k].key); foldEqual(a, b) {
+					return p.folded(b, a)
+				}
+			}
+		}
 		return nil
 	}
-	slices.SortFunc(m, func(a, b int32) int { return bytes.Compare(p.text(p.nodes[a].key), p.text(p.nodes[b].key)) })
-	for i := 1; i < len(m); i++ {
-		if bytes.Equal(p.text(p.nodes[m[i-1]].key), p.text(p.nodes[m[i]].key)) {
-			return p.duplicate(p.nodes[m[i]].key)
+	p.folds = p.folds[:0]
+	for _, k := range m {
+		p.folds = append(p.folds, foldEntry{foldHash(p.text(p.nodes[k].key)), k})
+	}
+	slices.SortFunc(p.folds, func(a, b foldEntry) int { return cmp.Compare(a.hash, b.hash) })
+	for i := 1; i < len(p.folds); i++ {
+		// Names with one hash are rare unless they fold alike; compare
+		// each against the others of its run.
+		for j := i - 1; j >= 0 && p.folds[j].hash == p.folds[i].hash; j-- {
+			a, b := p.text(p.nodes[p.folds[i].node].key), p.text(p.nodes[p.folds[j].node].key)
+			if foldEqual(a, b) {
+				return p.folded(b, a)
+			}
 		}
 	}
 	return nil
+}
+
+// foldEntry is a member's folded-name hash, for checkFolded.
+type foldEntry struct {
+	hash uint64
+	node int32
+}
+
+func (p *canonParser) folded(a, b []byte) error {
+	if bytes.Compare(a, b) > 0 {
+		a, b = b, a
+	}
+	return fmt.Errorf("%w: %s and %s differ only in letter case, and case-insensitive decoders (encoding/json) read them as one member, in the object ending at offset %d",
+		errDuplicateKey, appendQuoted(nil, a), appendQuoted(nil, b), p.pos)
+}
+
+// nextFolded returns the rune of the decoded name s at i as encoding/json
+// compares names, and the index after it: ASCII letters upper-cased, other
+// runes mapped to the smallest rune of their simple case folding orbit, and
+// a lone surrogate (kept by appendRune3, the only invalid UTF-8 a decoded
+// name can hold) read as U+FFFD.
+func nextFolded(s []byte, i int) (rune, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		return rune(c), i + 1
+	}
+	r, size := utf8.DecodeRune(s[i:])
+	if r == utf8.RuneError && size == 1 {
+		return utf8.RuneError, min(i+3, len(s))
+	}
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2, i + size
+		}
+		r = r2
+	}
+}
+
+// foldEqual reports whether a and b are one name to encoding/json.
+func foldEqual(a, b []byte) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i] == b[j] && a[i] < utf8.RuneSelf {
+			i, j = i+1, j+1
+			continue
+		}
+		var ra, rb rune
+		ra, i = nextFolded(a, i)
+		rb, j = nextFolded(b, j)
+		if ra != rb {
+			return false
+		}
+	}
+	return i == len(a) && j == len(b)
+}
+
+// foldHash is an FNV-1a hash of name as foldEqual compares it: names that
+// are foldEqual have equal hashes.
+func foldHash(name []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); {
+		var r rune
+		r, i = nextFolded(name, i)
+		for ; r > 0; r >>= 8 {
+			h = (h ^ uint64(r&0xFF)) * 1099511628211
+		}
+		h = (h ^ 0xFF) * 1099511628211 // rune boundary
+	}
+	return h
 }
 
 func (p *canonParser) duplicate(key span) error {
