@@ -175,8 +175,8 @@ type canonParser struct {
 	kids    []int32 // children of all objects and arrays, one run each
 	stack   []int32 // children of the objects and arrays being parsed
 	scratch []byte
-	digits  []byte      // a number's significant digits, reused
-	folds   []foldEntry // for checkFolded, reused
+	digits  []byte  // a number's significant digits, reused
+	folds   []int32 // for checkFolded, reused
 }
 
 // text returns the bytes s locates.
@@ -422,7 +422,7 @@ func (p *canonParser) sortMembers(base int) error {
 }
 
 // maxPairwiseFold is the most members an object may have for checkFolded to
-// compare every pair of names; larger objects compare hashes first.
+// compare every pair of names; larger objects are sorted by folded name.
 const maxPairwiseFold = 12
 
 // checkFolded rejects an object two of whose member names are equal to a
@@ -444,28 +444,18 @@ func (p *canonParser) checkFolded(m []int32) error {
 		}
 		return nil
 	}
-	p.folds = p.folds[:0]
-	for _, k := range m {
-		p.folds = append(p.folds, foldEntry{foldHash(p.text(p.nodes[k].key)), k})
-	}
-	slices.SortFunc(p.folds, func(a, b foldEntry) int { return cmp.Compare(a.hash, b.hash) })
+	// Sorting by folded name brings names that fold alike together. This
+	// compares names as the member sort does, so an object costs at most
+	// twice what sorting it already costs, whatever its names.
+	p.folds = append(p.folds[:0], m...)
+	slices.SortFunc(p.folds, func(a, b int32) int { return foldCompare(p.text(p.nodes[a].key), p.text(p.nodes[b].key)) })
 	for i := 1; i < len(p.folds); i++ {
-		// Names with one hash are rare unless they fold alike; compare
-		// each against the others of its run.
-		for j := i - 1; j >= 0 && p.folds[j].hash == p.folds[i].hash; j-- {
-			a, b := p.text(p.nodes[p.folds[i].node].key), p.text(p.nodes[p.folds[j].node].key)
-			if foldEqual(a, b) {
-				return p.folded(b, a)
-			}
+		a, b := p.text(p.nodes[p.folds[i-1]].key), p.text(p.nodes[p.folds[i]].key)
+		if foldCompare(a, b) == 0 {
+			return p.folded(a, b)
 		}
 	}
 	return nil
-}
-
-// foldEntry is a member's folded-name hash, for checkFolded.
-type foldEntry struct {
-	hash uint64
-	node int32
 }
 
 func (p *canonParser) folded(a, b []byte) error {
@@ -502,7 +492,10 @@ func nextFolded(s []byte, i int) (rune, int) {
 }
 
 // foldEqual reports whether a and b are one name to encoding/json.
-func foldEqual(a, b []byte) bool {
+func foldEqual(a, b []byte) bool { return foldCompare(a, b) == 0 }
+
+// foldCompare compares a and b rune by rune as nextFolded reads them.
+func foldCompare(a, b []byte) int {
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		if a[i] == b[j] && a[i] < utf8.RuneSelf {
@@ -513,25 +506,10 @@ func foldEqual(a, b []byte) bool {
 		ra, i = nextFolded(a, i)
 		rb, j = nextFolded(b, j)
 		if ra != rb {
-			return false
+			return cmp.Compare(ra, rb)
 		}
 	}
-	return i == len(a) && j == len(b)
-}
-
-// foldHash is an FNV-1a hash of name as foldEqual compares it: names that
-// are foldEqual have equal hashes.
-func foldHash(name []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(name); {
-		var r rune
-		r, i = nextFolded(name, i)
-		for ; r > 0; r >>= 8 {
-			h = (h ^ uint64(r&0xFF)) * 1099511628211
-		}
-		h = (h ^ 0xFF) * 1099511628211 // rune boundary
-	}
-	return h
+	return cmp.Compare(len(a)-i, len(b)-j)
 }
 
 func (p *canonParser) duplicate(key span) error {
