@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -799,17 +798,57 @@ func (p *canonParser) parseNumber() (span, error) {
 		}
 		p.scratch = appendDecimal(p.scratch, digits, e+adjust)
 	} else {
-		// |E| ≥ 10^18 - len(doc): only exponent form applies.
-		e, _ := new(big.Int).SetString(string(exp), 10)
+		// |E| ≥ 10^18 - len(doc): only exponent form applies. The exponent
+		// of the mantissa form is E + k, computed on the decimal digits
+		// of E in time linear in their number (math/big's conversions
+		// are quadratic, which a long exponent turns into seconds of
+		// CPU).
+		k := adjust + int64(len(digits)) - 1
 		if expNeg {
-			e.Neg(e)
+			k = -k // -(|E| - k)
 		}
-		e.Add(e, big.NewInt(adjust+int64(len(digits))-1))
 		p.scratch = appendMantissa(p.scratch, digits)
 		p.scratch = append(p.scratch, 'e')
-		p.scratch = e.Append(p.scratch, 10)
+		if expNeg {
+			p.scratch = append(p.scratch, '-')
+		}
+		p.scratch = appendDecimalSum(p.scratch, exp, k)
 	}
 	return p.scratchSince(out), nil
+}
+
+// appendDecimalSum appends x + d in decimal, where x is the decimal digits
+// of a number without leading zeros greater than |d|. It takes time linear
+// in len(x).
+func appendDecimalSum(b, x []byte, d int64) []byte {
+	start := len(b)
+	b = append(b, '0') // room for a carry
+	b = append(b, x...)
+	neg := d < 0
+	if neg {
+		d = -d
+	}
+	for i := len(b) - 1; d > 0; i-- {
+		v := int64(b[i]-'0') + d%10
+		if neg {
+			v = int64(b[i]-'0') - d%10
+		}
+		d /= 10
+		switch {
+		case v >= 10:
+			v -= 10
+			d++
+		case v < 0:
+			v += 10
+			d++
+		}
+		b[i] = '0' + byte(v)
+	}
+	z := start
+	for z < len(b)-1 && b[z] == '0' {
+		z++
+	}
+	return append(b[:start], b[z:]...)
 }
 
 // maxPlainZeros is the most trailing zeros an integer is written with;
