@@ -3,8 +3,10 @@ package retrysafe
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,12 +59,28 @@ func CanonicalJSON(doc []byte, ignore []string) ([]byte, error) {
 
 // appendCanonicalJSON appends the canonical encoding of doc to dst.
 func appendCanonicalJSON(dst, doc []byte, ignore []string) ([]byte, error) {
+	return appendCanonicalJSONContext(context.Background(), dst, doc, ignore)
+}
+
+// pollEvery is how many bytes of input the parser reads between checks of
+// its context.
+const pollEvery = 64 << 10
+
+// appendCanonicalJSONContext is appendCanonicalJSON that stops, with an
+// error wrapping ctx.Err(), once ctx ends. It checks ctx every pollEvery
+// bytes of input (between values and inside strings) and after sorting a
+// large object; every step in between is linear in the input it reads, so
+// it stops after at most about pollEvery more bytes of work.
+func appendCanonicalJSONContext(ctx context.Context, dst, doc []byte, ignore []string) ([]byte, error) {
 	if len(doc) > maxJSONSize {
 		return nil, fmt.Errorf("retrysafe: canonical json: document of %d bytes is larger than %d", len(doc), maxJSONSize)
 	}
 	p := parserPool.Get().(*canonParser)
 	defer p.release()
 	p.reset(doc)
+	if ctx.Done() != nil {
+		p.ctx, p.nextPoll = ctx, pollEvery
+	}
 	root, err := p.parseDocument()
 	if err != nil {
 		return nil, fmt.Errorf("retrysafe: canonical json: %w", err)
@@ -83,6 +101,7 @@ var parserPool = sync.Pool{New: func() any { return new(canonParser) }}
 
 func (p *canonParser) reset(doc []byte) {
 	p.doc, p.pos, p.depth = doc, 0, 0
+	p.ctx, p.nextPoll = nil, math.MaxInt
 	p.nodes = slices.Grow(p.nodes[:0], len(doc)/8+4)
 	p.kids = slices.Grow(p.kids[:0], len(doc)/8+4)
 	p.stack = p.stack[:0]
@@ -94,7 +113,7 @@ func (p *canonParser) reset(doc []byte) {
 // release returns p to the pool unless its buffers grew large, which would
 // pin memory for one unusual document.
 func (p *canonParser) release() {
-	p.doc = nil
+	p.doc, p.ctx = nil, nil
 	if cap(p.nodes) > 1<<15 || cap(p.kids) > 1<<15 || cap(p.scratch) > 1<<18 || cap(p.stack) > 1<<12 || cap(p.folds) > 1<<12 {
 		return
 	}
@@ -176,6 +195,21 @@ type canonParser struct {
 	scratch []byte
 	digits  []byte  // a number's significant digits, reused
 	folds   []int32 // for checkFolded, reused
+
+	// ctx is the context of the current call, checked by poll once pos
+	// reaches nextPoll; nil (and nextPoll MaxInt) when it cannot end.
+	ctx      context.Context
+	nextPoll int
+}
+
+// poll returns ctx's error if it has ended, checking it only once pos
+// reaches nextPoll.
+func (p *canonParser) poll(pos int) error {
+	if pos < p.nextPoll {
+		return nil
+	}
+	p.nextPoll = pos + pollEvery
+	return p.ctx.Err()
 }
 
 // text returns the bytes s locates.
@@ -225,6 +259,9 @@ func (p *canonParser) newNode(kind uint8) int32 {
 }
 
 func (p *canonParser) parseValue() (int32, error) {
+	if err := p.poll(p.pos); err != nil {
+		return 0, err
+	}
 	p.skipSpace()
 	if p.pos >= len(p.doc) {
 		return 0, p.errorf("unexpected end of input, expecting a value")
@@ -411,6 +448,9 @@ func (p *canonParser) sortMembers(base int) error {
 	}
 	if !sorted {
 		slices.SortFunc(m, func(a, b int32) int { return bytes.Compare(p.text(p.nodes[a].key), p.text(p.nodes[b].key)) })
+		if err := p.pollSorted(len(m)); err != nil {
+			return err
+		}
 		for i := 1; i < len(m); i++ {
 			if bytes.Equal(p.text(p.nodes[m[i-1]].key), p.text(p.nodes[m[i]].key)) {
 				return p.duplicate(p.nodes[m[i]].key)
@@ -418,6 +458,15 @@ func (p *canonParser) sortMembers(base int) error {
 		}
 	}
 	return p.checkFolded(m)
+}
+
+// pollSorted polls ctx after sorting n members, which took longer than
+// reading them, when n is large.
+func (p *canonParser) pollSorted(n int) error {
+	if p.ctx == nil || n < 1024 {
+		return nil
+	}
+	return p.ctx.Err()
 }
 
 // maxPairwiseFold is the most members an object may have for checkFolded to
@@ -448,6 +497,9 @@ func (p *canonParser) checkFolded(m []int32) error {
 	// twice what sorting it already costs, whatever its names.
 	p.folds = append(p.folds[:0], m...)
 	slices.SortFunc(p.folds, func(a, b int32) int { return foldCompare(p.text(p.nodes[a].key), p.text(p.nodes[b].key)) })
+	if err := p.pollSorted(len(m)); err != nil {
+		return err
+	}
 	for i := 1; i < len(p.folds); i++ {
 		a, b := p.text(p.nodes[p.folds[i-1]].key), p.text(p.nodes[p.folds[i]].key)
 		if foldCompare(a, b) == 0 {
@@ -522,6 +574,9 @@ func (p *canonParser) parseString() (span, error) {
 	start := p.pos
 	i := start + 1
 	for i < len(p.doc) {
+		if err := p.poll(i); err != nil {
+			return span{}, err
+		}
 		c := p.doc[i]
 		switch {
 		case c == '"':
@@ -550,6 +605,9 @@ func (p *canonParser) parseStringSlow(start, i int) (span, error) {
 	out := len(p.scratch)
 	p.scratch = append(p.scratch, p.doc[start+1:i]...)
 	for i < len(p.doc) {
+		if err := p.poll(i); err != nil {
+			return span{}, err
+		}
 		c := p.doc[i]
 		switch {
 		case c == '"':
@@ -710,8 +768,9 @@ func (p *canonParser) parseNumber() (span, error) {
 	case i < len(d) && d[i] == '0':
 		i++
 	case i < len(d) && '1' <= d[i] && d[i] <= '9':
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
+		var err error
+		if i, err = p.digitsEnd(i); err != nil {
+			return span{}, err
 		}
 	default:
 		p.pos = i
@@ -722,8 +781,9 @@ func (p *canonParser) parseNumber() (span, error) {
 	if i < len(d) && d[i] == '.' {
 		i++
 		fracStart = i
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
+		var err error
+		if i, err = p.digitsEnd(i); err != nil {
+			return span{}, err
 		}
 		fracEnd = i
 		if fracStart == fracEnd {
@@ -740,8 +800,9 @@ func (p *canonParser) parseNumber() (span, error) {
 			i++
 		}
 		expStart = i
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
+		var err error
+		if i, err = p.digitsEnd(i); err != nil {
+			return span{}, err
 		}
 		expEnd = i
 		if expStart == expEnd {
@@ -750,6 +811,9 @@ func (p *canonParser) parseNumber() (span, error) {
 		}
 	}
 	p.pos = i
+	if err := p.poll(i); err != nil {
+		return span{}, err
+	}
 
 	// Fast path: a plain integer other than -0 is already canonical unless
 	// it ends in more than 21 zeros.
@@ -849,6 +913,21 @@ func appendDecimalSum(b, x []byte, d int64) []byte {
 		z++
 	}
 	return append(b[:start], b[z:]...)
+}
+
+// digitsEnd returns the end of the run of digits at i, polling ctx on the
+// way: a number can be as long as the document.
+func (p *canonParser) digitsEnd(i int) (int, error) {
+	d := p.doc
+	for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+		i++
+		if i >= p.nextPoll {
+			if err := p.poll(i); err != nil {
+				return i, err
+			}
+		}
+	}
+	return i, nil
 }
 
 // maxPlainZeros is the most trailing zeros an integer is written with;

@@ -1,9 +1,15 @@
 package retrysafe
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -97,5 +103,90 @@ func TestCanonicalJSONExponentArithmetic(t *testing.T) {
 		if err != nil || string(got) != want {
 			t.Fatalf("CanonicalJSON(%s) = %s, %v; want %s", in, got, err, want)
 		}
+	}
+}
+
+// countingContext is a context that never reports Done by closing its
+// channel but whose Err reports context.Canceled from call after+1 on, and
+// counts the calls: it shows how often work checks its context and that it
+// stops at the first check that sees the end.
+type countingContext struct {
+	context.Context
+	done  chan struct{}
+	after int64
+	calls atomic.Int64
+}
+
+func newCountingContext(after int64) *countingContext {
+	return &countingContext{Context: context.Background(), done: make(chan struct{}), after: after}
+}
+
+func (c *countingContext) Done() <-chan struct{} { return c.done }
+
+func (c *countingContext) Err() error {
+	if c.calls.Add(1) > c.after {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestFingerprintStopsWhenContextEnds: fingerprinting a large body checks
+// the context about every pollEvery bytes and stops at the first check
+// that finds it ended, returning its error.
+func TestFingerprintStopsWhenContextEnds(t *testing.T) {
+	t.Parallel()
+	const size = 4 << 20
+	for _, kind := range append(slices.Clone(scalingKinds), "raw") {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var body []byte
+			if kind == "raw" {
+				body = bytes.Repeat([]byte("amount=5&"), size/9)
+			} else {
+				body = scalingBody(kind, size)
+			}
+			if kind != "raw" {
+				// Canonicalising alone checks too, every pollEvery bytes
+				// of input or sooner.
+				ctx := newCountingContext(math.MaxInt64)
+				if _, err := appendCanonicalJSONContext(ctx, nil, body, nil); err != nil {
+					t.Fatal(err)
+				}
+				checks := ctx.calls.Load()
+				if min := int64(len(body)/pollEvery - 1); checks < min {
+					t.Fatalf("canonicalising checked the context %d times for %d bytes; want at least %d", checks, len(body), min)
+				}
+				for _, after := range []int64{0, checks / 2, checks - 1} {
+					ctx := newCountingContext(after)
+					out, err := appendCanonicalJSONContext(ctx, nil, body, nil)
+					if !errors.Is(err, context.Canceled) || out != nil || ctx.calls.Load() != after+1 {
+						t.Fatalf("canonicalising, context ended after %d of %d checks: %d bytes, %v, %d checks; want context.Canceled at check %d",
+							after, checks, len(out), err, ctx.calls.Load(), after+1)
+					}
+				}
+			}
+			// Not ended: the same fingerprint as Fingerprint's, with a
+			// check at least every 2*pollEvery bytes.
+			ctx := newCountingContext(math.MaxInt64)
+			fp, err := fingerprint(ctx, "POST", "/p", "", body, nil)
+			if err != nil || fp != Fingerprint("POST", "/p", "", body, nil) {
+				t.Fatalf("fingerprint with a live context = %q, %v; want Fingerprint's %q", fp, err, Fingerprint("POST", "/p", "", body, nil))
+			}
+			checks := ctx.calls.Load()
+			if min := int64(len(body) / (2 * pollEvery)); checks < min {
+				t.Fatalf("context checked %d times for %d bytes; want at least %d", checks, len(body), min)
+			}
+			// Ended after a few checks: stops at the next one.
+			for _, after := range []int64{0, 3, checks / 2, checks - 1} {
+				ctx := newCountingContext(after)
+				fp, err := fingerprint(ctx, "POST", "/p", "", body, nil)
+				if !errors.Is(err, context.Canceled) || fp != "" {
+					t.Fatalf("context ended after %d of %d checks: fingerprint = %q, %v; want context.Canceled", after, checks, fp, err)
+				}
+				if got := ctx.calls.Load(); got != after+1 {
+					t.Fatalf("context ended after %d of %d checks: checked %d times; want it to stop at the first that failed", after, checks, got)
+				}
+			}
+		})
 	}
 }

@@ -1,9 +1,11 @@
 package retrysafe
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"slices"
 	"sync"
@@ -36,6 +38,15 @@ const fingerprintVersion = "retrysafe-fingerprint-v1"
 // bytes between fields. Validate ignore with [ValidatePointer] beforehand: an
 // invalid pointer makes every JSON body fall back to its raw bytes.
 func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) string {
+	fp, _ := fingerprint(context.Background(), method, path, rawQuery, body, ignore)
+	return fp
+}
+
+// fingerprint is Fingerprint that stops once ctx ends and returns its
+// error: the middleware fingerprints under the request's context, so the
+// work on a large body ends when the client goes away. Every step takes
+// time linear in the size of the request (sorting the query's names aside).
+func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte, ignore []string) (string, error) {
 	// The small fields are framed into one buffer, then the body follows.
 	b := make([]byte, 0, 128+len(method)+len(path)+2*len(rawQuery))
 	b = appendField(b, fingerprintVersion)
@@ -69,9 +80,13 @@ func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) st
 	} else {
 		buf := bodyPool.Get().(*[]byte)
 		defer putBody(buf)
-		if canon, err := appendCanonicalJSON((*buf)[:0], body, ignore); err == nil {
+		canon, err := appendCanonicalJSONContext(ctx, (*buf)[:0], body, ignore)
+		switch {
+		case err == nil:
 			kind, data = "body-json", canon
 			*buf = canon
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			return "", err
 		}
 	}
 	b = appendField(b, kind)
@@ -79,9 +94,16 @@ func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) st
 
 	h := sha256.New()
 	h.Write(b)
+	for len(data) > pollEvery {
+		h.Write(data[:pollEvery])
+		data = data[pollEvery:]
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+	}
 	h.Write(data)
 	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0]))
+	return hex.EncodeToString(h.Sum(sum[:0])), nil
 }
 
 // bodyPool recycles the buffers that hold canonical bodies while they are
