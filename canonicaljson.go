@@ -193,8 +193,8 @@ type canonParser struct {
 	kids    []int32 // children of all objects and arrays, one run each
 	stack   []int32 // children of the objects and arrays being parsed
 	scratch []byte
-	digits  []byte  // a number's significant digits, reused
-	folds   []int32 // for checkFolded, reused
+	digits  []byte      // a number's significant digits, reused
+	folds   []foldEntry // for checkFolded, reused
 
 	// ctx is the context of the current call, checked by poll once pos
 	// reaches nextPoll; nil (and nextPoll MaxInt) when it cannot end.
@@ -482,31 +482,57 @@ const maxPairwiseFold = 12
 // of m are distinct.
 func (p *canonParser) checkFolded(m []int32) error {
 	if len(m) <= maxPairwiseFold {
-		for i := 1; i < len(m); i++ {
-			a := p.text(p.nodes[m[i]].key)
-			for _, k := range m[:i] {
-				if b := p.text(p.nodes[k].key); foldEqual(a, b) {
-					return p.folded(b, a)
+		// Compare the hashes of every pair, and the names of a pair only
+		// when they hash alike.
+		var hashes [maxPairwiseFold]uint64
+		for i, k := range m {
+			hashes[i] = foldHash(p.text(p.nodes[k].key))
+			for j := range i {
+				if hashes[j] != hashes[i] {
+					continue
+				}
+				a, b := p.text(p.nodes[m[j]].key), p.text(p.nodes[k].key)
+				if foldEqual(a, b) {
+					return p.folded(a, b)
 				}
 			}
 		}
 		return nil
 	}
-	// Sorting by folded name brings names that fold alike together. This
-	// compares names as the member sort does, so an object costs at most
-	// twice what sorting it already costs, whatever its names.
-	p.folds = append(p.folds[:0], m...)
-	slices.SortFunc(p.folds, func(a, b int32) int { return foldCompare(p.text(p.nodes[a].key), p.text(p.nodes[b].key)) })
+	// Sorting by the hash of the folded name, then by the folded name,
+	// brings names that fold alike together. Names that collide in the
+	// hash (an attacker can make them) cost a name comparison each, as in
+	// the member sort, so an object costs at most twice what sorting it
+	// already costs, whatever its names.
+	p.folds = p.folds[:0]
+	for _, k := range m {
+		p.folds = append(p.folds, foldEntry{foldHash(p.text(p.nodes[k].key)), k})
+	}
+	slices.SortFunc(p.folds, func(a, b foldEntry) int {
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		return foldCompare(p.text(p.nodes[a.node].key), p.text(p.nodes[b.node].key))
+	})
 	if err := p.pollSorted(len(m)); err != nil {
 		return err
 	}
 	for i := 1; i < len(p.folds); i++ {
-		a, b := p.text(p.nodes[p.folds[i-1]].key), p.text(p.nodes[p.folds[i]].key)
-		if foldCompare(a, b) == 0 {
+		x, y := p.folds[i-1], p.folds[i]
+		if x.hash != y.hash {
+			continue
+		}
+		if a, b := p.text(p.nodes[x.node].key), p.text(p.nodes[y.node].key); foldEqual(a, b) {
 			return p.folded(a, b)
 		}
 	}
 	return nil
+}
+
+// foldEntry is a member and the hash of its folded name, for checkFolded.
+type foldEntry struct {
+	hash uint64
+	node int32
 }
 
 func (p *canonParser) folded(a, b []byte) error {
@@ -540,6 +566,28 @@ func nextFolded(s []byte, i int) (rune, int) {
 		}
 		r = r2
 	}
+}
+
+// foldHash is an FNV-1a hash of the runes of name as nextFolded reads them:
+// names that are foldEqual hash alike.
+func foldHash(name []byte) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); {
+		c := name[i]
+		if c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			h = (h ^ uint64(c)) * prime
+			i++
+			continue
+		}
+		var r rune
+		r, i = nextFolded(name, i)
+		h = (h ^ uint64(r)) * prime
+	}
+	return h
 }
 
 // foldEqual reports whether a and b are one name to encoding/json.
