@@ -190,3 +190,33 @@ func TestFingerprintStopsWhenContextEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldEqualMatchesEncodingJSON checks foldEqual against bytes.EqualFold
+// (the rule encoding/json documents for matching names to fields), that
+// names which fold alike hash alike, and that foldCompare orders them
+// consistently.
+func TestFoldEqualMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	names := []string{"", "a", "A", "b", "amount", "Amount", "AMOUNT", "amounts", "k", "K", "\u212a", "s", "S", "ſ",
+		"ß", "ẞ", "ss", "SS", "é", "É", "e", "µ", "μ", "Μ", "ǅ", "ǆ", "Ǆ", "σ", "ς", "Σ", "key_1", "KEY_1", "Key-1", "ﬃ", "\ufffd", "😀"}
+	for _, a := range names {
+		for _, b := range names {
+			want := bytes.EqualFold([]byte(a), []byte(b))
+			if got := foldEqual([]byte(a), []byte(b)); got != want {
+				t.Errorf("foldEqual(%q, %q) = %v, bytes.EqualFold says %v", a, b, got, want)
+			}
+			if want && foldHash([]byte(a)) != foldHash([]byte(b)) {
+				t.Errorf("%q and %q fold alike but hash differently", a, b)
+			}
+			if c, d := foldCompare([]byte(a), []byte(b)), foldCompare([]byte(b), []byte(a)); c != -d || (c == 0) != want {
+				t.Errorf("foldCompare(%q, %q) = %d, reversed %d; equal under folding: %v", a, b, c, d, want)
+			}
+		}
+	}
+	// A lone surrogate (kept as WTF-8) reads as U+FFFD, as encoding/json
+	// decodes it.
+	lone := appendRune3(nil, 0xD800)
+	if !foldEqual(lone, []byte("\ufffd")) || foldHash(lone) != foldHash([]byte("\ufffd")) {
+		t.Errorf("a lone surrogate does not fold to U+FFFD")
+	}
+}
