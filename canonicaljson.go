@@ -2,13 +2,16 @@ package retrysafe
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
-	"math/big"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -42,7 +45,12 @@ var errDuplicateKey = errors.New("duplicate object key")
 //
 // CanonicalJSON returns an error if doc is not exactly one JSON value
 // (trailing data is an error), if a string holds invalid UTF-8, if an object
-// has two members with the same decoded name (the document is ambiguous), if
+// has two members with the same decoded name (the document is ambiguous) or
+// with names that encoding/json would match to one struct field (equal under
+// simple Unicode case folding as in [strings.EqualFold], a lone surrogate
+// read as U+FFFD: {"amount":1,"Amount":1000} means 1000 to such a decoder
+// and {"Amount":1000,"amount":1} means 1, so they must not share a
+// canonical form), if
 // objects and arrays nest deeper than 1000 levels, or if an ignore entry is not
 // a valid JSON Pointer (see [ValidatePointer]). It does not panic on any input.
 func CanonicalJSON(doc []byte, ignore []string) ([]byte, error) {
@@ -51,12 +59,28 @@ func CanonicalJSON(doc []byte, ignore []string) ([]byte, error) {
 
 // appendCanonicalJSON appends the canonical encoding of doc to dst.
 func appendCanonicalJSON(dst, doc []byte, ignore []string) ([]byte, error) {
+	return appendCanonicalJSONContext(context.Background(), dst, doc, ignore)
+}
+
+// pollEvery is how many bytes of input the parser reads between checks of
+// its context.
+const pollEvery = 64 << 10
+
+// appendCanonicalJSONContext is appendCanonicalJSON that stops, with an
+// error wrapping ctx.Err(), once ctx ends. It checks ctx every pollEvery
+// bytes of input (between values and inside strings) and after sorting a
+// large object; every step in between is linear in the input it reads, so
+// it stops after at most about pollEvery more bytes of work.
+func appendCanonicalJSONContext(ctx context.Context, dst, doc []byte, ignore []string) ([]byte, error) {
 	if len(doc) > maxJSONSize {
 		return nil, fmt.Errorf("retrysafe: canonical json: document of %d bytes is larger than %d", len(doc), maxJSONSize)
 	}
 	p := parserPool.Get().(*canonParser)
 	defer p.release()
 	p.reset(doc)
+	if ctx.Done() != nil {
+		p.ctx, p.nextPoll = ctx, pollEvery
+	}
 	root, err := p.parseDocument()
 	if err != nil {
 		return nil, fmt.Errorf("retrysafe: canonical json: %w", err)
@@ -77,18 +101,20 @@ var parserPool = sync.Pool{New: func() any { return new(canonParser) }}
 
 func (p *canonParser) reset(doc []byte) {
 	p.doc, p.pos, p.depth = doc, 0, 0
+	p.ctx, p.nextPoll = nil, math.MaxInt
 	p.nodes = slices.Grow(p.nodes[:0], len(doc)/8+4)
 	p.kids = slices.Grow(p.kids[:0], len(doc)/8+4)
 	p.stack = p.stack[:0]
 	p.scratch = p.scratch[:0]
 	p.digits = p.digits[:0]
+	p.folds = p.folds[:0]
 }
 
 // release returns p to the pool unless its buffers grew large, which would
 // pin memory for one unusual document.
 func (p *canonParser) release() {
-	p.doc = nil
-	if cap(p.nodes) > 1<<15 || cap(p.kids) > 1<<15 || cap(p.scratch) > 1<<18 || cap(p.stack) > 1<<12 {
+	p.doc, p.ctx = nil, nil
+	if cap(p.nodes) > 1<<15 || cap(p.kids) > 1<<15 || cap(p.scratch) > 1<<18 || cap(p.stack) > 1<<12 || cap(p.folds) > 1<<12 {
 		return
 	}
 	parserPool.Put(p)
@@ -167,7 +193,23 @@ type canonParser struct {
 	kids    []int32 // children of all objects and arrays, one run each
 	stack   []int32 // children of the objects and arrays being parsed
 	scratch []byte
-	digits  []byte // a number's significant digits, reused
+	digits  []byte      // a number's significant digits, reused
+	folds   []foldEntry // for checkFolded, reused
+
+	// ctx is the context of the current call, checked by poll once pos
+	// reaches nextPoll; nil (and nextPoll MaxInt) when it cannot end.
+	ctx      context.Context
+	nextPoll int
+}
+
+// poll returns ctx's error if it has ended, checking it only once pos
+// reaches nextPoll.
+func (p *canonParser) poll(pos int) error {
+	if pos < p.nextPoll {
+		return nil
+	}
+	p.nextPoll = pos + pollEvery
+	return p.ctx.Err()
 }
 
 // text returns the bytes s locates.
@@ -217,6 +259,9 @@ func (p *canonParser) newNode(kind uint8) int32 {
 }
 
 func (p *canonParser) parseValue() (int32, error) {
+	if err := p.poll(p.pos); err != nil {
+		return 0, err
+	}
 	p.skipSpace()
 	if p.pos >= len(p.doc) {
 		return 0, p.errorf("unexpected end of input, expecting a value")
@@ -401,16 +446,169 @@ func (p *canonParser) sortMembers(base int) error {
 			sorted = false
 		}
 	}
-	if sorted {
+	if !sorted {
+		slices.SortFunc(m, func(a, b int32) int { return bytes.Compare(p.text(p.nodes[a].key), p.text(p.nodes[b].key)) })
+		if err := p.pollSorted(len(m)); err != nil {
+			return err
+		}
+		for i := 1; i < len(m); i++ {
+			if bytes.Equal(p.text(p.nodes[m[i-1]].key), p.text(p.nodes[m[i]].key)) {
+				return p.duplicate(p.nodes[m[i]].key)
+			}
+		}
+	}
+	return p.checkFolded(m)
+}
+
+// pollSorted polls ctx after sorting n members, which took longer than
+// reading them, when n is large.
+func (p *canonParser) pollSorted(n int) error {
+	if p.ctx == nil || n < 1024 {
 		return nil
 	}
-	slices.SortFunc(m, func(a, b int32) int { return bytes.Compare(p.text(p.nodes[a].key), p.text(p.nodes[b].key)) })
-	for i := 1; i < len(m); i++ {
-		if bytes.Equal(p.text(p.nodes[m[i-1]].key), p.text(p.nodes[m[i]].key)) {
-			return p.duplicate(p.nodes[m[i]].key)
+	return p.ctx.Err()
+}
+
+// maxPairwiseFold is the most members an object may have for checkFolded to
+// compare every pair of names; larger objects are sorted by folded name.
+const maxPairwiseFold = 12
+
+// checkFolded rejects an object two of whose member names are equal to a
+// case-insensitive decoder: encoding/json matches names to struct fields
+// under simple Unicode case folding (bytes.EqualFold), the last match
+// winning, and reads a lone surrogate as U+FFFD. {"amount":1,"Amount":1000}
+// and {"Amount":1000,"amount":1} would otherwise share a canonical form
+// while such a decoder reads 1000 from one and 1 from the other. The names
+// of m are distinct.
+func (p *canonParser) checkFolded(m []int32) error {
+	if len(m) <= maxPairwiseFold {
+		// Compare the hashes of every pair, and the names of a pair only
+		// when they hash alike.
+		var hashes [maxPairwiseFold]uint64
+		for i, k := range m {
+			hashes[i] = foldHash(p.text(p.nodes[k].key))
+			for j := range i {
+				if hashes[j] != hashes[i] {
+					continue
+				}
+				a, b := p.text(p.nodes[m[j]].key), p.text(p.nodes[k].key)
+				if foldEqual(a, b) {
+					return p.folded(a, b)
+				}
+			}
+		}
+		return nil
+	}
+	// Sorting by the hash of the folded name, then by the folded name,
+	// brings names that fold alike together. Names that collide in the
+	// hash (an attacker can make them) cost a name comparison each, as in
+	// the member sort, so an object costs at most twice what sorting it
+	// already costs, whatever its names.
+	p.folds = p.folds[:0]
+	for _, k := range m {
+		p.folds = append(p.folds, foldEntry{foldHash(p.text(p.nodes[k].key)), k})
+	}
+	slices.SortFunc(p.folds, func(a, b foldEntry) int {
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		return foldCompare(p.text(p.nodes[a.node].key), p.text(p.nodes[b.node].key))
+	})
+	if err := p.pollSorted(len(m)); err != nil {
+		return err
+	}
+	for i := 1; i < len(p.folds); i++ {
+		x, y := p.folds[i-1], p.folds[i]
+		if x.hash != y.hash {
+			continue
+		}
+		if a, b := p.text(p.nodes[x.node].key), p.text(p.nodes[y.node].key); foldEqual(a, b) {
+			return p.folded(a, b)
 		}
 	}
 	return nil
+}
+
+// foldEntry is a member and the hash of its folded name, for checkFolded.
+type foldEntry struct {
+	hash uint64
+	node int32
+}
+
+func (p *canonParser) folded(a, b []byte) error {
+	if bytes.Compare(a, b) > 0 {
+		a, b = b, a
+	}
+	return fmt.Errorf("%w: %s and %s differ only in letter case, and case-insensitive decoders (encoding/json) read them as one member, in the object ending at offset %d",
+		errDuplicateKey, appendQuoted(nil, a), appendQuoted(nil, b), p.pos)
+}
+
+// nextFolded returns the rune of the decoded name s at i as encoding/json
+// compares names, and the index after it: ASCII letters upper-cased, other
+// runes mapped to the smallest rune of their simple case folding orbit, and
+// a lone surrogate (kept by appendRune3, the only invalid UTF-8 a decoded
+// name can hold) read as U+FFFD.
+func nextFolded(s []byte, i int) (rune, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		return rune(c), i + 1
+	}
+	r, size := utf8.DecodeRune(s[i:])
+	if r == utf8.RuneError && size == 1 {
+		return utf8.RuneError, min(i+3, len(s))
+	}
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2, i + size
+		}
+		r = r2
+	}
+}
+
+// foldHash is an FNV-1a hash of the runes of name as nextFolded reads them:
+// names that are foldEqual hash alike.
+func foldHash(name []byte) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); {
+		c := name[i]
+		if c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			h = (h ^ uint64(c)) * prime
+			i++
+			continue
+		}
+		var r rune
+		r, i = nextFolded(name, i)
+		h = (h ^ uint64(r)) * prime
+	}
+	return h
+}
+
+// foldEqual reports whether a and b are one name to encoding/json.
+func foldEqual(a, b []byte) bool { return foldCompare(a, b) == 0 }
+
+// foldCompare compares a and b rune by rune as nextFolded reads them.
+func foldCompare(a, b []byte) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i] == b[j] && a[i] < utf8.RuneSelf {
+			i, j = i+1, j+1
+			continue
+		}
+		var ra, rb rune
+		ra, i = nextFolded(a, i)
+		rb, j = nextFolded(b, j)
+		if ra != rb {
+			return cmp.Compare(ra, rb)
+		}
+	}
+	return cmp.Compare(len(a)-i, len(b)-j)
 }
 
 func (p *canonParser) duplicate(key span) error {
@@ -424,6 +622,9 @@ func (p *canonParser) parseString() (span, error) {
 	start := p.pos
 	i := start + 1
 	for i < len(p.doc) {
+		if err := p.poll(i); err != nil {
+			return span{}, err
+		}
 		c := p.doc[i]
 		switch {
 		case c == '"':
@@ -452,6 +653,9 @@ func (p *canonParser) parseStringSlow(start, i int) (span, error) {
 	out := len(p.scratch)
 	p.scratch = append(p.scratch, p.doc[start+1:i]...)
 	for i < len(p.doc) {
+		if err := p.poll(i); err != nil {
+			return span{}, err
+		}
 		c := p.doc[i]
 		switch {
 		case c == '"':
@@ -612,8 +816,9 @@ func (p *canonParser) parseNumber() (span, error) {
 	case i < len(d) && d[i] == '0':
 		i++
 	case i < len(d) && '1' <= d[i] && d[i] <= '9':
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
+		var err error
+		if i, err = p.digitsEnd(i); err != nil {
+			return span{}, err
 		}
 	default:
 		p.pos = i
@@ -624,8 +829,9 @@ func (p *canonParser) parseNumber() (span, error) {
 	if i < len(d) && d[i] == '.' {
 		i++
 		fracStart = i
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
+		var err error
+		if i, err = p.digitsEnd(i); err != nil {
+			return span{}, err
 		}
 		fracEnd = i
 		if fracStart == fracEnd {
@@ -642,8 +848,9 @@ func (p *canonParser) parseNumber() (span, error) {
 			i++
 		}
 		expStart = i
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
+		var err error
+		if i, err = p.digitsEnd(i); err != nil {
+			return span{}, err
 		}
 		expEnd = i
 		if expStart == expEnd {
@@ -652,6 +859,9 @@ func (p *canonParser) parseNumber() (span, error) {
 		}
 	}
 	p.pos = i
+	if err := p.poll(i); err != nil {
+		return span{}, err
+	}
 
 	// Fast path: a plain integer other than -0 is already canonical unless
 	// it ends in more than 21 zeros.
@@ -700,17 +910,72 @@ func (p *canonParser) parseNumber() (span, error) {
 		}
 		p.scratch = appendDecimal(p.scratch, digits, e+adjust)
 	} else {
-		// |E| ≥ 10^18 - len(doc): only exponent form applies.
-		e, _ := new(big.Int).SetString(string(exp), 10)
+		// |E| ≥ 10^18 - len(doc): only exponent form applies. The exponent
+		// of the mantissa form is E + k, computed on the decimal digits
+		// of E in time linear in their number (math/big's conversions
+		// are quadratic, which a long exponent turns into seconds of
+		// CPU).
+		k := adjust + int64(len(digits)) - 1
 		if expNeg {
-			e.Neg(e)
+			k = -k // -(|E| - k)
 		}
-		e.Add(e, big.NewInt(adjust+int64(len(digits))-1))
 		p.scratch = appendMantissa(p.scratch, digits)
 		p.scratch = append(p.scratch, 'e')
-		p.scratch = e.Append(p.scratch, 10)
+		if expNeg {
+			p.scratch = append(p.scratch, '-')
+		}
+		p.scratch = appendDecimalSum(p.scratch, exp, k)
 	}
 	return p.scratchSince(out), nil
+}
+
+// appendDecimalSum appends x + d in decimal, where x is the decimal digits
+// of a number without leading zeros greater than |d|. It takes time linear
+// in len(x).
+func appendDecimalSum(b, x []byte, d int64) []byte {
+	start := len(b)
+	b = append(b, '0') // room for a carry
+	b = append(b, x...)
+	neg := d < 0
+	if neg {
+		d = -d
+	}
+	for i := len(b) - 1; d > 0; i-- {
+		v := int64(b[i]-'0') + d%10
+		if neg {
+			v = int64(b[i]-'0') - d%10
+		}
+		d /= 10
+		switch {
+		case v >= 10:
+			v -= 10
+			d++
+		case v < 0:
+			v += 10
+			d++
+		}
+		b[i] = '0' + byte(v)
+	}
+	z := start
+	for z < len(b)-1 && b[z] == '0' {
+		z++
+	}
+	return append(b[:start], b[z:]...)
+}
+
+// digitsEnd returns the end of the run of digits at i, polling ctx on the
+// way: a number can be as long as the document.
+func (p *canonParser) digitsEnd(i int) (int, error) {
+	d := p.doc
+	for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+		i++
+		if i >= p.nextPoll {
+			if err := p.poll(i); err != nil {
+				return i, err
+			}
+		}
+	}
+	return i, nil
 }
 
 // maxPlainZeros is the most trailing zeros an integer is written with;

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -19,24 +23,38 @@ func TestCanonicalJSON(t *testing.T) {
 		wantErr string // substring of the error; "" means success
 	}{
 		// Structure and whitespace.
-		"key order":           {in: `{"b":1,"a":2,"c":3}`, want: `{"a":2,"b":1,"c":3}`},
-		"nested key order":    {in: `{"z":{"y":1,"x":[{"b":1,"a":2}]},"a":null}`, want: `{"a":null,"z":{"x":[{"a":2,"b":1}],"y":1}}`},
-		"keys bytewise":       {in: `{"a":1,"B":2,"é":3,"aa":4,"":5}`, want: `{"":5,"B":2,"a":1,"aa":4,"é":3}`},
-		"keys by decoded":     {in: `{"\u0062":1,"a":2}`, want: `{"a":2,"b":1}`},
-		"whitespace":          {in: " \t\r\n{ \"a\" :\n[ 1 , 2 ] , \"b\" : { } }\n ", want: `{"a":[1,2],"b":{}}`},
-		"array order kept":    {in: `[3,1,2]`, want: `[3,1,2]`},
-		"empty containers":    {in: `[{},[],""]`, want: `[{},[],""]`},
-		"literals":            {in: `[true,false,null]`, want: `[true,false,null]`},
-		"scalar document":     {in: ` "x" `, want: `"x"`},
-		"number document":     {in: `1.50`, want: `1.5`},
-		"depth 1000":          {in: deep(1000), want: deep(1000)},
-		"depth 1001":          {in: deep(1001), wantErr: "nested deeper than 1000"},
-		"deep objects 1001":   {in: strings.Repeat(`{"a":`, 1001) + "1" + strings.Repeat("}", 1001), wantErr: "nested deeper than 1000"},
-		"duplicate keys":      {in: `{"a":1,"a":2}`, wantErr: "duplicate object key"},
-		"duplicate unsorted":  {in: `{"b":1,"a":1,"b":2}`, wantErr: `duplicate object key "b"`},
-		"duplicate escaped":   {in: `{"a":1,"\u0061":1}`, wantErr: "duplicate object key"},
-		"duplicate nested":    {in: `[{"x":{"k":1,"k":1}}]`, wantErr: "duplicate object key"},
-		"same key other objs": {in: `[{"a":1},{"a":1}]`, want: `[{"a":1},{"a":1}]`},
+		"key order":             {in: `{"b":1,"a":2,"c":3}`, want: `{"a":2,"b":1,"c":3}`},
+		"nested key order":      {in: `{"z":{"y":1,"x":[{"b":1,"a":2}]},"a":null}`, want: `{"a":null,"z":{"x":[{"a":2,"b":1}],"y":1}}`},
+		"keys bytewise":         {in: `{"a":1,"B":2,"é":3,"aa":4,"":5}`, want: `{"":5,"B":2,"a":1,"aa":4,"é":3}`},
+		"keys by decoded":       {in: `{"\u0062":1,"a":2}`, want: `{"a":2,"b":1}`},
+		"whitespace":            {in: " \t\r\n{ \"a\" :\n[ 1 , 2 ] , \"b\" : { } }\n ", want: `{"a":[1,2],"b":{}}`},
+		"array order kept":      {in: `[3,1,2]`, want: `[3,1,2]`},
+		"empty containers":      {in: `[{},[],""]`, want: `[{},[],""]`},
+		"literals":              {in: `[true,false,null]`, want: `[true,false,null]`},
+		"scalar document":       {in: ` "x" `, want: `"x"`},
+		"number document":       {in: `1.50`, want: `1.5`},
+		"depth 1000":            {in: deep(1000), want: deep(1000)},
+		"depth 1001":            {in: deep(1001), wantErr: "nested deeper than 1000"},
+		"deep objects 1001":     {in: strings.Repeat(`{"a":`, 1001) + "1" + strings.Repeat("}", 1001), wantErr: "nested deeper than 1000"},
+		"duplicate keys":        {in: `{"a":1,"a":2}`, wantErr: "duplicate object key"},
+		"duplicate unsorted":    {in: `{"b":1,"a":1,"b":2}`, wantErr: `duplicate object key "b"`},
+		"duplicate escaped":     {in: `{"a":1,"\u0061":1}`, wantErr: "duplicate object key"},
+		"duplicate nested":      {in: `[{"x":{"k":1,"k":1}}]`, wantErr: "duplicate object key"},
+		"same key other objs":   {in: `[{"a":1},{"a":1}]`, want: `[{"a":1},{"a":1}]`},
+		"folded names":          {in: `{"amount":1,"Amount":1000}`, wantErr: `"Amount" and "amount" differ only in letter case`},
+		"folded reversed":       {in: `{"Amount":1000,"amount":1}`, wantErr: `"Amount" and "amount" differ only in letter case`},
+		"folded mixed":          {in: `{"a":1,"userId":2,"b":3,"USERID":4}`, wantErr: "differ only in letter case"},
+		"folded kelvin sign":    {in: `{"k":1,"\u212a":2}`, wantErr: "differ only in letter case"},
+		"folded long s":         {in: `{"ſ":1,"S":2}`, wantErr: "differ only in letter case"},
+		"folded non-ASCII":      {in: `{"é":1,"É":2}`, wantErr: "differ only in letter case"},
+		"folded surrogate":      {in: `{"\ud800":1,"\ufffd":2}`, wantErr: "differ only in letter case"},
+		"two surrogates":        {in: `{"\ud800":1,"\udc00":2}`, wantErr: "differ only in letter case"},
+		"folded nested":         {in: `[{"x":{"Ab":1,"aB":2}}]`, wantErr: "differ only in letter case"},
+		"folded large object":   {in: manyMembers(40, `"Key7":0`), wantErr: `"Key7" and "key7" differ only in letter case`},
+		"large object":          {in: manyMembers(40, `"Key":0`), want: canonicalManyMembers(40, `"Key":0`)},
+		"sharp s is not ss":     {in: `{"ß":1,"ss":2,"SS":3}`, wantErr: `"SS" and "ss" differ`},
+		"sharp s and ss":        {in: `{"ß":1,"ss":2}`, want: `{"ss":2,"ß":1}`},
+		"case alike other objs": {in: `[{"a":1},{"A":1}]`, want: `[{"a":1},{"A":1}]`},
 
 		// Strings.
 		"escape vs literal":   {in: `["\u00e9","é","\u00E9"]`, want: `["é","é","é"]`},
@@ -156,11 +174,34 @@ func TestCanonicalJSON(t *testing.T) {
 	}
 }
 
+// manyMembers returns an object of n members "key0".."key<n-1>" and extra.
+func manyMembers(n int, extra string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, `"key%d":%d,`, i, i)
+	}
+	return b.String() + extra + "}"
+}
+
+// canonicalManyMembers is the canonical form of manyMembers(n, extra) when
+// extra's name sorts before "key".
+func canonicalManyMembers(n int, extra string) string {
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf(`"key%d":%d`, i, i)
+	}
+	slices.Sort(names)
+	return "{" + extra + "," + strings.Join(names, ",") + "}"
+}
+
 func TestCanonicalJSONDuplicateKeyError(t *testing.T) {
 	t.Parallel()
-	_, err := CanonicalJSON([]byte(`{"a":1,"a":1}`), nil)
-	if !errors.Is(err, errDuplicateKey) {
-		t.Fatalf("error %v does not wrap errDuplicateKey", err)
+	for _, doc := range []string{`{"a":1,"a":1}`, `{"a":1,"A":1}`, manyMembers(30, `"KEY1":1`)} {
+		_, err := CanonicalJSON([]byte(doc), nil)
+		if !errors.Is(err, errDuplicateKey) {
+			t.Fatalf("CanonicalJSON(%s): error %v does not wrap errDuplicateKey", doc, err)
+		}
 	}
 }
 
@@ -245,8 +286,12 @@ func FuzzCanonicalJSON(f *testing.F) {
 		`{"a":}`,
 		"\"\xff\"",
 		`0.1e-7`,
+		`{"amount":1,"Amount":1000}`,
+		`{"x":{"k":1,"\u212a":2},"l":[{"s":1,"ſ":2}]}`,
+		`{"\ud800":1,"\ufffd":2}`,
 	} {
 		f.Add([]byte(s), "/items/0/note")
+		f.Add([]byte(s), "") // the properties that hold without ignored members
 	}
 	f.Fuzz(func(t *testing.T, doc []byte, ptr string) {
 		var ignore []string
@@ -295,6 +340,129 @@ func FuzzCanonicalJSON(f *testing.F) {
 					t.Fatalf("CanonicalJSON(%q) = %q changes the value: %s vs %s", doc, got, ja, jb)
 				}
 			}
+			checkMemberOrderIrrelevant(t, doc, got)
 		}
 	})
+}
+
+// decodeFolded decodes doc as a case-insensitive decoder sees it: objects
+// become maps keyed by the case-folded member name (each rune replaced by
+// the smallest rune of its simple folding orbit, as encoding/json matches
+// names to struct fields), the last member of a name winning; strings are
+// decoded by encoding/json (a lone surrogate becomes U+FFFD).
+func decodeFolded(doc []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	v, err := decodeFoldedValue(dec)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data")
+	}
+	return v, err
+}
+
+func decodeFoldedValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		m := map[string]any{}
+		for dec.More() {
+			name, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := decodeFoldedValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			var key []rune
+			for _, r := range name.(string) {
+				low := r
+				for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+					low = min(low, f)
+				}
+				key = append(key, low)
+			}
+			m[string(key)] = v
+		}
+		_, err := dec.Token()
+		return m, err
+	case json.Delim('['):
+		a := []any{}
+		for dec.More() {
+			v, err := decodeFoldedValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := dec.Token()
+		return a, err
+	}
+	return tok, nil
+}
+
+// checkMemberOrderIrrelevant checks the property that makes member order
+// safe to ignore: every document with the canonical form canon decodes to
+// the same value, whatever the order of its members, both into maps (where
+// encoding/json reads a lone surrogate as U+FFFD) and as a case-insensitive
+// decoder sees it (decodeFolded; encoding/json matches names to struct
+// fields so, the last match winning). It writes doc's
+// members in ascending and in descending name order; the two must
+// canonicalise to canon and decode like doc.
+func checkMemberOrderIrrelevant(t *testing.T, doc, canon []byte) {
+	t.Helper()
+	p := new(canonParser)
+	p.reset(doc)
+	root, err := p.parseDocument()
+	if err != nil {
+		t.Fatalf("parsing %q again: %v", doc, err)
+	}
+	decode := func(b []byte) (m, folded any, errs [2]bool) {
+		errs[0] = json.Unmarshal(b, &m) != nil
+		folded, err := decodeFolded(b)
+		errs[1] = err != nil
+		return m, folded, errs
+	}
+	m0, s0, e0 := decode(doc)
+	for _, descending := range []bool{false, true} {
+		b := emitOrdered(p, nil, root, descending)
+		if c, err := CanonicalJSON(b, nil); err != nil || !bytes.Equal(c, canon) {
+			t.Fatalf("%q reordered as %q canonicalises to %q, %v; want %q", doc, b, c, err, canon)
+		}
+		m, s, e := decode(b)
+		if e != e0 || !reflect.DeepEqual(m, m0) || !reflect.DeepEqual(s, s0) {
+			t.Fatalf("%q and %q share the canonical form %q but decode differently:\n%#v %+v %v\n%#v %+v %v", doc, b, canon, m0, s0, e0, m, s, e)
+		}
+	}
+}
+
+// emitOrdered is emit with object members in ascending or descending name
+// order.
+func emitOrdered(p *canonParser, b []byte, n int32, descending bool) []byte {
+	node := &p.nodes[n]
+	if node.kind == kindScalar {
+		return append(b, p.text(node.val)...)
+	}
+	kids := slices.Clone(p.kids[node.kids : node.kids+node.nkid])
+	open, close := byte('['), byte(']')
+	if node.kind == kindObject {
+		open, close = '{', '}'
+		if descending {
+			slices.Reverse(kids)
+		}
+	}
+	b = append(b, open)
+	for i, k := range kids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if node.kind == kindObject {
+			b = appendQuoted(b, p.text(p.nodes[k].key))
+			b = append(b, ':')
+		}
+		b = emitOrdered(p, b, k, descending)
+	}
+	return append(b, close)
 }

@@ -40,7 +40,9 @@ type Config struct {
 	Store Store
 
 	// Methods are the protected methods; nil means POST and PATCH. Other
-	// methods pass through untouched.
+	// methods pass through untouched. Methods match ASCII
+	// case-insensitively (see [MethodProtected]), so "patch" is protected
+	// like "PATCH".
 	Methods []string
 	// RequireKey makes a protected request without Idempotency-Key fail
 	// with 400. When false such requests pass through unprotected.
@@ -93,7 +95,10 @@ type Config struct {
 	// IgnoreFields are JSON Pointers (RFC 6901) of body fields left out of
 	// the fingerprint, such as "/meta/requestedAt".
 	IgnoreFields []string
-	// Route returns the path used in the fingerprint; nil means r.URL.Path.
+	// Route returns the path used in the fingerprint; nil means
+	// r.URL.EscapedPath(), the path as the client escaped it, so that
+	// "/orders/a%2Fb" and "/orders/a/b" (one path segment or two to the
+	// upstream) are different requests.
 	Route func(r *http.Request) string
 
 	// Now is the clock; nil means time.Now.
@@ -107,6 +112,66 @@ type Config struct {
 	// means DefaultProblemBase. The documented types are listed in
 	// docs/problems.md.
 	ProblemBase string
+}
+
+// CanonicalMethod returns method with its ASCII letters upper-cased. It is
+// the one rule by which retrysafe compares methods: [MethodProtected] (used
+// by the middleware and the gateway) and [Fingerprint] both apply it, so
+// "patch" is protected like "PATCH" and a retry that changes only the case
+// of its method is the same request. Non-ASCII bytes are left as they are
+// (they are not valid in a method, and Unicode case mapping would equate
+// "poſt" with "POST").
+func CanonicalMethod(method string) string {
+	for i := 0; i < len(method); i++ {
+		if c := method[i]; 'a' <= c && c <= 'z' {
+			b := []byte(method)
+			for j := i; j < len(b); j++ {
+				if 'a' <= b[j] && b[j] <= 'z' {
+					b[j] -= 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return method
+}
+
+// MethodProtected reports whether method is one of methods under
+// [CanonicalMethod], that is, comparing ASCII case-insensitively. Nil
+// methods means the default, POST and PATCH.
+func MethodProtected(methods []string, method string) bool {
+	if methods == nil {
+		methods = defaultMethods
+	}
+	for _, m := range methods {
+		if equalFoldASCII(m, method) {
+			return true
+		}
+	}
+	return false
+}
+
+var defaultMethods = []string{http.MethodPost, http.MethodPatch}
+
+// equalFoldASCII reports whether a and b are equal when ASCII letters are
+// upper-cased.
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // ScopeFromHeader returns a Scope function that identifies the caller by the
@@ -172,14 +237,14 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("retrysafe: Config.Store is required")
 	}
 	if c.Methods == nil {
-		c.Methods = []string{http.MethodPost, http.MethodPatch}
+		c.Methods = defaultMethods
 	}
 	c.Methods = append([]string(nil), c.Methods...)
 	for i, m := range c.Methods {
 		if m == "" || strings.ContainsAny(m, " \t\r\n") {
 			return c, fmt.Errorf("retrysafe: Config.Methods[%d] %q is not an HTTP method", i, m)
 		}
-		c.Methods[i] = strings.ToUpper(m)
+		c.Methods[i] = CanonicalMethod(m)
 	}
 	var err error
 	if c.TTL, err = durationOr("TTL", c.TTL, DefaultTTL); err != nil {
@@ -228,7 +293,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Scope = ScopeFromHeader("Authorization")
 	}
 	if c.Route == nil {
-		c.Route = func(r *http.Request) string { return r.URL.Path }
+		c.Route = func(r *http.Request) string { return r.URL.EscapedPath() }
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -1,13 +1,13 @@
 package retrysafe
 
 import (
-	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 )
 
@@ -20,10 +20,13 @@ const fingerprintVersion = "retrysafe-fingerprint-v1"
 // to tell a genuine retry from a different request reusing the same key. It
 // covers:
 //
-//   - method, upper-cased;
-//   - path, as given;
+//   - method, with ASCII letters upper-cased ([CanonicalMethod]);
+//   - path, as given (the middleware gives the escaped path by default,
+//     see [Config].Route);
 //   - the query: its parameters decoded with [url.ParseQuery] (so "%41" and
-//     "A" are the same, as are "+" and "%20") and sorted by name, then value;
+//     "A" are the same, as are "+" and "%20") and sorted by name; the values
+//     of a repeated name keep their request order, since most frameworks
+//     read ?acct=1&acct=2 as the list [1 2] or take its first or last value;
 //     a query that does not parse is covered as raw text instead;
 //   - the body: [CanonicalJSON](body, ignore) when that succeeds, so key
 //     order, whitespace, number spelling and the ignored members do not
@@ -35,28 +38,36 @@ const fingerprintVersion = "retrysafe-fingerprint-v1"
 // bytes between fields. Validate ignore with [ValidatePointer] beforehand: an
 // invalid pointer makes every JSON body fall back to its raw bytes.
 func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) string {
+	fp, _ := fingerprint(context.Background(), method, path, rawQuery, body, ignore)
+	return fp
+}
+
+// fingerprint is Fingerprint that stops once ctx ends and returns its
+// error: the middleware fingerprints under the request's context, so the
+// work on a large body ends when the client goes away. Every step takes
+// time linear in the size of the request (sorting the query's names aside).
+func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte, ignore []string) (string, error) {
 	// The small fields are framed into one buffer, then the body follows.
 	b := make([]byte, 0, 128+len(method)+len(path)+2*len(rawQuery))
 	b = appendField(b, fingerprintVersion)
-	b = appendField(b, strings.ToUpper(method))
+	b = appendField(b, CanonicalMethod(method))
 	b = appendField(b, path)
 
 	if q, err := url.ParseQuery(rawQuery); err == nil {
-		type param struct{ name, value string }
-		params := make([]param, 0, len(q))
+		names := make([]string, 0, len(q))
+		n := 0
 		for name, values := range q {
-			for _, v := range values {
-				params = append(params, param{name, v})
-			}
+			names = append(names, name)
+			n += len(values)
 		}
-		slices.SortFunc(params, func(a, b param) int {
-			return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.value, b.value))
-		})
+		slices.Sort(names)
 		b = appendField(b, "query")
-		b = binary.BigEndian.AppendUint64(b, uint64(len(params)))
-		for _, p := range params {
-			b = appendField(b, p.name)
-			b = appendField(b, p.value)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+		for _, name := range names {
+			for _, v := range q[name] { // in request order
+				b = appendField(b, name)
+				b = appendField(b, v)
+			}
 		}
 	} else {
 		b = appendField(b, "query-raw")
@@ -69,9 +80,13 @@ func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) st
 	} else {
 		buf := bodyPool.Get().(*[]byte)
 		defer putBody(buf)
-		if canon, err := appendCanonicalJSON((*buf)[:0], body, ignore); err == nil {
+		canon, err := appendCanonicalJSONContext(ctx, (*buf)[:0], body, ignore)
+		switch {
+		case err == nil:
 			kind, data = "body-json", canon
 			*buf = canon
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			return "", err
 		}
 	}
 	b = appendField(b, kind)
@@ -79,9 +94,16 @@ func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) st
 
 	h := sha256.New()
 	h.Write(b)
+	for len(data) > pollEvery {
+		h.Write(data[:pollEvery])
+		data = data[pollEvery:]
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+	}
 	h.Write(data)
 	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0]))
+	return hex.EncodeToString(h.Sum(sum[:0])), nil
 }
 
 // bodyPool recycles the buffers that hold canonical bodies while they are

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -49,7 +48,7 @@ type protectedHandler struct {
 }
 
 func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !slices.Contains(h.cfg.Methods, r.Method) {
+	if !MethodProtected(h.cfg.Methods, r.Method) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -105,7 +104,10 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 			Detail: "The caller's identity could not be established: " + err.Error()}, 0)
 		return OutcomeInvalidKey
 	}
-	fp := Fingerprint(r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
+	fp, err := fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
+	if err != nil {
+		return "" // the client went away while the body was fingerprinted; nothing ran
+	}
 
 	rec, claimed, err := h.e.acquire(r.Context(), scope, key, fp)
 	var inProgress *InProgressError

@@ -164,7 +164,7 @@ func New(cfg Config) (*Gateway, error) {
 			}
 			rh, err := g.newRouteHandler(rt.Pattern, rt.Policy)
 			if err == nil {
-				err = registerPattern(g.mux, rt.Pattern, rh)
+				err = registerPattern(g.mux, muxPattern(rt.Pattern), rh)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("gateway: routes[%d] (%q): %w", i, rt.Pattern, err)
@@ -242,19 +242,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // route returns the handler of the route r matches, or the defaults. The
 // path is cleaned for matching (as ServeMux would) so that "//payments" or
-// "/x/../payments" cannot slip past a route's policy; the request itself is
-// forwarded unchanged.
+// "/x/../payments" cannot slip past a route's policy, and the method is
+// matched in its canonical form so that "patch" cannot either; the request
+// itself is forwarded unchanged.
 func (g *Gateway) route(r *http.Request) *routeHandler {
 	if g.mux == nil {
 		return g.def
 	}
 	mr := r
-	if p := cleanPath(r.URL.Path); p != r.URL.Path || r.URL.RawPath != "" {
+	method := retrysafe.CanonicalMethod(r.Method)
+	if p := cleanPath(r.URL.Path); p != r.URL.Path || r.URL.RawPath != "" || method != r.Method {
 		u := *r.URL
 		u.Path, u.RawPath = p, ""
 		mr = new(http.Request)
 		*mr = *r
 		mr.URL = &u
+		mr.Method = method
 	}
 	if h, _ := g.mux.Handler(mr); h != nil {
 		if rh, ok := h.(*routeHandler); ok {

@@ -74,21 +74,20 @@ func (p *Policy) stores(status int) bool {
 	return p.StoreStatuses == nil || p.StoreStatuses.Contains(status)
 }
 
-// protects reports whether method is protected under p.
+// protects reports whether method is protected under p, by the same rule as
+// the middleware's: [retrysafe.MethodProtected].
 func (p *Policy) protects(method string) bool {
-	if p.Bypass {
-		return false
+	return !p.Bypass && retrysafe.MethodProtected(p.Methods, method)
+}
+
+// muxPattern returns pattern with its method (if any) in the form
+// [retrysafe.CanonicalMethod] gives; requests are matched with their method
+// in that form too, so "patch /x" and "PATCH /x" route alike.
+func muxPattern(pattern string) string {
+	if m := patternMethod(pattern); m != "" {
+		return retrysafe.CanonicalMethod(m) + pattern[len(m):]
 	}
-	methods := p.Methods
-	if methods == nil {
-		methods = []string{http.MethodPost, http.MethodPatch}
-	}
-	for _, m := range methods {
-		if strings.EqualFold(m, method) {
-			return true
-		}
-	}
-	return false
+	return pattern
 }
 
 // StatusRange is an inclusive range of HTTP status codes.

@@ -1,0 +1,222 @@
+package retrysafe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// TestCanonicalJSONLongExponents checks the canonical form of numbers whose
+// exponents have a million digits, including carries and borrows through
+// every digit. The old code took seconds for each (math/big's decimal
+// conversion is quadratic); BenchmarkFingerprintScaling shows the cost per
+// byte now stays flat.
+func TestCanonicalJSONLongExponents(t *testing.T) {
+	t.Parallel()
+	const n = 1 << 20
+	nines, zeros := strings.Repeat("9", n), strings.Repeat("0", n)
+	tests := map[string]struct{ in, want string }{
+		"plain":              {`{"a":1e` + nines + `}`, `{"a":1e` + nines + `}`},
+		"carry through all":  {`123e` + nines, `1.23e1` + zeros[1:] + `1`},
+		"negative, carry":    {`-0.001e-` + nines, `-1e-1` + zeros[1:] + `2`},
+		"borrow through all": {`0.0001e1` + zeros, `1e` + strings.Repeat("9", n-1) + `6`},
+		"negative, borrow":   {`12345e-1` + zeros, `1.2345e-` + strings.Repeat("9", n-1) + `6`},
+		"leading zeros":      {`1e` + zeros + `1` + zeros, `1e1` + zeros},
+		"long mantissa":      {`1.` + nines + `e-1` + zeros, `1.` + nines + `e-1` + zeros},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := CanonicalJSON([]byte(tt.in), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Fatalf("CanonicalJSON(%.40q...)\n got %.60q... (%d bytes)\nwant %.60q... (%d bytes)", tt.in, got, len(got), tt.want, len(tt.want))
+			}
+		})
+	}
+}
+
+// TestCanonicalJSONExponentArithmetic compares the decimal exponent
+// arithmetic with math/big on random numbers with long exponents.
+func TestCanonicalJSONExponentArithmetic(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	digits := func(n int, first byte) string {
+		b := []byte{first}
+		for range n - 1 {
+			b = append(b, byte('0'+r.IntN(10)))
+		}
+		return string(b)
+	}
+	for range 2000 {
+		// Mostly 9s and 0s, so carries and borrows run far.
+		var exp string
+		switch r.IntN(3) {
+		case 0:
+			exp = "1" + strings.Repeat("0", 18+r.IntN(30)) + digits(1+r.IntN(3), '0')
+		case 1:
+			exp = strings.Repeat("9", 19+r.IntN(30)) + digits(1+r.IntN(3), '9')
+		default:
+			exp = digits(19+r.IntN(40), byte('1'+r.IntN(9)))
+		}
+		intPart := digits(1+r.IntN(12), byte('1'+r.IntN(9)))
+		frac := digits(r.IntN(12), '0')
+		sign, expSign := []string{"", "-"}[r.IntN(2)], []string{"", "+", "-"}[r.IntN(3)]
+		num := sign + intPart
+		if frac != "" {
+			num += "." + frac + "1" // no trailing zero in the fraction
+		}
+		in := num + "e" + expSign + exp
+
+		// Expected: mantissa digits D (no leading/trailing zeros) and the
+		// exponent of the form d.ddd, by math/big.
+		all := strings.TrimLeft(intPart+frac, "0")
+		if frac != "" {
+			all += "1"
+		}
+		fracLen := len(frac)
+		if frac != "" {
+			fracLen++
+		}
+		trimmed := strings.TrimRight(all, "0")
+		e, _ := new(big.Int).SetString(exp, 10)
+		if expSign == "-" {
+			e.Neg(e)
+		}
+		e.Add(e, big.NewInt(int64(len(all)-len(trimmed))-int64(fracLen)+int64(len(trimmed))-1))
+		want := sign + trimmed[:1]
+		if len(trimmed) > 1 {
+			want += "." + trimmed[1:]
+		}
+		want += "e" + e.String()
+
+		got, err := CanonicalJSON([]byte(in), nil)
+		if err != nil || string(got) != want {
+			t.Fatalf("CanonicalJSON(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+}
+
+// countingContext is a context that never reports Done by closing its
+// channel but whose Err reports context.Canceled from call after+1 on, and
+// counts the calls: it shows how often work checks its context and that it
+// stops at the first check that sees the end.
+type countingContext struct {
+	context.Context
+	done  chan struct{}
+	after int64
+	calls atomic.Int64
+}
+
+func newCountingContext(after int64) *countingContext {
+	return &countingContext{Context: context.Background(), done: make(chan struct{}), after: after}
+}
+
+func (c *countingContext) Done() <-chan struct{} { return c.done }
+
+func (c *countingContext) Err() error {
+	if c.calls.Add(1) > c.after {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestFingerprintStopsWhenContextEnds: fingerprinting a large body checks
+// the context about every pollEvery bytes and stops at the first check
+// that finds it ended, returning its error.
+func TestFingerprintStopsWhenContextEnds(t *testing.T) {
+	t.Parallel()
+	const size = 1 << 20
+	for _, kind := range append(slices.Clone(scalingKinds), "raw") {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var body []byte
+			if kind == "raw" {
+				body = bytes.Repeat([]byte("amount=5&"), size/9)
+			} else {
+				body = scalingBody(kind, size)
+			}
+			if kind != "raw" {
+				// Canonicalising alone checks too, every pollEvery bytes
+				// of input or sooner.
+				ctx := newCountingContext(math.MaxInt64)
+				if _, err := appendCanonicalJSONContext(ctx, nil, body, nil); err != nil {
+					t.Fatal(err)
+				}
+				checks := ctx.calls.Load()
+				if min := int64(len(body)/pollEvery - 1); checks < min {
+					t.Fatalf("canonicalising checked the context %d times for %d bytes; want at least %d", checks, len(body), min)
+				}
+				for _, after := range []int64{0, checks / 2, checks - 1} {
+					ctx := newCountingContext(after)
+					out, err := appendCanonicalJSONContext(ctx, nil, body, nil)
+					if !errors.Is(err, context.Canceled) || out != nil || ctx.calls.Load() != after+1 {
+						t.Fatalf("canonicalising, context ended after %d of %d checks: %d bytes, %v, %d checks; want context.Canceled at check %d",
+							after, checks, len(out), err, ctx.calls.Load(), after+1)
+					}
+				}
+			}
+			// Not ended: the same fingerprint as Fingerprint's, with a
+			// check at least every 2*pollEvery bytes.
+			ctx := newCountingContext(math.MaxInt64)
+			fp, err := fingerprint(ctx, "POST", "/p", "", body, nil)
+			if err != nil || fp != Fingerprint("POST", "/p", "", body, nil) {
+				t.Fatalf("fingerprint with a live context = %q, %v; want Fingerprint's %q", fp, err, Fingerprint("POST", "/p", "", body, nil))
+			}
+			checks := ctx.calls.Load()
+			if min := int64(len(body) / (2 * pollEvery)); checks < min {
+				t.Fatalf("context checked %d times for %d bytes; want at least %d", checks, len(body), min)
+			}
+			// Ended after a few checks: stops at the next one.
+			for _, after := range []int64{0, checks / 2, checks - 1} {
+				ctx := newCountingContext(after)
+				fp, err := fingerprint(ctx, "POST", "/p", "", body, nil)
+				if !errors.Is(err, context.Canceled) || fp != "" {
+					t.Fatalf("context ended after %d of %d checks: fingerprint = %q, %v; want context.Canceled", after, checks, fp, err)
+				}
+				if got := ctx.calls.Load(); got != after+1 {
+					t.Fatalf("context ended after %d of %d checks: checked %d times; want it to stop at the first that failed", after, checks, got)
+				}
+			}
+		})
+	}
+}
+
+// TestFoldEqualMatchesEncodingJSON checks foldEqual against bytes.EqualFold
+// (the rule encoding/json documents for matching names to fields), that
+// names which fold alike hash alike, and that foldCompare orders them
+// consistently.
+func TestFoldEqualMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	names := []string{"", "a", "A", "b", "amount", "Amount", "AMOUNT", "amounts", "k", "K", "\u212a", "s", "S", "ſ",
+		"ß", "ẞ", "ss", "SS", "é", "É", "e", "µ", "μ", "Μ", "ǅ", "ǆ", "Ǆ", "σ", "ς", "Σ", "key_1", "KEY_1", "Key-1", "ﬃ", "\ufffd", "😀"}
+	for _, a := range names {
+		for _, b := range names {
+			want := bytes.EqualFold([]byte(a), []byte(b))
+			if got := foldEqual([]byte(a), []byte(b)); got != want {
+				t.Errorf("foldEqual(%q, %q) = %v, bytes.EqualFold says %v", a, b, got, want)
+			}
+			if want && foldHash([]byte(a)) != foldHash([]byte(b)) {
+				t.Errorf("%q and %q fold alike but hash differently", a, b)
+			}
+			if c, d := foldCompare([]byte(a), []byte(b)), foldCompare([]byte(b), []byte(a)); c != -d || (c == 0) != want {
+				t.Errorf("foldCompare(%q, %q) = %d, reversed %d; equal under folding: %v", a, b, c, d, want)
+			}
+		}
+	}
+	// A lone surrogate (kept as WTF-8) reads as U+FFFD, as encoding/json
+	// decodes it.
+	lone := appendRune3(nil, 0xD800)
+	if !foldEqual(lone, []byte("\ufffd")) || foldHash(lone) != foldHash([]byte("\ufffd")) {
+		t.Errorf("a lone surrogate does not fold to U+FFFD")
+	}
+}
