@@ -120,8 +120,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 			"This Idempotency-Key was already used with a different request (method, path, query or body). Use a new key for a new operation."), 0)
 		return OutcomeMismatch
 	case errors.As(err, &inProgress):
-		WriteProblem(w, c.problem(ProblemInProgress, "Request in progress", http.StatusConflict,
-			"A request with this Idempotency-Key is still being processed. Retry later with the same key to get its result."), inProgress.RetryAfter)
+		WriteProblem(w, c.inProgressProblem(inProgress), inProgress.RetryAfter)
 		return OutcomeConflict
 	case r.Context().Err() != nil:
 		return "" // the client went away while we waited; nothing ran
