@@ -113,7 +113,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	case err == nil && claimed:
 		return h.execute(w, r, rec, body)
 	case err == nil:
-		replay(w, rec.Response)
+		h.replay(w, r, rec.Response)
 		return OutcomeReplayed
 	case errors.Is(err, ErrMismatch):
 		WriteProblem(w, c.problem(ProblemMismatch, "Idempotency-Key reused", http.StatusUnprocessableEntity,
@@ -169,7 +169,7 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 		panic(v)
 	}()
 
-	h.next.ServeHTTP(cw, withBody(r, ctx, body))
+	h.next.ServeHTTP(cw, negotiated(withBody(r, ctx, body)))
 	stopHeartbeat()
 
 	outcome = OutcomeNew
@@ -221,13 +221,6 @@ type headerRecorder struct {
 func (r *headerRecorder) Header() http.Header         { return r.header }
 func (r *headerRecorder) WriteHeader(int)             {}
 func (r *headerRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
-
-// replay writes a stored response with the replay marker.
-func replay(w http.ResponseWriter, resp *Response) {
-	copyHeader(w.Header(), resp.Header)
-	w.Header().Set(HeaderReplayed, "true")
-	writeBody(w, resp.Status, resp.Body)
-}
 
 // readBody reads the whole request body, up to limit bytes.
 func readBody(r *http.Request, limit int64) ([]byte, error) {

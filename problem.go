@@ -29,6 +29,7 @@ const (
 	ProblemStoreUnavailable  = "store-unavailable"   // 503
 	ProblemResponseNotStored = "response-not-stored" // 500, replayed
 	ProblemOutcomeUnknown    = "outcome-unknown"     // 409: the first attempt's outcome is unknown; the key is held until its lease ends
+	ProblemReplayUndecodable = "replay-undecodable"  // 502: the stored coding is not accepted by the retry and cannot be decoded
 )
 
 // ContentTypeProblem is the media type of problem responses.
