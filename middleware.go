@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -95,6 +96,16 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 			WriteProblem(w, c.problem(ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("The request body exceeds the limit of %d bytes; nothing was processed.", c.MaxBody)), 0)
 			return OutcomeTooLarge
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			// The server's read deadline ran out mid-body: say so (the
+			// connection is closed after this answer) rather than let
+			// net/http answer 200 to a request that never ran.
+			w.Header().Set("Connection", "close")
+			WriteProblem(w, c.problem(ProblemRequestTimeout, "Request body timed out", http.StatusRequestTimeout,
+				"The request body did not arrive within the server's read timeout, so nothing was processed. Retry with the same Idempotency-Key."), 0)
+			return ""
 		}
 		// The client stopped sending the body: nothing can run.
 		return ""
