@@ -224,3 +224,25 @@ func TestReplayOfUndecodableBody(t *testing.T) {
 		t.Errorf("handler ran %d times, want 1", len(h.offered))
 	}
 }
+
+// TestReplayDecodingIsBounded: a small stored body that decodes to far
+// more than 16 × MaxResponseBody is not decoded for a retry; the retry
+// gets the replay-undecodable problem.
+func TestReplayDecodingIsBounded(t *testing.T) {
+	t.Parallel()
+	bomb := gzipped(t, make([]byte, 1<<20)) // about 1 KiB
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(http.StatusCreated)
+		w.Write(bomb)
+	})
+	srv := newServer(t, retrysafe.Config{MaxResponseBody: 4096}, h)
+	if r := sendAE(t, srv.URL, "k", "gzip"); r.status != http.StatusCreated || !bytes.Equal(r.body, bomb) {
+		t.Fatalf("first: %d, %d bytes", r.status, len(r.body))
+	}
+	r := sendAE(t, srv.URL, "k", "identity")
+	wantProblem(t, r, http.StatusBadGateway, retrysafe.ProblemReplayUndecodable)
+	if !strings.Contains(string(r.body), "longer than 65536 bytes") {
+		t.Errorf("detail does not give the limit: %s", r.body)
+	}
+}

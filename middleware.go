@@ -20,6 +20,13 @@ import (
 // flight, the stored response with Idempotent-Replayed: true once it
 // completed, and 503 when the store is unavailable (unless FailOpen).
 //
+// A retry after an attempt whose owner stopped renewing its lease gets 409
+// outcome-unknown with Retry-After = the lease left (see [InProgressError]).
+// The handler is offered only the content codings retrysafe can decode
+// (gzip, x-gzip, deflate), and a replay whose coding the retry's
+// Accept-Encoding does not accept is decoded to identity (see
+// docs/guarantees.md); Accept-Encoding is not part of the fingerprint.
+//
 // The handler runs with a context that a client hang-up does not cancel, so
 // its result is stored for the retry; the context is cancelled only if the
 // lease is lost to another claimant. The handler finds the operation with
