@@ -169,7 +169,8 @@ func (e *engine) wait(ctx context.Context, scope, key, fp string, last *Record, 
 func (e *engine) inProgress(rec *Record) *InProgressError {
 	now := e.cfg.Now()
 	err := &InProgressError{RetryAfter: time.Second, LeaseUntil: rec.LeaseUntil, Attempt: rec.Attempt}
-	if lease := rec.LeaseUntil.Sub(rec.UpdatedAt); lease > 0 && now.Sub(rec.UpdatedAt) > lease/2 {
+	// A store that keeps no UpdatedAt (zero) gives no evidence either way.
+	if lease := rec.LeaseUntil.Sub(rec.UpdatedAt); !rec.UpdatedAt.IsZero() && lease > 0 && now.Sub(rec.UpdatedAt) > lease/2 {
 		err.OutcomeUnknown = true
 		err.RetryAfter = max(rec.LeaseUntil.Sub(now), time.Second)
 	}

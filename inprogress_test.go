@@ -215,3 +215,32 @@ func TestDoInProgressErrorCarriesTheLease(t *testing.T) {
 		}
 	}
 }
+
+// noUpdatedAt is a store that keeps no UpdatedAt (as a third-party store
+// might): its records give no evidence that the owner stopped.
+type noUpdatedAt struct{ retrysafe.Store }
+
+func (s noUpdatedAt) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, p)
+	if err == nil && res.Record != nil {
+		res.Record.UpdatedAt = time.Time{}
+	}
+	return res, err
+}
+
+// TestConflictWithoutUpdatedAt: without UpdatedAt the 409 is the usual
+// request-in-progress, never a guessed outcome-unknown.
+func TestConflictWithoutUpdatedAt(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := newTestClock(t0)
+	var runs atomic.Int64
+	srv := newServer(t, retrysafe.Config{Store: noUpdatedAt{newMemory(t)}, Lease: 30 * time.Second, Now: clock.Now}, abandoning(&runs))
+	send(t, srv.URL, http.MethodPost, "k", `{}`)
+	clock.Set(t0.Add(25 * time.Second))
+	r := send(t, srv.URL, http.MethodPost, "k", `{}`)
+	wantProblem(t, r, http.StatusConflict, retrysafe.ProblemInProgress)
+	if got := r.header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After = %q, want 1", got)
+	}
+}
