@@ -62,14 +62,13 @@ func (g *Gateway) NewServer() *http.Server {
 // Writers without deadline support (a test recorder, say) are left as they
 // are.
 func (g *Gateway) withDeadlines(w http.ResponseWriter) http.ResponseWriter {
-	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: g.cfg.WriteTimeout}
+	return &deadlineWriter{ResponseWriter: w, timeout: g.cfg.WriteTimeout}
 }
 
 // deadlineWriter sets the write deadline when the answer starts to be
 // written: at the first final (non-1xx) status, Write or Flush.
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc      *http.ResponseController
 	timeout time.Duration
 	armed   bool
 }
@@ -77,7 +76,7 @@ type deadlineWriter struct {
 func (w *deadlineWriter) arm() {
 	if !w.armed {
 		w.armed = true
-		_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
 	}
 }
 
@@ -96,7 +95,7 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 // FlushError flushes the client, for streaming and http.ResponseController.
 func (w *deadlineWriter) FlushError() error {
 	w.arm()
-	return w.rc.Flush()
+	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 // Flush flushes the client.
