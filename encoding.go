@@ -151,6 +151,12 @@ func accepts(values []string, present bool, coding string) bool {
 // left with nothing becomes "identity". changed is false when the field
 // can be passed on as it is.
 func offeredAcceptEncoding(values []string) (value string, changed bool) {
+	if len(values) == 1 {
+		switch values[0] {
+		case "gzip", "gzip, deflate", "deflate", "identity": // the common values: nothing to do
+			return values[0], false
+		}
+	}
 	prefs := parseAcceptEncoding(values)
 	listed := func(coding string) bool {
 		for _, p := range prefs {
