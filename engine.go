@@ -89,7 +89,7 @@ func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Recor
 			return rec, false, nil
 		}
 		if e.cfg.InFlight != InFlightWait {
-			return nil, false, &InProgressError{RetryAfter: time.Second}
+			return nil, false, e.inProgress(rec)
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(e.cfg.WaitTimeout)
@@ -107,7 +107,7 @@ func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Recor
 				}
 			}
 		}
-		rec, err = e.wait(ctx, scope, key, fp, deadline, changed)
+		rec, err = e.wait(ctx, scope, key, fp, rec, deadline, changed)
 		if err != nil || rec != nil {
 			return rec, false, err
 		}
@@ -115,9 +115,10 @@ func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Recor
 	}
 }
 
-// wait re-reads the record until it is completed (returned for replay),
-// gone or takeover-able (nil, nil: claim again), or the deadline passes.
-func (e *engine) wait(ctx context.Context, scope, key, fp string, deadline time.Time, changed <-chan struct{}) (*Record, error) {
+// wait re-reads the processing record last until it is completed
+// (returned for replay), gone or takeover-able (nil, nil: claim again), or
+// the deadline passes (an *InProgressError about the last record seen).
+func (e *engine) wait(ctx context.Context, scope, key, fp string, last *Record, deadline time.Time, changed <-chan struct{}) (*Record, error) {
 	poll := 20 * time.Millisecond
 	maxPoll := 250 * time.Millisecond
 	if changed != nil {
@@ -128,7 +129,7 @@ func (e *engine) wait(ctx context.Context, scope, key, fp string, deadline time.
 	for {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			return nil, &InProgressError{RetryAfter: time.Second}
+			return nil, e.inProgress(last)
 		}
 		if poll > remaining {
 			poll = remaining
@@ -154,7 +155,26 @@ func (e *engine) wait(ctx context.Context, scope, key, fp string, deadline time.
 		case rec.LeaseExpired(e.cfg.Now()):
 			return nil, nil
 		}
+		last = rec
 	}
+}
+
+// inProgress describes a processing record whose live lease blocked a
+// claim. An owner renews its lease every Lease/3 (see heartbeat), and every
+// renewal sets UpdatedAt; when more than half of the record's lease length
+// (LeaseUntil - UpdatedAt) has passed since then, the owner has stopped
+// renewing: its attempt ended without a result and its outcome is unknown.
+// The retry is then told to come back when the lease runs out rather than
+// every second.
+func (e *engine) inProgress(rec *Record) *InProgressError {
+	now := e.cfg.Now()
+	err := &InProgressError{RetryAfter: time.Second, LeaseUntil: rec.LeaseUntil, Attempt: rec.Attempt}
+	// A store that keeps no UpdatedAt (zero) gives no evidence either way.
+	if lease := rec.LeaseUntil.Sub(rec.UpdatedAt); !rec.UpdatedAt.IsZero() && lease > 0 && now.Sub(rec.UpdatedAt) > lease/2 {
+		err.OutcomeUnknown = true
+		err.RetryAfter = max(rec.LeaseUntil.Sub(now), time.Second)
+	}
+	return err
 }
 
 // heartbeat renews the lease every Lease/3 until stop is called. When the

@@ -48,13 +48,36 @@ func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
 
 // InProgressError is returned when the original request is still processing.
 // It matches ErrInProgress with errors.Is.
+//
+// OutcomeUnknown tells a live owner from one that stopped: an owner renews
+// its lease every Lease/3 while the operation runs, so a record whose last
+// renewal (Record.UpdatedAt) is more than half its lease ago belongs to a
+// first attempt that ended without a result (the gateway gave up on the
+// upstream, or the process died). Its outcome is unknown: the key stays
+// held until LeaseUntil, then a retry runs the operation again unless the
+// record was completed in the meantime.
 type InProgressError struct {
-	// RetryAfter is a suggested delay before retrying.
+	// RetryAfter is a suggested delay before retrying: one second while
+	// the owner is alive (it may finish any moment), the time left on the
+	// lease (at least one second) when the outcome is unknown.
 	RetryAfter time.Duration
+	// LeaseUntil is when the owner's lease runs out; zero if unknown.
+	LeaseUntil time.Time
+	// Attempt is the record's attempt number (1 for the first claim).
+	Attempt int
+	// OutcomeUnknown reports that the owner stopped renewing its lease:
+	// the attempt ended without a result and may or may not have taken
+	// effect.
+	OutcomeUnknown bool
 }
 
-// Error says the request is in progress and when to retry.
+// Error says the request is in progress (or that its outcome is unknown)
+// and when to retry.
 func (e *InProgressError) Error() string {
+	if e.OutcomeUnknown {
+		return fmt.Sprintf("retrysafe: the first attempt with this idempotency key ended without a result; its outcome is unknown and the key is held until %s (retry after %s)",
+			e.LeaseUntil.UTC().Format(time.RFC3339Nano), e.RetryAfter)
+	}
 	return fmt.Sprintf("retrysafe: request with this idempotency key is in progress (retry after %s)", e.RetryAfter)
 }
 

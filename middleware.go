@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 )
@@ -17,6 +18,13 @@ import (
 // different request, 409 (or a bounded wait) while the original is in
 // flight, the stored response with Idempotent-Replayed: true once it
 // completed, and 503 when the store is unavailable (unless FailOpen).
+//
+// A retry after an attempt whose owner stopped renewing its lease gets 409
+// outcome-unknown with Retry-After = the lease left (see [InProgressError]).
+// The handler is offered only the content codings retrysafe can decode
+// (gzip, x-gzip, deflate), and a replay whose coding the retry's
+// Accept-Encoding does not accept is decoded to identity (see
+// docs/guarantees.md); Accept-Encoding is not part of the fingerprint.
 //
 // The handler runs with a context that a client hang-up does not cancel, so
 // its result is stored for the retry; the context is cancelled only if the
@@ -95,6 +103,16 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 				fmt.Sprintf("The request body exceeds the limit of %d bytes; nothing was processed.", c.MaxBody)), 0)
 			return OutcomeTooLarge
 		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			// The server's read deadline ran out mid-body: say so (the
+			// connection is closed after this answer) rather than let
+			// net/http answer 200 to a request that never ran.
+			w.Header().Set("Connection", "close")
+			WriteProblem(w, c.problem(ProblemRequestTimeout, "Request body timed out", http.StatusRequestTimeout,
+				"The request body did not arrive within the server's read timeout, so nothing was processed. Retry with the same Idempotency-Key."), 0)
+			return ""
+		}
 		// The client stopped sending the body: nothing can run.
 		return ""
 	}
@@ -115,15 +133,14 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	case err == nil && claimed:
 		return h.execute(w, r, rec, body)
 	case err == nil:
-		replay(w, rec.Response)
+		h.replay(w, r, rec.Response)
 		return OutcomeReplayed
 	case errors.Is(err, ErrMismatch):
 		WriteProblem(w, c.problem(ProblemMismatch, "Idempotency-Key reused", http.StatusUnprocessableEntity,
 			"This Idempotency-Key was already used with a different request (method, path, query or body). Use a new key for a new operation."), 0)
 		return OutcomeMismatch
 	case errors.As(err, &inProgress):
-		WriteProblem(w, c.problem(ProblemInProgress, "Request in progress", http.StatusConflict,
-			"A request with this Idempotency-Key is still being processed. Retry later with the same key to get its result."), inProgress.RetryAfter)
+		WriteProblem(w, c.inProgressProblem(inProgress), inProgress.RetryAfter)
 		return OutcomeConflict
 	case r.Context().Err() != nil:
 		return "" // the client went away while we waited; nothing ran
@@ -175,7 +192,7 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 		panic(v)
 	}()
 
-	h.next.ServeHTTP(cw, withBody(r, ctx, body))
+	h.next.ServeHTTP(cw, negotiated(withBody(r, ctx, body)))
 	stopHeartbeat()
 
 	outcome = OutcomeNew
@@ -227,13 +244,6 @@ type headerRecorder struct {
 func (r *headerRecorder) Header() http.Header         { return r.header }
 func (r *headerRecorder) WriteHeader(int)             {}
 func (r *headerRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
-
-// replay writes a stored response with the replay marker.
-func replay(w http.ResponseWriter, resp *Response) {
-	copyHeader(w.Header(), resp.Header)
-	w.Header().Set(HeaderReplayed, "true")
-	writeBody(w, resp.Status, resp.Body)
-}
 
 // readBody reads the whole request body, up to limit bytes.
 func readBody(r *http.Request, limit int64) ([]byte, error) {

@@ -2,6 +2,7 @@ package retrysafe
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -27,6 +28,9 @@ const (
 	ProblemBodyTooLarge      = "body-too-large"      // 413
 	ProblemStoreUnavailable  = "store-unavailable"   // 503
 	ProblemResponseNotStored = "response-not-stored" // 500, replayed
+	ProblemOutcomeUnknown    = "outcome-unknown"     // 409: the first attempt's outcome is unknown; the key is held until its lease ends
+	ProblemReplayUndecodable = "replay-undecodable"  // 502: the stored coding is not accepted by the retry and cannot be decoded
+	ProblemRequestTimeout    = "request-timeout"     // 408: the body did not arrive within the server's read timeout; nothing ran
 )
 
 // ContentTypeProblem is the media type of problem responses.
@@ -55,4 +59,20 @@ func retryAfterSeconds(d time.Duration) int {
 
 func (c *Config) problem(slug, title string, status int, detail string) *Problem {
 	return &Problem{Type: c.ProblemBase + slug, Title: title, Status: status, Detail: detail}
+}
+
+// inProgressProblem is the 409 for a key whose record another request
+// holds: still running, or (when the owner stopped renewing its lease) an
+// attempt whose outcome is unknown.
+func (c *Config) inProgressProblem(e *InProgressError) *Problem {
+	if !e.OutcomeUnknown {
+		return c.problem(ProblemInProgress, "Request in progress", http.StatusConflict,
+			"A request with this Idempotency-Key is still being processed. Retry later with the same key to get its result.")
+	}
+	// The lease end, rounded up to the second, as in Retry-After.
+	until := e.LeaseUntil.Add(time.Second - 1).Truncate(time.Second).UTC().Format(time.RFC3339)
+	return c.problem(ProblemOutcomeUnknown, "Outcome of the first attempt unknown", http.StatusConflict,
+		fmt.Sprintf("The first attempt with this Idempotency-Key ended without a result: its outcome is unknown, and it may or may not have taken effect. "+
+			"The key is held until its lease runs out at %s; after that, a retry with the same key runs the operation again if no result was stored by then. "+
+			"Check the resource's state before retrying.", until))
 }

@@ -54,6 +54,15 @@ type Config struct {
 	// from the timeouts above.
 	Transport http.RoundTripper
 
+	// ReadTimeout bounds reading one whole request (line, headers and
+	// body) on the listener of [Gateway.NewServer]. Default
+	// [DefaultReadTimeout]; negative is an error.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one answer, from when its status line
+	// starts to be written; waiting for the upstream is not counted.
+	// Default [DefaultWriteTimeout]; negative is an error.
+	WriteTimeout time.Duration
+
 	// StoreTimeout bounds every store call (default 5s).
 	StoreTimeout time.Duration
 	// FailOpen forwards requests unprotected while the store is
@@ -114,11 +123,17 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("gateway: Config.Store is required")
 	}
-	if cfg.UpstreamTimeout < 0 || cfg.DialTimeout < 0 {
+	if cfg.UpstreamTimeout < 0 || cfg.DialTimeout < 0 || cfg.ReadTimeout < 0 || cfg.WriteTimeout < 0 {
 		return nil, errors.New("gateway: negative timeout")
 	}
 	if cfg.ProcessingRetention < 0 {
 		return nil, fmt.Errorf("gateway: negative ProcessingRetention %s", cfg.ProcessingRetention)
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if cfg.UpstreamTimeout == 0 {
 		cfg.UpstreamTimeout = DefaultUpstreamTimeout
@@ -230,8 +245,11 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 }
 
 // ServeHTTP proxies r to the upstream under the policy of the route it
-// matches, and logs one line for it.
+// matches, and logs one line for it. It sets the connection's write
+// deadline to Config.WriteTimeout when the answer starts to be written (see
+// [Gateway.NewServer]).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w = g.withDeadlines(w)
 	rh := g.route(r)
 	info := &requestInfo{route: rh}
 	sw := &statusWriter{ResponseWriter: w}

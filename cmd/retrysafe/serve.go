@@ -84,6 +84,7 @@ type serveOptions struct {
 	logFormat, logLevel                          string
 	encryptionKeysFile                           string
 	encryptionAcceptPlaintext                    bool
+	readTimeout, writeTimeout                    time.Duration
 }
 
 // flags defines serve's flags on fs. The first twelve are fixed by the
@@ -116,6 +117,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (keys and bodies are never logged at info)")
 	fs.StringVar(&o.encryptionKeysFile, "encryption-keys-file", "", encryptionKeysUsage)
 	fs.BoolVar(&o.encryptionAcceptPlaintext, "encryption-accept-plaintext", false, "with encryption on, also replay responses stored before it was turned on (for one TTL after turning it on)")
+	fs.DurationVar(&o.readTimeout, "read-timeout", gateway.DefaultReadTimeout, "bound on reading a whole request, body included; a client that stalls mid-body is cut off and nothing runs")
+	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
 }
 
 // policy returns the default policy the flags describe, or a usage error
@@ -225,6 +228,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.upstreamTimeout <= 0 || o.dialTimeout <= 0 || o.storeTimeout <= 0 || o.shutdownTimeout <= 0 {
 		return usagef("--upstream-timeout, --dial-timeout, --store-timeout and --shutdown-timeout must be positive")
 	}
+	if o.readTimeout <= 0 || o.writeTimeout <= 0 {
+		return usagef("--read-timeout and --write-timeout must be positive (got %s and %s)", o.readTimeout, o.writeTimeout)
+	}
 	if o.upstreamTimeout >= o.lease {
 		return usagef("--upstream-timeout (%s) must be shorter than --lease (%s): a request whose outcome is unknown keeps its key until the lease runs out, so the lease must outlast the upstream call", o.upstreamTimeout, o.lease)
 	}
@@ -284,6 +290,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Logger:          logger,
 
 		ProcessingRetention: o.processingRetention,
+		ReadTimeout:         o.readTimeout,
+		WriteTimeout:        o.writeTimeout,
 	})
 	if err != nil {
 		return err
@@ -294,12 +302,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--listen: %w", err)
 	}
 	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
-	servers := []*http.Server{{
-		Handler:           gw,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          errorLog,
-	}}
+	servers := []*http.Server{gw.NewServer()}
 	listeners := []net.Listener{ln}
 	if o.adminListen != "off" && o.adminListen != "" {
 		aln, err := net.Listen("tcp", o.adminListen)
@@ -310,6 +313,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		servers = append(servers, &http.Server{
 			Handler:           gw.AdminHandler(),
 			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       o.readTimeout,
+			WriteTimeout:      o.writeTimeout,
+			MaxHeaderBytes:    gateway.MaxHeaderBytes,
 			ErrorLog:          errorLog,
 		})
 		listeners = append(listeners, aln)

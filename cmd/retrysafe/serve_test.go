@@ -51,6 +51,10 @@ func TestUsage(t *testing.T) {
 			code: 2, stderr: []string{"--store-statuses", "7xx"}},
 		"bad ignore field": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--ignore-fields", "meta"},
 			code: 2, stderr: []string{"--ignore-fields", "meta"}},
+		"bad read timeout": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--read-timeout", "0s"},
+			code: 2, stderr: []string{"--read-timeout"}},
+		"bad write timeout": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--write-timeout", "-1s"},
+			code: 2, stderr: []string{"--write-timeout"}},
 		"unknown store scheme": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--store", "mysql://db"},
 			code: 1, stderr: []string{"mysql", "memory:", "sqlite:PATH", "postgres://", "redis://"}},
 	}
