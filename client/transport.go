@@ -7,8 +7,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"time"
+
+	"github.com/retrysafe/retrysafe"
 )
 
 // Defaults for the zero values of [Transport]'s fields.
@@ -318,10 +319,7 @@ func (t *Transport) protected(method string) bool {
 	if method == "" {
 		method = http.MethodGet
 	}
-	if t.Methods == nil {
-		return method == http.MethodPost || method == http.MethodPatch
-	}
-	return slices.Contains(t.Methods, method)
+	return retrysafe.MethodProtected(t.Methods, method)
 }
 
 // delay returns the wait before the retry that follows attempt.

@@ -858,3 +858,29 @@ func TestTransportCloseIdleConnections(t *testing.T) {
 		t.Error("http.Client.CloseIdleConnections did not reach Base")
 	}
 }
+
+// A method spelled in lower case is the same method for the transport as for
+// the middleware and the gateway (retrysafe.MethodProtected): it gets a key
+// and is retried with it.
+func TestTransportLowercaseMethodIsProtected(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	var sleeps []time.Duration
+	tr := srv.transport(&sleeps)
+	req, _ := http.NewRequest("post", srv.URL, strings.NewReader("x"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	keys, _ := srv.seen()
+	if resp.StatusCode != 200 || len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
+		t.Errorf("got %d, keys %q; want 200 after two attempts with one key", resp.StatusCode, keys)
+	}
+}
