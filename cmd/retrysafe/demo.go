@@ -47,14 +47,6 @@ const demoExamples = `  go run ./cmd/retrysafe demo
   retrysafe demo --keep        # keep the SQLite file, then inspect its records:
   retrysafe keys list --store sqlite:/tmp/retrysafe-demo-NNNN/retrysafe.db`
 
-func init() {
-	register(&command{
-		name:    "demo",
-		summary: "play the classic failure stories against a demo payments service",
-		run:     runDemo,
-	})
-}
-
 // Demo timings. The upstream timeout must be shorter than the lease; the
 // slow answers must fit in the wait timeout.
 const (

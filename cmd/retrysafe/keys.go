@@ -65,14 +65,6 @@ const keysExamples = `  retrysafe keys list --store sqlite:retrysafe.db
   retrysafe keys delete --store sqlite:retrysafe.db --scope 3f1a9c KEY
   retrysafe keys list --store sqlite:retrysafe.db --json | jq '.records[] | select(.state == "failed")'`
 
-func init() {
-	register(&command{
-		name:    "keys",
-		summary: "list, show or delete idempotency records",
-		run:     keysCommand(storeurl.Open),
-	})
-}
-
 // storeOpener opens a store from a --store URL; storeurl.Open in the
 // binary. Tests pass one that returns a store they populated (the memory
 // store cannot be reached through a URL from another process).

@@ -5,6 +5,7 @@
 //	retrysafe keys    inspect idempotency records
 //	retrysafe sweep   delete expired records
 //	retrysafe migrate apply the store's schema migrations
+//	retrysafe version print the module version and VCS revision
 //
 // Run "retrysafe COMMAND --help" for a command's flags and examples.
 package main
@@ -17,21 +18,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/retrysafe/retrysafe/internal/storeurl"
 )
 
-// A command is one subcommand. Each lives in its own file and registers
-// itself from that file's init function:
-//
-//	func init() {
-//		register(&command{
-//			name:    "sweep",
-//			summary: "delete expired records once",
-//			run:     runSweep,
-//		})
-//	}
+// A command is one subcommand; each lives in its own file.
 //
 // run receives the arguments after the command's name and a context that
 // is cancelled on SIGINT or SIGTERM. It parses its flags with [newFlagSet]
@@ -43,15 +36,24 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-var commands = map[string]*command{}
+// commands are the subcommands, in the order the command list shows them.
+var commands = []*command{
+	{name: "serve", summary: "run the idempotency gateway in front of an HTTP service", run: runServe},
+	{name: "demo", summary: "play the classic failure stories against a demo payments service", run: runDemo},
+	{name: "keys", summary: "list, show or delete idempotency records", run: keysCommand(storeurl.Open)},
+	{name: "sweep", summary: "delete expired records once (stores without native expiry)", run: sweepCommand(storeurl.Open)},
+	{name: "migrate", summary: "apply the store's schema migrations (SQLite, PostgreSQL)", run: migrateCommand(storeurl.Open)},
+	{name: "version", summary: "print the module version and VCS revision", run: runVersion},
+}
 
-// register adds c to the commands; it panics on a duplicate name, which is
-// a programming error found by any test.
-func register(c *command) {
-	if _, dup := commands[c.name]; dup {
-		panic("retrysafe: command registered twice: " + c.name)
+// findCommand returns the command called name, or nil.
+func findCommand(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
 	}
-	commands[c.name] = c
+	return nil
 }
 
 // usageError reports wrong command-line arguments (exit status 2).
@@ -87,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch name {
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
+			if c := findCommand(args[1]); c != nil {
 				return exitStatus(c.run(ctx, []string{"--help"}, stdout, stderr), c.name, stderr)
 			}
 			fmt.Fprintf(stderr, "retrysafe: unknown command %q\n\n", args[1])
@@ -96,9 +98,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		printUsage(stdout)
 		return 0
+	case "-version", "--version":
+		name = "version"
 	}
-	c, ok := commands[name]
-	if !ok {
+	c := findCommand(name)
+	if c == nil {
 		fmt.Fprintf(stderr, "retrysafe: unknown command %q\n\n", name)
 		printUsage(stderr)
 		return 2
@@ -121,17 +125,14 @@ func exitStatus(err error, name string, stderr io.Writer) int {
 }
 
 func printUsage(w io.Writer) {
-	names := make([]string, 0, len(commands))
 	width := 0
-	for n := range commands {
-		names = append(names, n)
-		width = max(width, len(n))
+	for _, c := range commands {
+		width = max(width, len(c.name))
 	}
-	sort.Strings(names)
 	fmt.Fprintf(w, "retrysafe makes non-idempotent HTTP operations safe to retry (Idempotency-Key).\n\n")
 	fmt.Fprintf(w, "Usage:\n  retrysafe COMMAND [flags]\n\nCommands:\n")
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-*s  %s\n", width, n, commands[n].summary)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'retrysafe COMMAND --help' for a command's flags and examples.\n")
 	fmt.Fprintf(w, "First time? Run: go run ./cmd/retrysafe demo\n")

@@ -27,14 +27,6 @@ const migrateExamples = `  retrysafe migrate --store sqlite:/var/lib/retrysafe/r
   retrysafe migrate --store "postgres://retrysafe@db:5432/app?retrysafe_schema=idem"
   retrysafe migrate --store redis://127.0.0.1:6379/0      # nothing to migrate`
 
-func init() {
-	register(&command{
-		name:    "migrate",
-		summary: "apply the store's schema migrations (SQLite, PostgreSQL)",
-		run:     migrateCommand(storeurl.Open),
-	})
-}
-
 // migrateCommand returns the "migrate" command, opening stores with open.
 func migrateCommand(open storeOpener) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {

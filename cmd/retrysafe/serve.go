@@ -21,14 +21,6 @@ import (
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
-func init() {
-	register(&command{
-		name:    "serve",
-		summary: "run the idempotency gateway in front of an HTTP service",
-		run:     runServe,
-	})
-}
-
 const serveDescription = `
 Runs a reverse proxy in front of --upstream that makes its POST and PATCH
 requests safe to retry. A request with an Idempotency-Key runs once; its

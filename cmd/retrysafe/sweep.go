@@ -36,14 +36,6 @@ const sweepExamples = `  retrysafe sweep --store sqlite:retrysafe.db
   retrysafe sweep --store sqlite:retrysafe.db --processing-retention 72h
   retrysafe sweep --store "$RETRYSAFE_STORE" --json`
 
-func init() {
-	register(&command{
-		name:    "sweep",
-		summary: "delete expired records once (stores without native expiry)",
-		run:     sweepCommand(storeurl.Open),
-	})
-}
-
 // sweepCommand returns the "sweep" command, opening stores with open.
 func sweepCommand(open storeOpener) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
