@@ -25,7 +25,7 @@ import (
 
 // The request every scenario sends: POST /orders with a 21-byte JSON body.
 var (
-	reqBody   = []byte(`{"sku":"abc","qty":12}`[:21])
+	reqBody   = []byte(`{"sku":"abc","qty":1}`) // 21 bytes
 	respBody  = []byte(`{"id":"ord_1"}`)
 	ordersURL = &url.URL{Path: "/orders"}
 )
