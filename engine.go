@@ -11,26 +11,38 @@ import (
 // wait, heartbeat, complete or release. It holds no per-key state of its
 // own; correctness comes from the store's atomic claim and token fencing.
 type engine struct {
-	cfg      *Config
-	store    Store
-	notifier Notifier // nil when the store cannot notify
+	cfg         *Config
+	store       Store
+	notifier    Notifier // nil when the store cannot notify
+	nonBlocking bool     // the store says its calls never block
 }
 
 func newEngine(cfg *Config) *engine {
 	n, _ := cfg.Store.(Notifier)
-	return &engine{cfg: cfg, store: cfg.Store, notifier: n}
+	nb, _ := cfg.Store.(NonBlocking)
+	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking()}
 }
 
 // call runs one store operation under StoreTimeout and reports it to the
 // observer. A timeout of the store call itself (not of ctx) is turned into
 // a StoreError, so it matches ErrStoreUnavailable.
+//
+// The StoreTimeout context is left out when it could not change the
+// outcome: for a store that never blocks ([NonBlocking]), and when ctx's
+// own deadline comes first (a timeout is then ctx's, as it would be with
+// the wrapper).
 func (e *engine) call(ctx context.Context, op string, f func(ctx context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
 	start := time.Now()
-	err := f(cctx)
-	cancel()
-	if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-		err = &StoreError{Op: op, Err: fmt.Errorf("no answer within %s: %w", e.cfg.StoreTimeout, err)}
+	var err error
+	if e.nonBlocking || deadlineBefore(ctx, start.Add(e.cfg.StoreTimeout)) {
+		err = f(ctx)
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
+		err = f(cctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			err = &StoreError{Op: op, Err: fmt.Errorf("no answer within %s: %w", e.cfg.StoreTimeout, err)}
+		}
 	}
 	observed := err
 	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
@@ -38,6 +50,12 @@ func (e *engine) call(ctx context.Context, op string, f func(ctx context.Context
 	}
 	e.cfg.Observer.StoreCall(op, time.Since(start), observed)
 	return err
+}
+
+// deadlineBefore reports whether ctx has a deadline no later than t.
+func deadlineBefore(ctx context.Context, t time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && !d.After(t)
 }
 
 func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult, error) {

@@ -200,6 +200,16 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// NonBlocking is implemented by stores whose calls never wait for I/O or
+// for another process, such as the in-memory store: each call returns after
+// a bounded amount of local work. The engine then runs their calls without
+// a Config.StoreTimeout deadline, which could never fire. A store that can
+// block (on a network, a disk, or a lock that another process holds) must
+// not implement it, or must return false.
+type NonBlocking interface {
+	NonBlocking() bool
+}
+
 // SweepParams are the arguments of [Sweeper.Sweep].
 type SweepParams struct {
 	Now time.Time

@@ -60,8 +60,8 @@ var errClosed = errors.New("memory store closed")
 type id struct{ scope, key string }
 
 // Store is an in-memory [retrysafe.Store]. It also implements
-// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier] and
-// [retrysafe.Admin]. Create it with [New]; the zero value is not usable.
+// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier],
+// [retrysafe.Admin] and [retrysafe.NonBlocking]. Create it with [New]; the zero value is not usable.
 type Store struct {
 	max int
 	now func() time.Time
@@ -81,11 +81,12 @@ type Store struct {
 }
 
 var (
-	_ retrysafe.Store    = (*Store)(nil)
-	_ retrysafe.Pinger   = (*Store)(nil)
-	_ retrysafe.Sweeper  = (*Store)(nil)
-	_ retrysafe.Notifier = (*Store)(nil)
-	_ retrysafe.Admin    = (*Store)(nil)
+	_ retrysafe.Store       = (*Store)(nil)
+	_ retrysafe.Pinger      = (*Store)(nil)
+	_ retrysafe.Sweeper     = (*Store)(nil)
+	_ retrysafe.Notifier    = (*Store)(nil)
+	_ retrysafe.Admin       = (*Store)(nil)
+	_ retrysafe.NonBlocking = (*Store)(nil)
 )
 
 // New returns a store configured by cfg and starts its janitor (unless
@@ -325,6 +326,11 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	s.notifyLocked(i)
 	return nil
 }
+
+// NonBlocking implements [retrysafe.NonBlocking]: every call takes the
+// store's mutex for a bounded amount of work and never waits for I/O, so
+// the engine runs it without a StoreTimeout deadline.
+func (s *Store) NonBlocking() bool { return true }
 
 // Ping implements [retrysafe.Pinger]: it fails once the store is closed.
 func (s *Store) Ping(ctx context.Context) error {
