@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -177,36 +178,84 @@ func (e *engine) wait(ctx context.Context, scope, key, fp string, deadline time.
 
 // heartbeat renews the lease every Lease/3 until stop is called. When the
 // store says the lease is lost, it calls lost once and ends.
+//
+// No goroutine waits for the handler: a timer fires only once a third of
+// the lease has passed, so a handler that returns sooner costs one timer
+// start and stop. Each renewal runs on the timer's goroutine and re-arms
+// the timer when it is done.
 func (e *engine) heartbeat(ctx context.Context, rec *Record, lost func()) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
+	h := &heartbeat{e: e, ctx: ctx, rec: rec, lost: lost}
+	h.mu.Lock()
+	h.timer = time.AfterFunc(e.cfg.Lease/3, h.beat)
+	h.mu.Unlock()
+	return h.stop
+}
+
+// heartbeat is the state of one operation's lease renewals.
+type heartbeat struct {
+	e    *engine
+	ctx  context.Context
+	rec  *Record
+	lost func()
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	cancel  context.CancelFunc // ends the renewal in flight; nil when none
+	done    chan struct{}      // closed when the renewal in flight returns
+}
+
+// beat renews the lease once and, unless stopped or lost, re-arms the timer.
+func (h *heartbeat) beat() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(e.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := e.call(ctx, "extend", func(ctx context.Context) error {
-				return e.store.Extend(ctx, &ExtendParams{
-					Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
-					Now: e.cfg.Now(), Lease: e.cfg.Lease,
-				})
-			})
-			switch {
-			case errors.Is(err, ErrLeaseLost):
-				e.cfg.Logger.WarnContext(ctx, "retrysafe: lease lost while the operation ran; another claimant took it over")
-				lost()
-				return
-			case err != nil && ctx.Err() == nil:
-				e.cfg.Logger.WarnContext(ctx, "retrysafe: lease renewal failed; will retry", "err", err)
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+	h.cancel, h.done = cancel, done
+	h.mu.Unlock()
+
+	e := h.e
+	err := e.call(ctx, "extend", func(ctx context.Context) error {
+		return e.store.Extend(ctx, &ExtendParams{
+			Scope: h.rec.Scope, Key: h.rec.Key, Token: h.rec.Token,
+			Now: e.cfg.Now(), Lease: e.cfg.Lease,
+		})
+	})
+	cancelled := ctx.Err() != nil
+	cancel()
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cancel, h.done = nil, nil
+	close(done)
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease lost while the operation ran; another claimant took it over")
+		h.lost()
+		return
+	case err != nil && !cancelled:
+		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease renewal failed; will retry", "err", err)
+	}
+	if !h.stopped {
+		h.timer.Reset(e.cfg.Lease / 3)
+	}
+}
+
+// stop ends the renewals: it disarms the timer, cancels a renewal in
+// flight and waits for it to return, so no renewal runs after stop.
+func (h *heartbeat) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.timer.Stop()
+	cancel, done := h.cancel, h.done
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
 }
 
 // finishAttempts bounds how often completion is retried on store errors.
