@@ -40,8 +40,10 @@ func (r *Response) Clone() *Response {
 
 // Record is one idempotency record, identified by Scope and Key.
 //
-// Stores return records that the caller owns: mutating a returned Record never
-// changes what the store holds.
+// Records that a store returns are read-only: they may be shared with the
+// store and with other callers (the memory store hands out the records it
+// holds), so callers must not modify a returned Record or its Response. A
+// store never modifies a record after returning it.
 type Record struct {
 	Scope       string
 	Key         string
@@ -141,11 +143,14 @@ type ExtendParams struct {
 
 // CompleteParams are the arguments of [Store.Complete].
 type CompleteParams struct {
-	Scope    string
-	Key      string
-	Token    string
-	Now      time.Time
-	TTL      time.Duration // ExpiresAt = Now + TTL
+	Scope string
+	Key   string
+	Token string
+	Now   time.Time
+	TTL   time.Duration // ExpiresAt = Now + TTL
+	// Response is the result to store. The store may keep it as it is
+	// (the memory store does), so the caller must not modify it, its
+	// header or its body after the call.
 	Response *Response
 }
 
@@ -181,7 +186,10 @@ type ReleaseParams struct {
 //   - Failures to reach the backend are returned wrapping
 //     [ErrStoreUnavailable]; context errors are returned as they are (or
 //     wrapping the context's error).
-//   - Returned records and responses are copies the caller may keep.
+//   - Returned records and responses are read-only: the caller may keep
+//     them but must not modify them, and the store never modifies one after
+//     returning it (a change stores a new record). Complete may keep
+//     params.Response as it is; the caller must not modify it afterwards.
 //   - Complete is atomic for readers: a concurrent Get sees either the
 //     processing record or the whole completed one, never a part.
 //   - Complete keeps Token, Attempt, Fingerprint and CreatedAt, and sets

@@ -2,8 +2,11 @@
 // implementation of the store contract, for tests, demos and single-process
 // services that can afford to forget their records on restart.
 //
-// Records live in one map behind one mutex; every record crosses the store
-// boundary as a deep copy, so callers never share memory with the store.
+// Records live in one map behind one mutex. A record is immutable once
+// stored: every change (takeover, renewal, completion) stores a new
+// *Record, so Claim and Get hand out the stored record itself without a
+// copy, and Complete keeps the caller's Response as it is (the
+// [retrysafe.Store] contract forbids modifying either afterwards).
 // The store is bounded (Config.MaxRecords): when full it evicts expired
 // records, never live ones, and refuses new claims with an error matching
 // [retrysafe.ErrStoreUnavailable]. A janitor goroutine deletes expired
@@ -194,14 +197,12 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	rec, exists := s.records[i]
 	if exists && !expired(rec, p.Now) {
 		if rec.State != retrysafe.StateProcessing || p.Now.Before(rec.LeaseUntil) || rec.Fingerprint != p.Fingerprint {
-			return &retrysafe.ClaimResult{Record: rec.Clone()}, nil
+			return &retrysafe.ClaimResult{Record: rec}, nil
 		}
 		// Takeover of an expired lease.
-		rec.Token = p.Token
-		rec.Attempt++
-		rec.UpdatedAt = p.Now
-		rec.LeaseUntil = p.Now.Add(p.Lease)
-		return &retrysafe.ClaimResult{Claimed: true, Record: rec.Clone()}, nil
+		rec = p.ProcessingRecord(rec.Attempt+1, rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
+		s.records[i] = rec
+		return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
 	}
 	if !exists && len(s.records) >= s.max {
 		s.evictLocked(p.Now)
@@ -211,7 +212,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	}
 	rec = p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
 	s.records[i] = rec
-	return &retrysafe.ClaimResult{Claimed: true, Record: rec.Clone()}, nil
+	return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
 }
 
 // evictLocked deletes the completed records expired at now, unless
@@ -260,7 +261,7 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	if rec == nil {
 		return nil, retrysafe.ErrNotFound
 	}
-	return rec.Clone(), nil
+	return rec, nil
 }
 
 // owned returns the processing record for scope/key owned by token, or
@@ -283,8 +284,10 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 	if err != nil {
 		return err
 	}
-	rec.LeaseUntil = p.Now.Add(p.Lease)
-	rec.UpdatedAt = p.Now
+	renewed := *rec
+	renewed.LeaseUntil = p.Now.Add(p.Lease)
+	renewed.UpdatedAt = p.Now
+	s.records[id{p.Scope, p.Key}] = &renewed
 	return nil
 }
 
@@ -298,15 +301,17 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 	if err != nil {
 		return err
 	}
-	rec.State = retrysafe.StateCompleted
-	rec.UpdatedAt = p.Now
-	rec.ExpiresAt = p.Now.Add(p.TTL)
-	rec.Response = p.Response.Clone()
-	if rec.Response == nil {
-		rec.Response = &retrysafe.Response{}
+	done := *rec
+	done.State = retrysafe.StateCompleted
+	done.UpdatedAt = p.Now
+	done.ExpiresAt = p.Now.Add(p.TTL)
+	done.Response = p.Response // kept as is: the caller may not modify it
+	if done.Response == nil {
+		done.Response = &retrysafe.Response{}
 	}
-	if rec.ExpiresAt.Before(s.nextExpiry) {
-		s.nextExpiry = rec.ExpiresAt
+	s.records[id{p.Scope, p.Key}] = &done
+	if done.ExpiresAt.Before(s.nextExpiry) {
+		s.nextExpiry = done.ExpiresAt
 	}
 	s.notifyLocked(id{p.Scope, p.Key})
 	return nil
