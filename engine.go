@@ -16,6 +16,9 @@ type engine struct {
 	store       Store
 	notifier    Notifier // nil when the store cannot notify
 	nonBlocking bool     // the store says its calls never block
+
+	spare      sync.Pool // *string: owner tokens of claims that did not win
+	spareBoxes sync.Pool // *string: empty boxes for spare
 }
 
 func newEngine(cfg *Config) *engine {
@@ -61,15 +64,44 @@ func deadlineBefore(ctx context.Context, t time.Time) bool {
 
 func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult, error) {
 	var res *ClaimResult
+	token := e.token()
 	err := e.call(ctx, "claim", func(ctx context.Context) error {
 		var err error
 		res, err = e.store.Claim(ctx, &ClaimParams{
 			Scope: scope, Key: key, Fingerprint: fp,
-			Token: NewToken(), Now: e.cfg.Now(), Lease: e.cfg.Lease,
+			Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease,
 		})
 		return err
 	})
+	if err == nil && !res.Claimed {
+		e.spareToken(token)
+	}
 	return res, err
+}
+
+// token returns an owner token for a claim: a spare one left by a claim
+// that did not win (a replay, a conflict), or a new one. A spare token
+// was never stored (a claim that does not win changes nothing) nor shown
+// to anyone, so it is as unpredictable as a new one; reusing it spares a
+// replay the cost of making one.
+func (e *engine) token() string {
+	if t, ok := e.spare.Get().(*string); ok {
+		tok := *t
+		*t = ""
+		e.spareBoxes.Put(t)
+		return tok
+	}
+	return NewToken()
+}
+
+// spareToken keeps an unused token for the next claim.
+func (e *engine) spareToken(token string) {
+	t, ok := e.spareBoxes.Get().(*string)
+	if !ok {
+		t = new(string)
+	}
+	*t = token
+	e.spare.Put(t)
 }
 
 func (e *engine) get(ctx context.Context, scope, key string) (*Record, error) {
@@ -283,7 +315,9 @@ func (e *engine) release(ctx context.Context, rec *Record) error {
 // finish runs a fenced write that ends an operation, detached from ctx's
 // cancellation, retrying store failures up to finishAttempts times.
 func (e *engine) finish(ctx context.Context, op string, f func(ctx context.Context) error) error {
-	ctx = context.WithoutCancel(ctx)
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
 	var err error
 	for attempt := range finishAttempts {
 		if attempt > 0 {
