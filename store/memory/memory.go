@@ -210,9 +210,15 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w (MaxRecords=%d)", ErrFull, s.max))
 		}
 	}
-	rec = p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
-	s.records[i] = rec
-	return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
+	// The record and the result that returns it, in one allocation.
+	c := &struct {
+		res retrysafe.ClaimResult
+		rec retrysafe.Record
+	}{}
+	c.rec = *p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
+	c.res = retrysafe.ClaimResult{Claimed: true, Record: &c.rec}
+	s.records[i] = &c.rec
+	return &c.res, nil
 }
 
 // evictLocked deletes the completed records expired at now, unless
