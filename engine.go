@@ -209,18 +209,25 @@ func (e *engine) wait(ctx context.Context, scope, key, fp string, deadline time.
 }
 
 // heartbeat renews the lease every Lease/3 until stop is called. When the
-// store says the lease is lost, it calls lost once and ends.
+// store says the lease is lost, it calls lose(ErrLeaseLost) once and ends.
 //
 // No goroutine waits for the handler: a timer fires only once a third of
 // the lease has passed, so a handler that returns sooner costs one timer
 // start and stop. Each renewal runs on the timer's goroutine and re-arms
 // the timer when it is done.
-func (e *engine) heartbeat(ctx context.Context, rec *Record, lost func()) (stop func()) {
-	h := &heartbeat{e: e, ctx: ctx, rec: rec, lost: lost}
+func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.CancelCauseFunc) (stop func()) {
+	h := &heartbeat{}
+	e.startHeartbeat(h, ctx, rec, lose)
+	return h.stop
+}
+
+// startHeartbeat starts h (a zero heartbeat, which the caller may embed
+// in a larger allocation); h.stop ends it.
+func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, lose context.CancelCauseFunc) {
+	h.e, h.ctx, h.rec, h.lose = e, ctx, rec, lose
 	h.mu.Lock()
 	h.timer = time.AfterFunc(e.cfg.Lease/3, h.beat)
 	h.mu.Unlock()
-	return h.stop
 }
 
 // heartbeat is the state of one operation's lease renewals.
@@ -228,7 +235,7 @@ type heartbeat struct {
 	e    *engine
 	ctx  context.Context
 	rec  *Record
-	lost func()
+	lose context.CancelCauseFunc
 
 	mu      sync.Mutex
 	timer   *time.Timer
@@ -266,7 +273,7 @@ func (h *heartbeat) beat() {
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease lost while the operation ran; another claimant took it over")
-		h.lost()
+		h.lose(ErrLeaseLost)
 		return
 	case err != nil && !cancelled:
 		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease renewal failed; will retry", "err", err)

@@ -143,11 +143,16 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 // result, then answers the client.
 func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) (outcome Outcome) {
 	c, e := h.cfg, h.e
-	op := NewOperation(rec, c.TTL, c.Now)
-	base := context.WithoutCancel(r.Context())
-	ctx, cancel := context.WithCancelCause(ContextWithOperation(base, op))
+	x := &execution{}
+	op := &x.op
+	op.init(rec, c.TTL, c.Now)
+	// base: the client's context without its cancellation, carrying op.
+	x.ctx = operationContext{parent: r.Context(), op: op}
+	base := context.Context(&x.ctx)
+	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
-	stopHeartbeat := e.heartbeat(base, rec, func() { cancel(ErrLeaseLost) })
+	e.startHeartbeat(&x.hb, base, rec, cancel)
+	stopHeartbeat := x.hb.stop
 	cw := newCaptureWriter(w, c.MaxResponseBody)
 
 	c.Observer.InFlight(1)
@@ -172,7 +177,7 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 		panic(v)
 	}()
 
-	h.next.ServeHTTP(cw, withBody(r, ctx, body))
+	h.next.ServeHTTP(cw, x.body.request(r, ctx, body))
 	stopHeartbeat()
 
 	outcome = OutcomeNew
@@ -204,6 +209,16 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 	cw.flush()
 	cw.release()
 	return outcome
+}
+
+// execution is the state of one claimed request, in one allocation: the
+// operation, the context the handler's runs on (detached from the client,
+// carrying the operation), the lease's heartbeat and the request body.
+type execution struct {
+	op   Operation
+	ctx  operationContext
+	hb   heartbeat
+	body requestBody
 }
 
 // notStored is the response stored in place of one that could not be kept.
@@ -299,6 +314,11 @@ func (b *requestBody) reopen() (io.ReadCloser, error) {
 
 // withBody returns a shallow copy of r with ctx and a re-readable body.
 func withBody(r *http.Request, ctx context.Context, body []byte) *http.Request {
+	return new(requestBody).request(r, ctx, body)
+}
+
+// request returns a shallow copy of r with ctx and body read from b.
+func (b *requestBody) request(r *http.Request, ctx context.Context, body []byte) *http.Request {
 	r2 := r.WithContext(ctx)
 	r2.ContentLength = int64(len(body))
 	if len(body) == 0 {
@@ -306,9 +326,9 @@ func withBody(r *http.Request, ctx context.Context, body []byte) *http.Request {
 		r2.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
 		return r2
 	}
-	rb := &requestBody{body: body}
-	rb.Reset(body)
-	r2.Body = rb
-	r2.GetBody = rb.reopen
+	b.body = body
+	b.Reset(body)
+	r2.Body = b
+	r2.GetBody = b.reopen
 	return r2
 }
