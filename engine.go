@@ -16,6 +16,7 @@ type engine struct {
 	store       Store
 	notifier    Notifier // nil when the store cannot notify
 	nonBlocking bool     // the store says its calls never block
+	observed    bool     // an Observer was configured: time the store calls
 
 	spare      sync.Pool // *string: owner tokens of claims that did not win
 	spareBoxes sync.Pool // *string: empty boxes for spare
@@ -24,7 +25,8 @@ type engine struct {
 func newEngine(cfg *Config) *engine {
 	n, _ := cfg.Store.(Notifier)
 	nb, _ := cfg.Store.(NonBlocking)
-	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking()}
+	_, nop := cfg.Observer.(nopObserver)
+	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop}
 }
 
 // call runs one store operation under StoreTimeout and reports it to the
@@ -36,7 +38,10 @@ func newEngine(cfg *Config) *engine {
 // own deadline comes first (a timeout is then ctx's, as it would be with
 // the wrapper).
 func (e *engine) call(ctx context.Context, op string, f func(ctx context.Context) error) error {
-	start := time.Now()
+	var start time.Time
+	if e.observed || !e.nonBlocking {
+		start = time.Now()
+	}
 	var err error
 	if e.nonBlocking || deadlineBefore(ctx, start.Add(e.cfg.StoreTimeout)) {
 		err = f(ctx)
@@ -47,6 +52,9 @@ func (e *engine) call(ctx context.Context, op string, f func(ctx context.Context
 		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 			err = &StoreError{Op: op, Err: fmt.Errorf("no answer within %s: %w", e.cfg.StoreTimeout, err)}
 		}
+	}
+	if !e.observed {
+		return err
 	}
 	observed := err
 	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
