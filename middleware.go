@@ -212,7 +212,7 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 }
 
 // execution is the state of one claimed request, in one allocation: the
-// operation, the context the handler's runs on (detached from the client,
+// operation, the context the handler runs on (detached from the client,
 // carrying the operation), the lease's heartbeat and the request body.
 type execution struct {
 	op   Operation
