@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // captureWriter records the handler's response so it can be stored before
@@ -30,8 +31,29 @@ type captureWriter struct {
 	clientGone  bool
 }
 
+// captureWriters recycles capture writers with their header map and body
+// buffer.
+var captureWriters = sync.Pool{New: func() any { return &captureWriter{header: make(http.Header)} }}
+
 func newCaptureWriter(w http.ResponseWriter, limit int64) *captureWriter {
-	return &captureWriter{w: w, header: make(http.Header), limit: limit}
+	c := captureWriters.Get().(*captureWriter)
+	c.w, c.limit = w, limit
+	return c
+}
+
+// release resets c and returns it to the pool. The handler must have
+// returned: nothing may use c afterwards. The header values were handed
+// on (to the client's header and the stored response), so only the map
+// is kept.
+func (c *captureWriter) release() {
+	if c.body.Cap() > 64<<10 {
+		return
+	}
+	clear(c.header)
+	c.body.Reset()
+	c.w, c.status, c.limit = nil, 0, 0
+	c.wroteHeader, c.overflow, c.clientGone = false, false, false
+	captureWriters.Put(c)
 }
 
 func (c *captureWriter) Header() http.Header { return c.header }
@@ -106,12 +128,14 @@ func (c *captureWriter) statusCode() int {
 	return c.status
 }
 
-// response returns the captured result, its headers filtered by keep.
+// response returns the captured result, its headers filtered by keep. The
+// header value slices are shared, not copied: the handler has returned, so
+// nothing changes them any more (see copyHeader).
 func (c *captureWriter) response(keep func(string) bool) *Response {
 	h := make(http.Header, len(c.header))
 	for k, v := range c.header {
 		if keep(k) {
-			h[k] = append([]string(nil), v...)
+			h[k] = v[:len(v):len(v)]
 		}
 	}
 	return &Response{Status: c.statusCode(), Header: h, Body: bytes.Clone(c.body.Bytes())}
@@ -127,9 +151,20 @@ func (c *captureWriter) flush() {
 	writeBody(c.w, c.statusCode(), c.body.Bytes())
 }
 
+// copyHeader sets dst's values to copies of src's, all in one allocation:
+// what is written to the client's header never shares memory with the
+// captured or stored response, whatever a server or outer middleware does
+// to it.
 func copyHeader(dst, src http.Header) {
+	n := 0
+	for _, v := range src {
+		n += len(v)
+	}
+	values := make([]string, n)
 	for k, v := range src {
-		dst[k] = append([]string(nil), v...)
+		m := copy(values, v)
+		dst[k] = values[:m:m]
+		values = values[m:]
 	}
 }
 

@@ -133,7 +133,7 @@ func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context
 	base := context.WithoutCancel(ctx)
 	fctx, cancel := context.WithCancelCause(ContextWithOperation(ctx, op))
 	defer cancel(nil)
-	stopHeartbeat := e.heartbeat(base, rec, func() { cancel(ErrLeaseLost) })
+	stopHeartbeat := e.heartbeat(base, rec, cancel)
 	c.Observer.InFlight(1)
 	defer c.Observer.InFlight(-1)
 	defer func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -11,26 +12,49 @@ import (
 // wait, heartbeat, complete or release. It holds no per-key state of its
 // own; correctness comes from the store's atomic claim and token fencing.
 type engine struct {
-	cfg      *Config
-	store    Store
-	notifier Notifier // nil when the store cannot notify
+	cfg         *Config
+	store       Store
+	notifier    Notifier // nil when the store cannot notify
+	nonBlocking bool     // the store says its calls never block
+	observed    bool     // an Observer was configured: time the store calls
+
+	spare      sync.Pool // *string: owner tokens of claims that did not win
+	spareBoxes sync.Pool // *string: empty boxes for spare
 }
 
 func newEngine(cfg *Config) *engine {
 	n, _ := cfg.Store.(Notifier)
-	return &engine{cfg: cfg, store: cfg.Store, notifier: n}
+	nb, _ := cfg.Store.(NonBlocking)
+	_, nop := cfg.Observer.(nopObserver)
+	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop}
 }
 
 // call runs one store operation under StoreTimeout and reports it to the
 // observer. A timeout of the store call itself (not of ctx) is turned into
 // a StoreError, so it matches ErrStoreUnavailable.
+//
+// The StoreTimeout context is left out when it could not change the
+// outcome: for a store that never blocks ([NonBlocking]), and when ctx's
+// own deadline comes first (a timeout is then ctx's, as it would be with
+// the wrapper).
 func (e *engine) call(ctx context.Context, op string, f func(ctx context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
-	start := time.Now()
-	err := f(cctx)
-	cancel()
-	if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-		err = &StoreError{Op: op, Err: fmt.Errorf("no answer within %s: %w", e.cfg.StoreTimeout, err)}
+	var start time.Time
+	if e.observed || !e.nonBlocking {
+		start = time.Now()
+	}
+	var err error
+	if e.nonBlocking || deadlineBefore(ctx, start.Add(e.cfg.StoreTimeout)) {
+		err = f(ctx)
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, e.cfg.StoreTimeout)
+		err = f(cctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			err = &StoreError{Op: op, Err: fmt.Errorf("no answer within %s: %w", e.cfg.StoreTimeout, err)}
+		}
+	}
+	if !e.observed {
+		return err
 	}
 	observed := err
 	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
@@ -40,17 +64,52 @@ func (e *engine) call(ctx context.Context, op string, f func(ctx context.Context
 	return err
 }
 
+// deadlineBefore reports whether ctx has a deadline no later than t.
+func deadlineBefore(ctx context.Context, t time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && !d.After(t)
+}
+
 func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult, error) {
 	var res *ClaimResult
+	token := e.token()
 	err := e.call(ctx, "claim", func(ctx context.Context) error {
 		var err error
 		res, err = e.store.Claim(ctx, &ClaimParams{
 			Scope: scope, Key: key, Fingerprint: fp,
-			Token: NewToken(), Now: e.cfg.Now(), Lease: e.cfg.Lease,
+			Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease,
 		})
 		return err
 	})
+	if err == nil && !res.Claimed {
+		e.spareToken(token)
+	}
 	return res, err
+}
+
+// token returns an owner token for a claim: a spare one left by a claim
+// that did not win (a replay, a conflict), or a new one. A spare token
+// was never stored (a claim that does not win changes nothing) nor shown
+// to anyone, so it is as unpredictable as a new one; reusing it spares a
+// replay the cost of making one.
+func (e *engine) token() string {
+	if t, ok := e.spare.Get().(*string); ok {
+		tok := *t
+		*t = ""
+		e.spareBoxes.Put(t)
+		return tok
+	}
+	return NewToken()
+}
+
+// spareToken keeps an unused token for the next claim.
+func (e *engine) spareToken(token string) {
+	t, ok := e.spareBoxes.Get().(*string)
+	if !ok {
+		t = new(string)
+	}
+	*t = token
+	e.spare.Put(t)
 }
 
 func (e *engine) get(ctx context.Context, scope, key string) (*Record, error) {
@@ -178,37 +237,92 @@ func (e *engine) inProgress(rec *Record) *InProgressError {
 }
 
 // heartbeat renews the lease every Lease/3 until stop is called. When the
-// store says the lease is lost, it calls lost once and ends.
-func (e *engine) heartbeat(ctx context.Context, rec *Record, lost func()) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
+// store says the lease is lost, it calls lose(ErrLeaseLost) once and ends.
+//
+// No goroutine waits for the handler: a timer fires only once a third of
+// the lease has passed, so a handler that returns sooner costs one timer
+// start and stop. Each renewal runs on the timer's goroutine and re-arms
+// the timer when it is done.
+func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.CancelCauseFunc) (stop func()) {
+	h := &heartbeat{}
+	e.startHeartbeat(h, ctx, rec, lose)
+	return h.stop
+}
+
+// startHeartbeat starts h (a zero heartbeat, which the caller may embed
+// in a larger allocation); h.stop ends it.
+func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, lose context.CancelCauseFunc) {
+	h.e, h.ctx, h.rec, h.lose = e, ctx, rec, lose
+	h.mu.Lock()
+	h.timer = time.AfterFunc(e.cfg.Lease/3, h.beat)
+	h.mu.Unlock()
+}
+
+// heartbeat is the state of one operation's lease renewals.
+type heartbeat struct {
+	e    *engine
+	ctx  context.Context
+	rec  *Record
+	lose context.CancelCauseFunc
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	cancel  context.CancelFunc // ends the renewal in flight; nil when none
+	done    chan struct{}      // closed when the renewal in flight returns
+}
+
+// beat renews the lease once and, unless stopped or lost, re-arms the timer.
+func (h *heartbeat) beat() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(e.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := e.call(ctx, "extend", func(ctx context.Context) error {
-				return e.store.Extend(ctx, &ExtendParams{
-					Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
-					Now: e.cfg.Now(), Lease: e.cfg.Lease,
-				})
-			})
-			switch {
-			case errors.Is(err, ErrLeaseLost):
-				e.cfg.Logger.WarnContext(ctx, "retrysafe: lease lost while the operation ran; another claimant took it over")
-				lost()
-				return
-			case err != nil && ctx.Err() == nil:
-				e.cfg.Logger.WarnContext(ctx, "retrysafe: lease renewal failed; will retry", "err", err)
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+	h.cancel, h.done = cancel, done
+	h.mu.Unlock()
+
+	e := h.e
+	err := e.call(ctx, "extend", func(ctx context.Context) error {
+		return e.store.Extend(ctx, &ExtendParams{
+			Scope: h.rec.Scope, Key: h.rec.Key, Token: h.rec.Token,
+			Now: e.cfg.Now(), Lease: e.cfg.Lease,
+		})
+	})
+	cancelled := ctx.Err() != nil
+	cancel()
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cancel, h.done = nil, nil
+	close(done)
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease lost while the operation ran; another claimant took it over")
+		h.lose(ErrLeaseLost)
+		return
+	case err != nil && !cancelled:
+		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease renewal failed; will retry", "err", err)
+	}
+	if !h.stopped {
+		h.timer.Reset(e.cfg.Lease / 3)
+	}
+}
+
+// stop ends the renewals: it disarms the timer, cancels a renewal in
+// flight and waits for it to return, so no renewal runs after stop.
+func (h *heartbeat) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.timer.Stop()
+	cancel, done := h.cancel, h.done
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
 }
 
 // finishAttempts bounds how often completion is retried on store errors.
@@ -236,7 +350,9 @@ func (e *engine) release(ctx context.Context, rec *Record) error {
 // finish runs a fenced write that ends an operation, detached from ctx's
 // cancellation, retrying store failures up to finishAttempts times.
 func (e *engine) finish(ctx context.Context, op string, f func(ctx context.Context) error) error {
-	ctx = context.WithoutCancel(ctx)
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
 	var err error
 	for attempt := range finishAttempts {
 		if attempt > 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,10 +39,14 @@ func TestLeaseLostWhileRunning(t *testing.T) {
 	store.down.Store(true)
 	var runs atomic.Int64
 	firstCause := make(chan error, 1)
+	testDone := make(chan struct{}) // ends a handler the test gave up on
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := runs.Add(1)
 		if n == 1 {
-			<-r.Context().Done()
+			select {
+			case <-r.Context().Done():
+			case <-testDone:
+			}
 			firstCause <- context.Cause(r.Context())
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -53,6 +58,7 @@ func TestLeaseLostWhileRunning(t *testing.T) {
 	}
 	srv := httptest.NewServer(mw(h))
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(testDone) }) // runs before srv.Close
 
 	first := make(chan result, 1)
 	go func() { first <- send(t, srv.URL, http.MethodPost, "k", "{}") }()
@@ -148,5 +154,62 @@ func TestCompletionRetriesAndItsLimit(t *testing.T) {
 				t.Fatal("the stored result was not replayed")
 			}
 		})
+	}
+}
+
+// countingExtends counts lease renewals.
+type countingExtends struct {
+	retrysafe.Store
+	extends atomic.Int64
+}
+
+func (s *countingExtends) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	s.extends.Add(1)
+	return s.Store.Extend(ctx, p)
+}
+
+// TestLeaseRenewedWhileRunning: a handler that runs for many leases keeps
+// its record: the heartbeat renews the lease again and again, so a
+// duplicate sent after several leases still gets 409 instead of taking the
+// record over, and the result is stored once the handler returns.
+func TestLeaseRenewedWhileRunning(t *testing.T) {
+	t.Parallel()
+	const lease = 150 * time.Millisecond
+	store := &countingExtends{Store: newMemory(t)}
+	release := make(chan struct{})
+	var runs atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		if n == 1 {
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "run %d", n)
+	})
+	mw, err := retrysafe.NewMiddleware(retrysafe.Config{Store: store, Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(h))
+	t.Cleanup(srv.Close)
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before srv.Close
+
+	first := make(chan result, 1)
+	go func() { first <- send(t, srv.URL, http.MethodPost, "k", "{}") }()
+	waitFor(t, func() bool { return runs.Load() == 1 })
+	// Several leases pass while the handler runs: without renewals the
+	// lease would have run out and a duplicate would take the record over.
+	waitFor(t, func() bool { return store.extends.Load() >= 5 })
+	if dup := send(t, srv.URL, http.MethodPost, "k", "{}"); dup.status != http.StatusConflict {
+		t.Fatalf("duplicate while the original runs: %d %q, want 409", dup.status, dup.body)
+	}
+	releaseOnce.Do(func() { close(release) })
+	if a := <-first; a.status != http.StatusCreated || string(a.body) != "run 1" {
+		t.Fatalf("original: %d %q", a.status, a.body)
+	}
+	replay := send(t, srv.URL, http.MethodPost, "k", "{}")
+	if replay.header.Get(retrysafe.HeaderReplayed) != "true" || string(replay.body) != "run 1" || runs.Load() != 1 {
+		t.Fatalf("replay: %d %q, runs = %d", replay.status, replay.body, runs.Load())
 	}
 }

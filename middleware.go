@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -96,7 +97,8 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid Idempotency-Key", http.StatusBadRequest, detail), 0)
 		return OutcomeInvalidKey
 	}
-	body, err := readBody(r, c.MaxBody)
+	body, buf, err := readBody(r, c.MaxBody)
+	defer putBodyBuffer(buf)
 	if err != nil {
 		if errors.Is(err, ErrBodyTooLarge) {
 			WriteProblem(w, c.problem(ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge,
@@ -163,11 +165,16 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 // result, then answers the client.
 func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) (outcome Outcome) {
 	c, e := h.cfg, h.e
-	op := NewOperation(rec, c.TTL, c.Now)
-	base := context.WithoutCancel(r.Context())
-	ctx, cancel := context.WithCancelCause(ContextWithOperation(base, op))
+	x := &execution{}
+	op := &x.op
+	op.init(rec, c.TTL, c.Now)
+	// base: the client's context without its cancellation, carrying op.
+	x.ctx = operationContext{parent: r.Context(), op: op}
+	base := context.Context(&x.ctx)
+	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
-	stopHeartbeat := e.heartbeat(base, rec, func() { cancel(ErrLeaseLost) })
+	e.startHeartbeat(&x.hb, base, rec, cancel)
+	stopHeartbeat := x.hb.stop
 	cw := newCaptureWriter(w, c.MaxResponseBody)
 
 	c.Observer.InFlight(1)
@@ -192,7 +199,7 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 		panic(v)
 	}()
 
-	h.next.ServeHTTP(cw, negotiated(withBody(r, ctx, body)))
+	h.next.ServeHTTP(cw, negotiated(x.body.request(r, ctx, body)))
 	stopHeartbeat()
 
 	outcome = OutcomeNew
@@ -222,7 +229,18 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 		c.Logger.ErrorContext(base, "retrysafe: result not stored; the key stays blocked until its lease runs out", "err", err)
 	}
 	cw.flush()
+	cw.release()
 	return outcome
+}
+
+// execution is the state of one claimed request, in one allocation: the
+// operation, the context the handler runs on (detached from the client,
+// carrying the operation), the lease's heartbeat and the request body.
+type execution struct {
+	op   Operation
+	ctx  operationContext
+	hb   heartbeat
+	body requestBody
 }
 
 // notStored is the response stored in place of one that could not be kept.
@@ -245,32 +263,87 @@ func (r *headerRecorder) Header() http.Header         { return r.header }
 func (r *headerRecorder) WriteHeader(int)             {}
 func (r *headerRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
 
-// readBody reads the whole request body, up to limit bytes.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
+// bodyBuffers recycles the buffers request bodies are read into: a body
+// is needed only until the protected request is answered.
+var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBody bounds the buffers kept for reuse.
+const maxPooledBody = 64 << 10
+
+// putBodyBuffer returns a buffer from readBody to the pool (nil is ignored).
+func putBodyBuffer(buf *[]byte) {
+	if buf != nil && cap(*buf) <= maxPooledBody {
+		bodyBuffers.Put(buf)
+	}
+}
+
+// readBody reads the whole request body, up to limit bytes, into a pooled
+// buffer. The caller hands buf to putBodyBuffer once body is no longer
+// used; buf may be nil.
+func readBody(r *http.Request, limit int64) (body []byte, buf *[]byte, err error) {
 	if r.ContentLength > limit {
-		return nil, ErrBodyTooLarge
+		return nil, nil, ErrBodyTooLarge
 	}
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+		return nil, nil, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, err
+	buf = bodyBuffers.Get().(*[]byte)
+	b := (*buf)[:0]
+	if want := int(r.ContentLength) + 1; cap(b) < want { // +1 to see EOF without growing
+		b = make([]byte, 0, max(want, 512))
 	}
-	if int64(len(body)) > limit {
-		return nil, ErrBodyTooLarge
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, rerr := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			*buf = b
+			return nil, buf, ErrBodyTooLarge
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			*buf = b
+			return nil, buf, rerr
+		}
 	}
-	return body, nil
+	*buf = b
+	return b, buf, nil
+}
+
+// requestBody is the re-readable body handed to the handler.
+type requestBody struct {
+	bytes.Reader
+	body []byte
+}
+
+func (*requestBody) Close() error { return nil }
+
+// reopen is the request's GetBody.
+func (b *requestBody) reopen() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(b.body)), nil
 }
 
 // withBody returns a shallow copy of r with ctx and a re-readable body.
 func withBody(r *http.Request, ctx context.Context, body []byte) *http.Request {
+	return new(requestBody).request(r, ctx, body)
+}
+
+// request returns a shallow copy of r with ctx and body read from b.
+func (b *requestBody) request(r *http.Request, ctx context.Context, body []byte) *http.Request {
 	r2 := r.WithContext(ctx)
-	r2.Body = io.NopCloser(bytes.NewReader(body))
 	r2.ContentLength = int64(len(body))
-	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	if len(body) == 0 {
 		r2.Body = http.NoBody
+		r2.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return r2
 	}
+	b.body = body
+	b.Reset(body)
+	r2.Body = b
+	r2.GetBody = b.reopen
 	return r2
 }

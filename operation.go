@@ -46,18 +46,18 @@ type Operation struct {
 // NewOperation returns an Operation for a claimed record. It is used by the
 // engine and by custom integrations that drive a [Store] directly.
 func NewOperation(rec *Record, ttl time.Duration, now func() time.Time) *Operation {
+	o := &Operation{}
+	o.init(rec, ttl, now)
+	return o
+}
+
+// init sets up a zero Operation (one embedded in a larger allocation).
+func (o *Operation) init(rec *Record, ttl time.Duration, now func() time.Time) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Operation{
-		scope:       rec.Scope,
-		key:         rec.Key,
-		token:       rec.Token,
-		fingerprint: rec.Fingerprint,
-		attempt:     rec.Attempt,
-		ttl:         ttl,
-		now:         now,
-	}
+	o.scope, o.key, o.token, o.fingerprint = rec.Scope, rec.Key, rec.Token, rec.Fingerprint
+	o.attempt, o.ttl, o.now = rec.Attempt, ttl, now
 }
 
 // Scope returns the operation's scope (the caller's identity hash).
@@ -123,6 +123,27 @@ func ContextWithOperation(ctx context.Context, op *Operation) context.Context {
 	return context.WithValue(ctx, operationKey{}, op)
 }
 
+// operationContext is context.WithoutCancel(parent) carrying op, in one
+// value that can be embedded: what ContextWithOperation gives on a
+// WithoutCancel context. It is never cancelled and has no deadline.
+type operationContext struct {
+	parent context.Context
+	op     *Operation
+}
+
+func (*operationContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*operationContext) Done() <-chan struct{}       { return nil }
+func (*operationContext) Err() error                  { return nil }
+
+func (c *operationContext) Value(key any) any {
+	if key == (operationKey{}) {
+		return c.op
+	}
+	return c.parent.Value(key)
+}
+
+func (c *operationContext) String() string { return "retrysafe.operationContext" }
+
 // OperationFromContext returns the operation carried by ctx, or nil.
 func OperationFromContext(ctx context.Context) *Operation {
 	op, _ := ctx.Value(operationKey{}).(*Operation)
@@ -133,5 +154,7 @@ func OperationFromContext(ctx context.Context) *Operation {
 func NewToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b[:])
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }

@@ -41,8 +41,10 @@ func (r *Response) Clone() *Response {
 
 // Record is one idempotency record, identified by Scope and Key.
 //
-// Stores return records that the caller owns: mutating a returned Record never
-// changes what the store holds.
+// Records that a store returns are read-only: they may be shared with the
+// store and with other callers (the memory store hands out the records it
+// holds), so callers must not modify a returned Record or its Response. A
+// store never modifies a record after returning it.
 type Record struct {
 	Scope       string
 	Key         string
@@ -142,11 +144,14 @@ type ExtendParams struct {
 
 // CompleteParams are the arguments of [Store.Complete].
 type CompleteParams struct {
-	Scope    string
-	Key      string
-	Token    string
-	Now      time.Time
-	TTL      time.Duration // ExpiresAt = Now + TTL
+	Scope string
+	Key   string
+	Token string
+	Now   time.Time
+	TTL   time.Duration // ExpiresAt = Now + TTL
+	// Response is the result to store. The store may keep it as it is
+	// (the memory store does), so the caller must not modify it, its
+	// header or its body after the call.
 	Response *Response
 }
 
@@ -182,7 +187,10 @@ type ReleaseParams struct {
 //   - Failures to reach the backend are returned wrapping
 //     [ErrStoreUnavailable]; context errors are returned as they are (or
 //     wrapping the context's error).
-//   - Returned records and responses are copies the caller may keep.
+//   - Returned records and responses are read-only: the caller may keep
+//     them but must not modify them, and the store never modifies one after
+//     returning it (a change stores a new record). Complete may keep
+//     params.Response as it is; the caller must not modify it afterwards.
 //   - Complete is atomic for readers: a concurrent Get sees either the
 //     processing record or the whole completed one, never a part.
 //   - Complete keeps Token, Attempt, Fingerprint and CreatedAt, and sets
@@ -209,6 +217,16 @@ type Pinger interface {
 // crashed owner, an upstream that timed out); a week lets an operator
 // investigate it, and a retry with the same request takes it over meanwhile.
 const DefaultProcessingRetention = 7 * 24 * time.Hour
+
+// NonBlocking is implemented by stores whose calls never wait for I/O or
+// for another process, such as the in-memory store: each call returns after
+// a bounded amount of local work. The engine then runs their calls without
+// a Config.StoreTimeout deadline, which could never fire. A store that can
+// block (on a network, a disk, or a lock that another process holds) must
+// not implement it, or must return false.
+type NonBlocking interface {
+	NonBlocking() bool
+}
 
 // SweepParams are the arguments of [Sweeper.Sweep].
 type SweepParams struct {

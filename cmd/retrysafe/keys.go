@@ -359,7 +359,12 @@ func (k *keysCmd) find(ctx context.Context, key string, bodies bool) (*retrysafe
 		return nil, fmt.Errorf("get: %w", err)
 	}
 	if !bodies && rec.Response != nil {
-		rec.Response.Body = nil
+		// Records from a store are read-only: drop the body from a copy.
+		resp := *rec.Response
+		resp.Body = nil
+		c := *rec
+		c.Response = &resp
+		rec = &c
 	}
 	return rec, nil
 }

@@ -2,8 +2,11 @@
 // implementation of the store contract, for tests, demos and single-process
 // services that can afford to forget their records on restart.
 //
-// Records live in one map behind one mutex; every record crosses the store
-// boundary as a deep copy, so callers never share memory with the store.
+// Records live in one map behind one mutex. A record is immutable once
+// stored: every change (takeover, renewal, completion) stores a new
+// *Record, so Claim and Get hand out the stored record itself without a
+// copy, and Complete keeps the caller's Response as it is (the
+// [retrysafe.Store] contract forbids modifying either afterwards).
 // The store is bounded (Config.MaxRecords): when full it evicts expired
 // records and abandoned ones (processing records whose lease ran out more
 // than Config.ProcessingRetention ago), never live ones, and refuses new
@@ -71,8 +74,8 @@ var errClosed = errors.New("memory store closed")
 type id struct{ scope, key string }
 
 // Store is an in-memory [retrysafe.Store]. It also implements
-// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier] and
-// [retrysafe.Admin]. Create it with [New]; the zero value is not usable.
+// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier],
+// [retrysafe.Admin] and [retrysafe.NonBlocking]. Create it with [New]; the zero value is not usable.
 type Store struct {
 	max       int
 	now       func() time.Time
@@ -97,11 +100,12 @@ type Store struct {
 }
 
 var (
-	_ retrysafe.Store    = (*Store)(nil)
-	_ retrysafe.Pinger   = (*Store)(nil)
-	_ retrysafe.Sweeper  = (*Store)(nil)
-	_ retrysafe.Notifier = (*Store)(nil)
-	_ retrysafe.Admin    = (*Store)(nil)
+	_ retrysafe.Store       = (*Store)(nil)
+	_ retrysafe.Pinger      = (*Store)(nil)
+	_ retrysafe.Sweeper     = (*Store)(nil)
+	_ retrysafe.Notifier    = (*Store)(nil)
+	_ retrysafe.Admin       = (*Store)(nil)
+	_ retrysafe.NonBlocking = (*Store)(nil)
 )
 
 // New returns a store configured by cfg and starts its janitor (unless
@@ -213,14 +217,12 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	rec, exists := s.records[i]
 	if exists && !expired(rec, p.Now) {
 		if rec.State != retrysafe.StateProcessing || p.Now.Before(rec.LeaseUntil) || rec.Fingerprint != p.Fingerprint {
-			return &retrysafe.ClaimResult{Record: rec.Clone()}, nil
+			return &retrysafe.ClaimResult{Record: rec}, nil
 		}
 		// Takeover of an expired lease.
-		rec.Token = p.Token
-		rec.Attempt++
-		rec.UpdatedAt = p.Now
-		rec.LeaseUntil = p.Now.Add(p.Lease)
-		return &retrysafe.ClaimResult{Claimed: true, Record: rec.Clone()}, nil
+		rec = p.ProcessingRecord(rec.Attempt+1, rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
+		s.records[i] = rec
+		return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
 	}
 	if !exists && len(s.records) >= s.max {
 		s.evictLocked(p.Now)
@@ -228,10 +230,16 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w (MaxRecords=%d)", ErrFull, s.max))
 		}
 	}
-	rec = p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
-	s.records[i] = rec
-	s.lowerLeaseBoundLocked(rec.LeaseUntil)
-	return &retrysafe.ClaimResult{Claimed: true, Record: rec.Clone()}, nil
+	// The record and the result that returns it, in one allocation.
+	c := &struct {
+		res retrysafe.ClaimResult
+		rec retrysafe.Record
+	}{}
+	c.rec = *p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
+	c.res = retrysafe.ClaimResult{Claimed: true, Record: &c.rec}
+	s.records[i] = &c.rec
+	s.lowerLeaseBoundLocked(c.rec.LeaseUntil)
+	return &c.res, nil
 }
 
 // lowerLeaseBoundLocked keeps nextLease a lower bound after a processing
@@ -302,7 +310,7 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	if rec == nil {
 		return nil, retrysafe.ErrNotFound
 	}
-	return rec.Clone(), nil
+	return rec, nil
 }
 
 // owned returns the processing record for scope/key owned by token, or
@@ -325,9 +333,11 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 	if err != nil {
 		return err
 	}
-	rec.LeaseUntil = p.Now.Add(p.Lease)
-	rec.UpdatedAt = p.Now
-	s.lowerLeaseBoundLocked(rec.LeaseUntil)
+	renewed := *rec
+	renewed.LeaseUntil = p.Now.Add(p.Lease)
+	renewed.UpdatedAt = p.Now
+	s.records[id{p.Scope, p.Key}] = &renewed
+	s.lowerLeaseBoundLocked(renewed.LeaseUntil)
 	return nil
 }
 
@@ -341,15 +351,17 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 	if err != nil {
 		return err
 	}
-	rec.State = retrysafe.StateCompleted
-	rec.UpdatedAt = p.Now
-	rec.ExpiresAt = p.Now.Add(p.TTL)
-	rec.Response = p.Response.Clone()
-	if rec.Response == nil {
-		rec.Response = &retrysafe.Response{}
+	done := *rec
+	done.State = retrysafe.StateCompleted
+	done.UpdatedAt = p.Now
+	done.ExpiresAt = p.Now.Add(p.TTL)
+	done.Response = p.Response // kept as is: the caller may not modify it
+	if done.Response == nil {
+		done.Response = &retrysafe.Response{}
 	}
-	if rec.ExpiresAt.Before(s.nextExpiry) {
-		s.nextExpiry = rec.ExpiresAt
+	s.records[id{p.Scope, p.Key}] = &done
+	if done.ExpiresAt.Before(s.nextExpiry) {
+		s.nextExpiry = done.ExpiresAt
 	}
 	s.notifyLocked(id{p.Scope, p.Key})
 	return nil
@@ -369,6 +381,11 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	s.notifyLocked(i)
 	return nil
 }
+
+// NonBlocking implements [retrysafe.NonBlocking]: every call takes the
+// store's mutex for a bounded amount of work and never waits for I/O, so
+// the engine runs it without a StoreTimeout deadline.
+func (s *Store) NonBlocking() bool { return true }
 
 // Ping implements [retrysafe.Pinger]: it fails once the store is closed.
 func (s *Store) Ping(ctx context.Context) error {

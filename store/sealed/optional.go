@@ -51,16 +51,21 @@ func (f admin) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.
 	if err != nil {
 		return nil, err
 	}
-	for _, rec := range recs {
+	// Records a store returns are read-only: each changed one is a copy.
+	for i, rec := range recs {
 		if rec.Response == nil {
 			continue
 		}
+		c := *rec
 		if resp, err := f.s.open(rec.Scope, rec.Key, rec.Response); err == nil {
-			rec.Response = resp
+			c.Response = resp
 		}
 		if !p.WithBodies {
-			rec.Response.Body = nil
+			resp := *c.Response
+			resp.Body = nil
+			c.Response = &resp
 		}
+		recs[i] = &c
 	}
 	return recs, nil
 }

@@ -69,10 +69,24 @@ func (s *store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	if err != nil || res == nil || res.Record == nil || res.Record.Response == nil {
 		return res, err
 	}
-	if res.Record.Response, err = s.open(p.Scope, p.Key, res.Record.Response); err != nil {
+	rec, err := s.opened(res.Record)
+	if err != nil {
 		return nil, err
 	}
-	return res, nil
+	return &retrysafe.ClaimResult{Claimed: res.Claimed, Record: rec}, nil
+}
+
+// opened returns a copy of rec with its response opened. Records a store
+// returns are read-only (the memory store hands out the record it holds),
+// so rec itself is never changed.
+func (s *store) opened(rec *retrysafe.Record) (*retrysafe.Record, error) {
+	resp, err := s.open(rec.Scope, rec.Key, rec.Response)
+	if err != nil {
+		return nil, err
+	}
+	c := *rec
+	c.Response = resp
+	return &c, nil
 }
 
 // Get reads through the inner store and opens the record's response.
@@ -81,10 +95,7 @@ func (s *store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	if err != nil || rec == nil || rec.Response == nil {
 		return rec, err
 	}
-	if rec.Response, err = s.open(p.Scope, p.Key, rec.Response); err != nil {
-		return nil, err
-	}
-	return rec, nil
+	return s.opened(rec)
 }
 
 // Extend is the inner store's Extend.

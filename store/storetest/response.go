@@ -157,58 +157,44 @@ func testLargeBody(t *testing.T, h *harness) {
 	checkResponse(t, "5 MiB body: replay", h.claimBlocked(scope1, "large", fpA, at(time.Second)).Response, want)
 }
 
-// testCopies: records and responses cross the store boundary as copies.
-// Mutating what a call returned, or what was passed to Complete, never
-// changes what the store holds.
+// testCopies: records and responses are read-only once they cross the
+// store boundary. The store never modifies a record it returned (a
+// takeover, renewal, completion or release leaves what callers hold as it
+// was), nor the Response the caller passed to Complete; what it returns
+// after a completion equals what was completed.
 func testCopies(t *testing.T, h *harness) {
-	p, rec := h.claimNew(scope1, "k", fpA, at(0))
-	rec.Token = "mutated"
-	rec.State = retrysafe.StateCompleted
-	rec.Attempt = 99
-	rec.Fingerprint = "mutated"
-	rec.LeaseUntil = at(time.Hour)
-	checkProcessing(t, h.get(scope1, "k", at(0)), p, 1, at(0))
-
+	p, claimed := h.claimNew(scope1, "k", fpA, at(0))
+	claimedWas := *claimed
 	got := h.get(scope1, "k", at(0))
-	got.Token = "mutated again"
-	checkProcessing(t, h.get(scope1, "k", at(0)), p, 1, at(0))
-
-	// What the caller passed to Complete stays the caller's.
-	in := sampleResponse()
-	want := sampleResponse()
-	h.mustComplete(scope1, "k", p.Token, at(time.Second), in)
-	in.Status = 599
-	in.Header.Set("Content-Type", "text/mutated")
-	in.Header["X-Multi"][0] = "mutated"
-	in.Header.Add("X-Added", "1")
-	in.Body[0] = '!'
-	in.Body = append(in.Body[:1], "tail"...)
-	checkResponse(t, "stored response after mutating Complete's argument", h.get(scope1, "k", at(time.Second)).Response, want)
-
-	// What Get and Claim returned stays the caller's.
-	for name, out := range map[string]*retrysafe.Record{
-		"Get":   h.get(scope1, "k", at(time.Second)),
-		"Claim": h.claimBlocked(scope1, "k", fpA, at(time.Second)),
-	} {
-		out.Response.Status = 598
-		out.Response.Header.Set("Location", "/mutated")
-		out.Response.Header["X-Multi"][1] = "mutated"
-		delete(out.Response.Header, "X-Empty")
-		out.Response.Body[0] = '?'
-		out.State = retrysafe.StateProcessing
-		out.Response = nil
-		after := h.get(scope1, "k", at(time.Second))
-		if after.State != retrysafe.StateCompleted {
-			t.Errorf("after mutating the record %s returned: state %q, want completed", name, after.State)
-		}
-		checkResponse(t, "stored response after mutating the record "+name+" returned", after.Response, want)
+	gotWas := *got
+	if err := h.extend(scope1, "k", p.Token, at(time.Second), time.Minute); err != nil {
+		t.Fatalf("Extend: %v", err)
 	}
+	in := sampleResponse()
+	h.mustComplete(scope1, "k", p.Token, at(2*time.Second), in)
+	if *claimed != claimedWas || *got != gotWas {
+		t.Errorf("records returned before Extend and Complete changed:\nClaim %+v\nwas   %+v\nGet   %+v\nwas   %+v", *claimed, claimedWas, *got, gotWas)
+	}
+	checkResponse(t, "Complete's argument after the call", in, sampleResponse())
+	done := h.get(scope1, "k", at(2*time.Second))
+	checkResponse(t, "stored response", done.Response, sampleResponse())
+	checkResponse(t, "replayed response", h.claimBlocked(scope1, "k", fpA, at(2*time.Second)).Response, sampleResponse())
 
-	// Two reads never share memory.
-	a := h.get(scope1, "k", at(time.Second))
-	b := h.get(scope1, "k", at(time.Second))
-	a.Response.Body[1] = '#'
-	a.Response.Header["Content-Type"][0] = "x/shared"
-	a.Response.Header["X-Multi"] = a.Response.Header["X-Multi"][:1]
-	checkResponse(t, "a Get's response after mutating another Get's", b.Response, want)
+	// A takeover and a release leave the records returned before as they were.
+	p2, old := h.claimNew(scope1, "k2", fpA, at(0))
+	oldWas := *old
+	p3, taken := h.claim(scope1, "k2", fpA, at(time.Hour))
+	if !taken.Claimed {
+		t.Fatalf("takeover of an expired lease: not claimed")
+	}
+	if *old != oldWas || old.Token != p2.Token || old.Attempt != 1 {
+		t.Errorf("record returned before a takeover changed: %+v, was %+v", *old, oldWas)
+	}
+	takenWas := *taken.Record
+	if err := h.release(scope1, "k2", p3.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if *taken.Record != takenWas || taken.Record.State != retrysafe.StateProcessing {
+		t.Errorf("record returned before a release changed: %+v, was %+v", *taken.Record, takenWas)
+	}
 }

@@ -64,33 +64,35 @@ func (s unfenced) Complete(ctx context.Context, p *retrysafe.CompleteParams) err
 	return s.base.Complete(ctx, &q)
 }
 
-// aliasing keeps the caller's response and hands it back on Get.
-type aliasing struct {
+// inPlace updates a record it returned, on Extend, instead of storing a
+// new one: the caller's read-only record changes under it.
+type inPlace struct {
 	base
-	mu    *sync.Mutex
-	saved map[string]*retrysafe.Response
+	mu       *sync.Mutex
+	returned map[string]*retrysafe.Record
 }
 
-func (s aliasing) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
-	err := s.base.Complete(ctx, p)
+func (s inPlace) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	res, err := s.base.Claim(ctx, p)
 	if err == nil {
 		s.mu.Lock()
-		s.saved[p.Scope+"\x00"+p.Key] = p.Response
+		s.returned[p.Scope+"\x00"+p.Key] = res.Record
 		s.mu.Unlock()
 	}
-	return err
+	return res, err
 }
 
-func (s aliasing) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
-	rec, err := s.base.Get(ctx, p)
+func (s inPlace) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	err := s.base.Extend(ctx, p)
 	if err == nil {
 		s.mu.Lock()
-		if r, ok := s.saved[p.Scope+"\x00"+p.Key]; ok {
-			rec.Response = r
+		if rec := s.returned[p.Scope+"\x00"+p.Key]; rec != nil {
+			rec.LeaseUntil = p.Now.Add(p.Lease)
+			rec.UpdatedAt = p.Now
 		}
 		s.mu.Unlock()
 	}
-	return rec, err
+	return err
 }
 
 // ignoresContext never looks at the caller's context.
@@ -218,8 +220,8 @@ var mutants = map[string]struct {
 }{
 	"check-then-insert": {func(t *testing.T) retrysafe.Store { return checkThenInsert{base{newBase(t)}} }, storetest.Run, "ConcurrentClaims"},
 	"unfenced":          {func(t *testing.T) retrysafe.Store { return unfenced{base{newBase(t)}} }, storetest.Run, "FencingAfterTakeover"},
-	"aliasing": {func(t *testing.T) retrysafe.Store {
-		return aliasing{base{newBase(t)}, new(sync.Mutex), map[string]*retrysafe.Response{}}
+	"in-place": {func(t *testing.T) retrysafe.Store {
+		return inPlace{base{newBase(t)}, new(sync.Mutex), map[string]*retrysafe.Record{}}
 	}, storetest.Run, "Copies"},
 	"ignores-context":      {func(t *testing.T) retrysafe.Store { return ignoresContext{base{newBase(t)}} }, storetest.Run, "CancelledContext"},
 	"reorders-headers":     {func(t *testing.T) retrysafe.Store { return reordersHeaders{base{newBase(t)}} }, storetest.Run, "CompleteReplay"},

@@ -1,0 +1,333 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/idempotency"
+	"github.com/valyala/fasthttp"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/cputime"
+	"github.com/retrysafe/retrysafe/store/memory"
+)
+
+// The request every scenario sends: POST /orders with a 21-byte JSON body.
+var (
+	reqBody   = []byte(`{"sku":"abc","qty":1}`) // 21 bytes
+	respBody  = []byte(`{"id":"ord_1"}`)
+	ordersURL = &url.URL{Path: "/orders"}
+)
+
+// storedKeys is how many keys the replay scenarios cycle through.
+const storedKeys = 256
+
+// keyAt returns the n-th key, shaped like a UUID (Fiber's default key
+// validator wants 36 characters).
+func keyAt(n uint64) string {
+	var b [36]byte
+	copy(b[:], "00000000-0000-4000-8000-000000000000")
+	s := strconv.AppendUint(nil, n, 16)
+	copy(b[36-len(s):], s)
+	return string(b[:])
+}
+
+// keySource hands out keys: fresh ones (never seen) or one of storedKeys.
+type keySource struct {
+	next   atomic.Uint64
+	replay bool
+}
+
+func (k *keySource) key() string {
+	n := k.next.Add(1)
+	if k.replay {
+		n %= storedKeys
+	}
+	return keyAt(n)
+}
+
+// discardWriter is a reused http.ResponseWriter, as a server's is per
+// connection; only its header map is reset between requests.
+type discardWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.header }
+func (w *discardWriter) WriteHeader(code int)        { w.status = code }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// netHTTPHandler answers 201 after reading the body, like an API that
+// creates something.
+var netHTTPHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var buf [64]byte
+	for {
+		if _, err := r.Body.Read(buf[:]); err != nil {
+			break
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(respBody)
+})
+
+// netHTTPClient sends requests straight to h, as net/http's server would
+// after parsing them.
+type netHTTPClient struct {
+	h http.Handler
+	w discardWriter
+}
+
+func newNetHTTPClient(h http.Handler) *netHTTPClient {
+	return &netHTTPClient{h: h, w: discardWriter{header: make(http.Header)}}
+}
+
+func (c *netHTTPClient) do(key string) int {
+	r := &http.Request{
+		Method: http.MethodPost, URL: ordersURL, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{
+			"Content-Type":    {"application/json"},
+			"Idempotency-Key": {key},
+		},
+		Body:          io.NopCloser(bytes.NewReader(reqBody)),
+		ContentLength: int64(len(reqBody)),
+		RequestURI:    "/orders",
+	}
+	r = r.WithContext(context.Background())
+	clear(c.w.header)
+	c.w.status = 0
+	c.h.ServeHTTP(&c.w, r)
+	return c.w.status
+}
+
+// fiberClient sends requests straight to a Fiber app's handler, reusing
+// one fasthttp.RequestCtx as fasthttp's server does per connection.
+type fiberClient struct {
+	h   fasthttp.RequestHandler
+	ctx fasthttp.RequestCtx
+}
+
+func (c *fiberClient) do(key string) int {
+	c.ctx.Request.Reset()
+	c.ctx.Response.Reset()
+	c.ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+	c.ctx.Request.SetRequestURI("/orders")
+	c.ctx.Request.Header.SetContentType("application/json")
+	c.ctx.Request.Header.Set("Idempotency-Key", key)
+	c.ctx.Request.SetBody(reqBody)
+	c.h(&c.ctx)
+	return c.ctx.Response.StatusCode()
+}
+
+func newFiberApp(withIdempotency bool) *fiber.App {
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	if withIdempotency {
+		app.Use(idempotency.New(idempotency.Config{KeyHeader: "Idempotency-Key"}))
+	}
+	app.Post("/orders", func(c *fiber.Ctx) error {
+		_ = c.Body()
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Status(fiber.StatusCreated).Send(respBody)
+	})
+	return app
+}
+
+// subjects are what is measured, in this order in every round: the bare
+// net/http handler, the same behind retrysafe (memory store, default
+// config), the bare Fiber app, and the same behind Fiber's idempotency
+// middleware (its default memory storage). Each benchmark run builds a
+// fresh instance, so stored keys never carry over between runs.
+var subjects = []string{"bare", "retrysafe", "fiber-bare", "fiber"}
+
+// scenarios: fresh keys (each request claims and stores a new key) or
+// replays of storedKeys keys stored beforehand; serial or b.RunParallel.
+var scenarios = []struct {
+	name             string
+	replay, parallel bool
+}{
+	{"new", false, false},
+	{"replay", true, false},
+	{"new-parallel", false, true},
+	{"replay-parallel", true, true},
+}
+
+// run measures one subject in one scenario. Besides the wall time it
+// reports the process's CPU time per request (cpu-ns/op), which other
+// processes on a shared machine inflate far less.
+func run(b *testing.B, subject string, replay, parallel bool) {
+	switch subject {
+	case "bare", "retrysafe":
+		runNetHTTP(b, subject == "retrysafe", replay, parallel)
+	default:
+		runFiber(b, subject == "fiber", replay, parallel)
+	}
+}
+
+// reportCPU reports the process's CPU time per request since cpu.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	b.StopTimer()
+	b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkPeers runs every scenario and subject. Use -count for
+// interleaved rounds and benchstat to compare; TestAddedCost prints the
+// added cost (middleware minus its bare handler) per round.
+func BenchmarkPeers(b *testing.B) {
+	for _, sc := range scenarios {
+		b.Run(sc.name, func(b *testing.B) {
+			for _, s := range subjects {
+				b.Run(s, func(b *testing.B) { run(b, s, sc.replay, sc.parallel) })
+			}
+		})
+	}
+}
+
+var rounds = flag.Int("rounds", 0, "TestAddedCost: interleaved rounds (0 skips the test)")
+
+// TestAddedCost runs the subjects in interleaved rounds and prints, per
+// scenario, each middleware's added cost (its process CPU time, wall time
+// and allocations minus those of its bare handler in the same round): the
+// median and range over the rounds. It measures; it asserts only that every request succeeded.
+//
+//	go test -run TestAddedCost -rounds 8 -benchtime 200000x
+func TestAddedCost(t *testing.T) {
+	if *rounds <= 0 {
+		t.Skip("pass -rounds N to measure")
+	}
+	type sample struct{ ns, cpu, allocs, bytes float64 }
+	added := map[string][]sample{} // scenario/middleware -> per round
+	for round := range *rounds {
+		for _, sc := range scenarios {
+			res := map[string]sample{}
+			for _, s := range subjects {
+				r := testing.Benchmark(func(b *testing.B) { run(b, s, sc.replay, sc.parallel) })
+				if r.N == 0 {
+					t.Fatalf("round %d %s/%s failed", round, sc.name, s)
+				}
+				res[s] = sample{float64(r.T.Nanoseconds()) / float64(r.N), r.Extra["cpu-ns/op"], float64(r.MemAllocs) / float64(r.N), float64(r.MemBytes) / float64(r.N)}
+			}
+			for mw, bare := range map[string]string{"retrysafe": "bare", "fiber": "fiber-bare"} {
+				m, b := res[mw], res[bare]
+				added[sc.name+"/"+mw] = append(added[sc.name+"/"+mw], sample{m.ns - b.ns, m.cpu - b.cpu, m.allocs - b.allocs, m.bytes - b.bytes})
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "scenario\tmiddleware\tadded cpu µs/req (median)\trange\tadded wall µs/req (median)\trange\tadded allocs\tadded B\t\n")
+	for _, sc := range scenarios {
+		for _, mw := range []string{"retrysafe", "fiber"} {
+			s := added[sc.name+"/"+mw]
+			ns := make([]float64, len(s))
+			cpu := make([]float64, len(s))
+			al := make([]float64, len(s))
+			by := make([]float64, len(s))
+			for i, x := range s {
+				ns[i], cpu[i], al[i], by[i] = x.ns/1e3, x.cpu/1e3, x.allocs, x.bytes
+			}
+			for _, v := range [][]float64{ns, cpu, al, by} {
+				slices.Sort(v)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%+.2f\t%+.2f .. %+.2f\t%+.2f\t%+.2f .. %+.2f\t%+.0f\t%+.0f\t\n", sc.name, mw,
+				median(cpu), cpu[0], cpu[len(cpu)-1], median(ns), ns[0], ns[len(ns)-1], median(al), median(by))
+		}
+	}
+	tw.Flush()
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+func runNetHTTP(b *testing.B, protected, replay, parallel bool) {
+	var h http.Handler = netHTTPHandler
+	if protected {
+		st := memory.New(memory.Config{})
+		defer st.Close()
+		mw, err := retrysafe.NewMiddleware(retrysafe.Config{Store: st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		h = mw(netHTTPHandler)
+	}
+	keys := &keySource{replay: replay}
+	if replay {
+		c := newNetHTTPClient(h)
+		for n := range uint64(storedKeys) {
+			if st := c.do(keyAt(n)); st != http.StatusCreated {
+				b.Fatalf("storing key %d: status %d", n, st)
+			}
+		}
+	}
+	b.ReportAllocs()
+	defer reportCPU(b, cputime.Process())
+	b.ResetTimer()
+	if !parallel {
+		c := newNetHTTPClient(h)
+		for b.Loop() {
+			if st := c.do(keys.key()); st != http.StatusCreated {
+				b.Fatalf("status %d", st)
+			}
+		}
+		return
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		c := newNetHTTPClient(h)
+		for pb.Next() {
+			if st := c.do(keys.key()); st != http.StatusCreated {
+				b.Errorf("status %d", st)
+				return
+			}
+		}
+	})
+}
+
+func runFiber(b *testing.B, protected, replay, parallel bool) {
+	h := newFiberApp(protected).Handler()
+	keys := &keySource{replay: replay}
+	if replay {
+		c := &fiberClient{h: h}
+		for n := range uint64(storedKeys) {
+			if st := c.do(keyAt(n)); st != http.StatusCreated {
+				b.Fatalf("storing key %d: status %d", n, st)
+			}
+		}
+	}
+	b.ReportAllocs()
+	defer reportCPU(b, cputime.Process())
+	b.ResetTimer()
+	if !parallel {
+		c := &fiberClient{h: h}
+		for b.Loop() {
+			if st := c.do(keys.key()); st != http.StatusCreated {
+				b.Fatalf("status %d", st)
+			}
+		}
+		return
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		c := &fiberClient{h: h}
+		for pb.Next() {
+			if st := c.do(keys.key()); st != http.StatusCreated {
+				b.Errorf("status %d", st)
+				return
+			}
+		}
+	})
+}
