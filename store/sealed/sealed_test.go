@@ -467,3 +467,40 @@ func TestDoWithSealedStore(t *testing.T) {
 		t.Fatalf("runs = %d after the key was lost, want 1", runs)
 	}
 }
+
+// TestReplaysLeaveTheStoredRecordSealed: the memory store hands out the
+// records it holds (they are read-only), so opening a replay must not
+// change them: the stored record stays sealed after replays through
+// Claim, Get and List, and every replay reads the same answer.
+func TestReplaysLeaveTheStoredRecordSealed(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	inner := memory.New(memory.Config{})
+	t.Cleanup(func() { inner.Close() })
+	s := wrap(t, inner, testRing(t, "k1"), sealed.Config{})
+	complete(t, s, scopeA, "order-1", payment())
+	for i := range 3 {
+		rec, err := claimExisting(s, ctx, scopeA, "order-1")
+		if err != nil {
+			t.Fatalf("replay %d through Claim: %v", i, err)
+		}
+		wantResponse(t, "replay through Claim", rec.Response, payment())
+		if rec, err = get(s, ctx, scopeA, "order-1"); err != nil {
+			t.Fatalf("replay %d through Get: %v", i, err)
+		}
+		wantResponse(t, "replay through Get", rec.Response, payment())
+		if _, err := s.(retrysafe.Admin).List(ctx, &retrysafe.ListParams{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := get(inner, ctx, scopeA, "order-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := sealed.KeyID(raw.Response); !ok || id != "k1" {
+		t.Fatalf("the stored record is no longer sealed with k1 after replays (key id %q, sealed %v)", id, ok)
+	}
+	if bytes.Contains(raw.Response.Body, []byte(secret)) {
+		t.Fatal("the stored body holds the plaintext after replays")
+	}
+}
