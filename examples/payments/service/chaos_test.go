@@ -338,7 +338,9 @@ func sendUntilAnswered(ctx context.Context, t *testing.T, e *env, rec *answers, 
 		switch {
 		case err != nil:
 			rec.lost.Add(1) // lost (cancelled), or the service was restarting
-		case a.Status == http.StatusConflict && strings.Contains(string(a.Body), "request-in-progress"):
+		case a.Status == http.StatusConflict && (strings.Contains(string(a.Body), "request-in-progress") || strings.Contains(string(a.Body), "outcome-unknown")):
+			// In flight, or the first attempt's outcome is unknown until
+			// its lease runs out: retry with the same key either way.
 			rec.inFlight.Add(1)
 		case a.Status == http.StatusServiceUnavailable:
 			rec.unavailable.Add(1) // nothing stored: retry with the same key
