@@ -259,7 +259,7 @@ func explain(faults []Fault, earlier []*Effect, dup *Effect, opt CheckOptions) (
 		e := earlier[i]
 		for k := range faults {
 			f := &faults[k]
-			if !explaining(f) || (f.Gateway != -1 && f.Gateway != e.Gateway) {
+			if !explaining(f) || (f.Gateway != -1 && f.Gateway != e.Gateway) || (f.Effect != 0 && f.Effect != e.Seq) {
 				continue
 			}
 			end := f.End

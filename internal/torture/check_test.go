@@ -38,8 +38,9 @@ func (s *synth) problem(tenant, key, op string, status int, start int) *Request 
 	return &s.h.Requests[len(s.h.Requests)-1]
 }
 
-func (s *synth) fault(kind, link string, gw, start, end int) {
+func (s *synth) fault(kind, link string, gw, start, end int) *Fault {
 	s.h.Faults = append(s.h.Faults, Fault{ID: len(s.h.Faults) + 1, Kind: kind, Link: link, Gateway: gw, Start: at(start), End: at(end)})
+	return &s.h.Faults[len(s.h.Faults)-1]
 }
 
 func itoa(n int) string {
@@ -101,10 +102,16 @@ func TestCheck(t *testing.T) {
 		}, want: map[string]int{}, documented: 1},
 		"duplicate after a slow upstream answer": {build: func() *synth {
 			s := clean()
-			s.fault(FaultSlow, LinkService, 0, 100, 200)
+			s.fault(FaultSlow, LinkService, 0, 100, 200).Effect = 1
 			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
 			return s
 		}, want: map[string]int{}, documented: 1},
+		"duplicate after another effect's slow answer": {build: func() *synth {
+			s := clean()
+			s.fault(FaultSlow, LinkService, 0, 100, 200).Effect = 2
+			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
+			return s
+		}, want: map[string]int{AnomalyDuplicate: 1}},
 		"duplicate when another gateway was killed": {build: func() *synth {
 			s := clean()
 			s.fault(FaultKill, LinkProcess, 1, 150, 1500)

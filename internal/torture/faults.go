@@ -119,10 +119,19 @@ func (f *faulter) processFaults(ctx context.Context) {
 			f.log("%v", err)
 		}
 		sleep(ctx, time.Duration(200+rand.IntN(1500))*time.Millisecond)
-		err := f.gateways[g].start(context.WithoutCancel(ctx))
-		end()
-		if err != nil {
-			f.log("restarting gateway %d: %v", g, err)
+		// A gateway whose store link is down cannot start (it opens the
+		// store first): retry, as an orchestrator would.
+		for attempt := 0; ; attempt++ {
+			err := f.gateways[g].start(context.WithoutCancel(ctx))
+			if err == nil {
+				break
+			}
+			if attempt == 60 {
+				f.log("restarting gateway %d: %v; giving up", g, err)
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
+		end()
 	}
 }

@@ -83,6 +83,9 @@ type Fault struct {
 	Start   time.Time `json:"start"`
 	End     time.Time `json:"end"`
 	Detail  string    `json:"detail,omitempty"`
+	// Effect is, for a slow upstream answer, the effect it delayed: it
+	// explains a repeat of that effect only.
+	Effect int64 `json:"effect,omitempty"`
 }
 
 // ComparedHeaders are the response headers the checker compares between an

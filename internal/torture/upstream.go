@@ -113,7 +113,7 @@ func (u *upstream) handler(gateway int) http.Handler {
 		// answer never arrives is still in the history.
 		e.End = e.Start.Add(delay)
 		if slow {
-			u.rec.addFault(Fault{Kind: FaultSlow, Link: LinkService, Gateway: gateway, Start: e.Start, End: e.End,
+			u.rec.addFault(Fault{Kind: FaultSlow, Link: LinkService, Gateway: gateway, Start: e.Start, End: e.End, Effect: e.Seq,
 				Detail: fmt.Sprintf("effect %d answered after %s", e.Seq, delay)})
 		}
 		u.rec.effect(e)
