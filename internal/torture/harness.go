@@ -112,7 +112,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	}
 	rec := &recorder{}
 	rec.h.Params = Params{Store: storeKind(cfg.Store), Gateways: cfg.Gateways, Clients: cfg.Clients, Tenants: cfg.Tenants,
-		Duration: cfg.Duration, Lease: cfg.lease(), Faults: cfg.Faults, Mutation: cfg.Mutation}
+		Duration: cfg.Duration, MaxOps: cfg.MaxOps, Lease: cfg.lease(), Faults: cfg.Faults, Mutation: cfg.Mutation}
 
 	up, err := startUpstream(upstreamConfig{ErrorRate: 0.15, Delay: 150 * time.Millisecond, SlowRate: slowRate(cfg.Faults), Slow: upstreamTimeout + 500*time.Millisecond}, rec, cfg.Gateways)
 	if err != nil {
@@ -172,7 +172,11 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		modes = append(modes, mode)
 	}
 	f.gateways = gws
-	logf("torture: %d gateways on %s up; running %s", cfg.Gateways, rec.h.Params.Store, cfg.Duration)
+	if cfg.MaxOps > 0 {
+		logf("torture: %d gateways on %s up; running %d requests", cfg.Gateways, rec.h.Params.Store, cfg.MaxOps)
+	} else {
+		logf("torture: %d gateways on %s up; running %s", cfg.Gateways, rec.h.Params.Store, cfg.Duration)
+	}
 
 	start := time.Now()
 	runCtx, stop := context.WithCancel(ctx)

@@ -95,16 +95,15 @@ var ComparedHeaders = []string{"Content-Type", "X-Torture-Effect", "X-Torture-Te
 
 // Params describe a run, for the report.
 type Params struct {
-	Store       string        `json:"store"`
-	Gateways    int           `json:"gateways"`
-	Clients     int           `json:"clients"`
-	Tenants     int           `json:"tenants"`
-	Duration    time.Duration `json:"duration"`
-	Lease       time.Duration `json:"lease"`
-	Faults      bool          `json:"faults"`
-	Seed        int64         `json:"seed"`
-	Mutation    string        `json:"mutation,omitempty"`
-	Explanation string        `json:"explanation,omitempty"`
+	Store    string        `json:"store"`
+	Gateways int           `json:"gateways"`
+	Clients  int           `json:"clients"`
+	Tenants  int           `json:"tenants"`
+	Duration time.Duration `json:"duration"`
+	MaxOps   int64         `json:"max_ops,omitempty"`
+	Lease    time.Duration `json:"lease"`
+	Faults   bool          `json:"faults"`
+	Mutation string        `json:"mutation,omitempty"`
 }
 
 // History is everything a run observed.
