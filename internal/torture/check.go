@@ -45,6 +45,8 @@ func explaining(f *Fault) bool {
 		return f.Kind == FaultKill
 	case LinkService:
 		return f.Kind == FaultSlow
+	case LinkReported:
+		return true
 	}
 	return false
 }
@@ -254,12 +256,24 @@ func Check(h *History, opt CheckOptions) *Result {
 // explain finds a fault that opened the documented window for a later
 // effect: one that hit the gateway of an earlier effect while that effect's
 // result was being produced or stored.
+//
+// An injected fault is preferred; failing one, a problem the gateway
+// itself reported (LinkReported) explains the repeat.
 func explain(faults []Fault, earlier []*Effect, dup *Effect, opt CheckOptions) (Documented, bool) {
+	for _, reported := range []bool{false, true} {
+		if d, ok := explainBy(faults, earlier, dup, opt, reported); ok {
+			return d, true
+		}
+	}
+	return Documented{}, false
+}
+
+func explainBy(faults []Fault, earlier []*Effect, dup *Effect, opt CheckOptions, reported bool) (Documented, bool) {
 	for i := len(earlier) - 1; i >= 0; i-- {
 		e := earlier[i]
 		for k := range faults {
 			f := &faults[k]
-			if !explaining(f) || (f.Gateway != -1 && f.Gateway != e.Gateway) || (f.Effect != 0 && f.Effect != e.Seq) {
+			if (f.Link == LinkReported) != reported || !explaining(f) || (f.Gateway != -1 && f.Gateway != e.Gateway) || (f.Effect != 0 && f.Effect != e.Seq) {
 				continue
 			}
 			end := f.End

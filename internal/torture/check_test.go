@@ -112,6 +112,18 @@ func TestCheck(t *testing.T) {
 			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
 			return s
 		}, want: map[string]int{AnomalyDuplicate: 1}},
+		"duplicate after its gateway reported an unknown outcome": {build: func() *synth {
+			s := clean()
+			s.fault(ReportedOutcomeUnknown, LinkReported, 0, 1100, 1100)
+			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
+			return s
+		}, want: map[string]int{}, documented: 1},
+		"duplicate when another gateway reported a problem": {build: func() *synth {
+			s := clean()
+			s.fault(ReportedLeaseLost, LinkReported, 1, 1100, 1100)
+			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
+			return s
+		}, want: map[string]int{AnomalyDuplicate: 1}},
 		"duplicate when another gateway was killed": {build: func() *synth {
 			s := clean()
 			s.fault(FaultKill, LinkProcess, 1, 150, 1500)

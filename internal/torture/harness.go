@@ -196,6 +196,15 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	rec.h.Params.Duration = time.Since(start).Round(time.Millisecond)
 	// Let answers the gateways still owe the upstream's effects settle.
 	time.Sleep(upstreamTimeout + 500*time.Millisecond)
+	for _, g := range gws {
+		events, err := readGatewayLog(g.log.Name(), g.index)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range events {
+			rec.addFault(e)
+		}
+	}
 	return rec.history(), ctx.Err()
 }
 

@@ -21,6 +21,11 @@ const (
 	LinkStore    = "gateway-store"
 	LinkProcess  = "process"
 	LinkService  = "upstream" // the upstream itself (slow answers)
+	// LinkReported marks what a gateway's own log says went wrong, injected
+	// fault or not (an upstream that did not answer in time on a loaded
+	// machine, a store call that timed out): the documented window opened
+	// without help.
+	LinkReported = "gateway-reported"
 )
 
 // Fault kinds.
@@ -35,6 +40,12 @@ const (
 	FaultKill      = "sigkill"    // gateway process killed with SIGKILL (then restarted)
 	FaultTerm      = "sigterm"    // gateway process stopped with SIGTERM (then restarted)
 	FaultSlow      = "slow"       // the upstream answered slower than the gateway waits
+
+	// Kinds of LinkReported events, from the gateways' logs.
+	ReportedOutcomeUnknown = "outcome-unknown" // the upstream may have acted; the key stays locked until the lease runs out
+	ReportedNotStored      = "not-stored"      // Complete failed after the upstream answered
+	ReportedLeaseLost      = "lease-lost"      // another request took the lease over
+	ReportedRenewalFailed  = "renewal-failed"  // a heartbeat could not extend the lease
 )
 
 // Request is one client request as the client saw it.

@@ -5,6 +5,7 @@
 // linearizable. It exits 1 when an anomaly is found.
 //
 //	go run ./internal/torture/cmd/torture -stores sqlite,postgres,redis -ops 10000 -out torture-out
+//	go run ./internal/torture/cmd/torture -check torture-out/postgres   # judge a saved history again
 package main
 
 import (
@@ -46,7 +47,21 @@ func main() {
 		race     = flag.Bool("race", false, "build the retrysafe binary with -race")
 		binary   = flag.String("binary", "", "retrysafe binary to run (default: build ./cmd/retrysafe)")
 	)
+	recheck := flag.String("check", "", "check the history a run wrote to this `directory` again (no new run)")
 	flag.Parse()
+	if *recheck != "" {
+		h, err := torture.LoadHistory(*recheck)
+		if err != nil {
+			fatal(err)
+		}
+		cfg := torture.Config{Lease: h.Params.Lease}
+		res := torture.Check(h, torture.CheckOptionsFor(&cfg))
+		fmt.Print(torture.NewReport(h, res, nil).Markdown())
+		if len(res.Anomalies) > 0 {
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
