@@ -277,7 +277,7 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// WriteFile writes b to dir/name.
+// writeFile writes b to dir/name.
 func writeFile(dir, name string, b []byte) error {
 	return os.WriteFile(filepath.Join(dir, name), b, 0o644)
 }
