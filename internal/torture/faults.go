@@ -20,37 +20,47 @@ type faulter struct {
 	// gateways reach the file directly).
 	client, upstream, store []*toxiproxy.Proxy
 	log                     func(format string, args ...any)
+	next                    map[string]int // per link, the next kind of fault
 }
 
 // linkFaults injects one link fault at a time, with pauses between.
 func (f *faulter) linkFaults(ctx context.Context) {
+	f.next = map[string]int{}
 	for {
 		sleep(ctx, time.Duration(200+rand.IntN(1300))*time.Millisecond)
 		if ctx.Err() != nil {
 			return
 		}
 		g := rand.IntN(len(f.gateways))
-		link, p := LinkClient, f.client[g]
-		switch r := rand.IntN(3); {
-		case r == 1:
-			link, p = LinkUpstream, f.upstream[g]
-		case r == 2 && f.store[g] != nil:
-			link, p = LinkStore, f.store[g]
+		links := []string{LinkClient, LinkUpstream}
+		proxies := []*toxiproxy.Proxy{f.client[g], f.upstream[g]}
+		if f.store[g] != nil {
+			links, proxies = append(links, LinkStore), append(proxies, f.store[g])
 		}
-		if err := f.inject(ctx, g, link, p); err != nil {
+		i := rand.IntN(len(links))
+		link, p := links[i], proxies[i]
+		// Kinds take turns on each link, so a run of a few minutes has
+		// every kind of fault on every link.
+		kind := f.next[link] % faultKinds
+		f.next[link]++
+		if err := f.inject(ctx, g, link, p, kind); err != nil {
 			f.log("fault on %s of gateway %d: %v", link, g, err)
 		}
 	}
 }
 
-// inject applies one random fault to p for a random time, then lifts it.
-func (f *faulter) inject(ctx context.Context, g int, link string, p *toxiproxy.Proxy) error {
+// faultKinds is the number of kinds of link fault inject knows.
+const faultKinds = 7
+
+// inject applies fault number which (0 to faultKinds-1), with random
+// parameters, to p for a random time, then lifts it.
+func (f *faulter) inject(ctx context.Context, g int, link string, p *toxiproxy.Proxy, which int) error {
 	d := time.Duration(300+rand.IntN(2200)) * time.Millisecond
 	dir := []string{"upstream", "downstream"}[rand.IntN(2)]
 	var (
 		kind, toxic, detail string
 	)
-	switch rand.IntN(7) {
+	switch which {
 	case 0:
 		lat, jit := 50+rand.IntN(700), rand.IntN(300)
 		kind, detail = FaultLatency, fmt.Sprintf("%s %dms ±%dms", dir, lat, jit)

@@ -120,8 +120,12 @@ func main() {
 			fatal(err)
 		}
 		as := rep.Anomalies()
-		fmt.Printf("%s: %d requests, %d effects, %d faults, %d documented-window duplicates, %d anomalies in %s; report in %s\n",
-			name, res.Requests, res.Effects, len(h.Faults), len(res.Documented), len(as), time.Since(start).Round(time.Second), filepath.Join(dir, "report.md"))
+		injected := 0
+		for _, n := range rep.Faults {
+			injected += n
+		}
+		fmt.Printf("%s: %d requests, %d effects, %d faults injected, %d documented-window duplicates (%d explained only by a gateway's log), %d anomalies in %s; report in %s\n",
+			name, res.Requests, res.Effects, injected, len(res.Documented), rep.ReportedOnly(), len(as), time.Since(start).Round(time.Second), filepath.Join(dir, "report.md"))
 		if len(as) > 0 {
 			failed = true
 		}
