@@ -1,0 +1,283 @@
+package torture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Mutations: deliberately broken behaviour the checker must catch. They
+// change what the gateways do as seen from outside, without touching
+// production code.
+const (
+	// MutationDropReplayHeader removes a stored header from every replay
+	// on its way to the client: replays are no longer byte-identical.
+	MutationDropReplayHeader = "drop-replay-header"
+	// MutationStripKey removes the Idempotency-Key on the way to the
+	// gateway, which then forwards requests unprotected.
+	MutationStripKey = "strip-key"
+	// MutationSharedScope starts the gateways with --scope-header naming a
+	// header no client sends, so every tenant shares one scope, and gives
+	// the same key of every tenant the same body.
+	MutationSharedScope = "shared-scope"
+)
+
+// Config configures a run.
+type Config struct {
+	// Binary is the retrysafe command to run; required (see BuildBinary).
+	Binary string
+	// Store is the --store URL every gateway uses (before its store link
+	// is put behind a proxy): sqlite:PATH, postgres://…, redis://…, each
+	// isolated for the run (own file, schema or key prefix).
+	Store string
+	// Gateways is the number of gateway processes; default 3.
+	Gateways int
+	// Clients is the number of concurrent clients; default 12.
+	Clients int
+	// Tenants is the number of callers with their own Authorization;
+	// default 3.
+	Tenants int
+	// Duration bounds the run; MaxOps, when not zero, ends it earlier
+	// after that many requests.
+	Duration time.Duration
+	MaxOps   int64
+	// Lease is the gateways' --lease; default 3s, so that takeovers happen
+	// within a short run.
+	Lease time.Duration
+	// Faults turns on fault injection.
+	Faults bool
+	// Mutation breaks something on purpose (see the Mutation constants).
+	Mutation string
+	// Dir receives the gateways' logs; required.
+	Dir string
+	// Logf reports progress; nil discards it.
+	Logf func(format string, args ...any)
+}
+
+// upstreamTimeout is the gateways' --upstream-timeout; the upstream's slow
+// answers take longer.
+const upstreamTimeout = time.Second
+
+// storeTimeout is the gateways' --store-timeout.
+const storeTimeout = time.Second
+
+// CheckOptionsFor returns the documented window of a run with cfg: a
+// fault that began up to an upstream timeout before an effect, or while
+// its gateway could still have been storing the result (its lease, plus
+// the completion's store calls with their retries), explains a second
+// effect.
+func CheckOptionsFor(cfg *Config) CheckOptions {
+	return CheckOptions{Before: upstreamTimeout + time.Second, After: cfg.lease() + 3*storeTimeout + time.Second}
+}
+
+func (cfg *Config) lease() time.Duration {
+	if cfg.Lease == 0 {
+		return 3 * time.Second
+	}
+	return cfg.Lease
+}
+
+// Run runs the torture and returns its history.
+func Run(ctx context.Context, cfg Config) (*History, error) {
+	if cfg.Binary == "" || cfg.Dir == "" || cfg.Store == "" {
+		return nil, errors.New("torture: Binary, Store and Dir are required")
+	}
+	if cfg.Gateways == 0 {
+		cfg.Gateways = 3
+	}
+	if cfg.Clients == 0 {
+		cfg.Clients = 12
+	}
+	if cfg.Tenants == 0 {
+		cfg.Tenants = 3
+	}
+	if cfg.Duration == 0 {
+		cfg.Duration = 30 * time.Second
+	}
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	rec := &recorder{}
+	rec.h.Params = Params{Store: storeKind(cfg.Store), Gateways: cfg.Gateways, Clients: cfg.Clients, Tenants: cfg.Tenants,
+		Duration: cfg.Duration, MaxOps: cfg.MaxOps, Lease: cfg.lease(), Faults: cfg.Faults, Mutation: cfg.Mutation}
+
+	up, err := startUpstream(upstreamConfig{ErrorRate: 0.15, Delay: 150 * time.Millisecond, SlowRate: slowRate(cfg.Faults), Slow: upstreamTimeout + 500*time.Millisecond}, rec, cfg.Gateways)
+	if err != nil {
+		return nil, err
+	}
+	defer up.close()
+	lk := newLinks()
+	defer lk.close()
+
+	f := &faulter{rec: rec, log: logf}
+	var gws []*gatewayProc
+	defer func() {
+		for _, g := range gws {
+			g.close()
+		}
+	}()
+	var urls, modes []string
+	for i := range cfg.Gateways {
+		upProxy, err := lk.proxy(fmt.Sprintf("upstream-%d", i), up.addrs[i])
+		if err != nil {
+			return nil, err
+		}
+		storeURL, storeProxy, err := proxiedStore(lk, i, cfg.Store)
+		if err != nil {
+			return nil, err
+		}
+		mode := string(retrysafe.InFlightConflict)
+		if i%2 == 1 {
+			mode = string(retrysafe.InFlightWait)
+		}
+		flags := []string{
+			"--upstream", "http://" + upProxy.Listen, "--store", storeURL,
+			"--lease", cfg.lease().String(), "--in-flight", mode, "--wait-timeout", "2s", "--ttl", "1h",
+			"--upstream-timeout", upstreamTimeout.String(), "--dial-timeout", "500ms", "--store-timeout", storeTimeout.String(),
+			"--shutdown-timeout", "20s", "--log-level", "warn",
+		}
+		if cfg.Mutation == MutationSharedScope {
+			flags = append(flags, "--scope-header", "X-Torture-Nobody")
+		}
+		g, err := newGateway(i, cfg.Binary, filepath.Join(cfg.Dir, fmt.Sprintf("gateway-%d.log", i)), flags)
+		if err != nil {
+			return nil, err
+		}
+		gws = append(gws, g)
+		// One at a time: the first applies the store's migrations.
+		if err := g.start(ctx); err != nil {
+			return nil, err
+		}
+		clientProxy, err := lk.proxy(fmt.Sprintf("client-%d", i), g.listen)
+		if err != nil {
+			return nil, err
+		}
+		f.client = append(f.client, clientProxy)
+		f.upstream = append(f.upstream, upProxy)
+		f.store = append(f.store, storeProxy)
+		urls = append(urls, "http://"+clientProxy.Listen)
+		modes = append(modes, mode)
+	}
+	f.gateways = gws
+	if cfg.MaxOps > 0 {
+		logf("torture: %d gateways on %s up; running %d requests", cfg.Gateways, rec.h.Params.Store, cfg.MaxOps)
+	} else {
+		logf("torture: %d gateways on %s up; running %s", cfg.Gateways, rec.h.Params.Store, cfg.Duration)
+	}
+
+	start := time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if cfg.Faults {
+		wg.Go(func() { f.linkFaults(runCtx) })
+		wg.Go(func() { f.processFaults(runCtx) })
+	}
+	c := &clients{rec: rec, cfg: clientConfig{
+		Clients: cfg.Clients, Tenants: cfg.Tenants, Gateways: urls, Modes: modes,
+		Deadline: start.Add(cfg.Duration), MaxOps: cfg.MaxOps, SharedOps: cfg.Mutation == MutationSharedScope,
+		Transport: mutationTransport(cfg.Mutation),
+	}}
+	c.run(ctx)
+	stop()
+	wg.Wait()
+	rec.h.Params.Duration = time.Since(start).Round(time.Millisecond)
+	// Let answers the gateways still owe the upstream's effects settle.
+	time.Sleep(upstreamTimeout + 500*time.Millisecond)
+	for _, g := range gws {
+		events, err := readGatewayLog(g.log.Name(), g.index)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range events {
+			rec.addFault(e)
+		}
+	}
+	return rec.history(), ctx.Err()
+}
+
+func slowRate(faults bool) float64 {
+	if faults {
+		return 0.02
+	}
+	return 0
+}
+
+// storeKind names the store of a --store URL.
+func storeKind(u string) string {
+	scheme, _, _ := strings.Cut(u, ":")
+	return scheme
+}
+
+// proxiedStore returns the store URL gateway i uses and the proxy on its
+// store link (nil for SQLite, a file).
+func proxiedStore(lk *links, i int, store string) (string, *toxiproxy.Proxy, error) {
+	if strings.HasPrefix(store, "sqlite") {
+		return store, nil, nil
+	}
+	u, err := url.Parse(store)
+	if err != nil {
+		return "", nil, fmt.Errorf("torture: store URL: %w", err)
+	}
+	host := u.Host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		port := "5432"
+		if strings.HasPrefix(u.Scheme, "redis") {
+			port = "6379"
+		}
+		host = net.JoinHostPort(host, port)
+	}
+	p, err := lk.proxy(fmt.Sprintf("store-%d", i), host)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Host = p.Listen
+	return u.String(), p, nil
+}
+
+// mutationTransport breaks what clients see of the gateways, for the
+// mutations that do so.
+func mutationTransport(m string) func(http.RoundTripper) http.RoundTripper {
+	switch m {
+	case MutationStripKey:
+		return func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripper(func(r *http.Request) (*http.Response, error) {
+				r = r.Clone(r.Context())
+				r.Header.Del(retrysafe.HeaderKey)
+				return rt.RoundTrip(r)
+			})
+		}
+	case MutationDropReplayHeader:
+		return func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripper(func(r *http.Request) (*http.Response, error) {
+				resp, err := rt.RoundTrip(r)
+				if err == nil && resp.Header.Get(retrysafe.HeaderReplayed) == "true" {
+					resp.Header.Del("X-Torture-Effect")
+				}
+				return resp, err
+			})
+		}
+	}
+	return nil
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// writeFile writes b to dir/name.
+func writeFile(dir, name string, b []byte) error {
+	return os.WriteFile(filepath.Join(dir, name), b, 0o644)
+}

@@ -1,0 +1,149 @@
+package torture
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is what a run writes to its output directory, as report.md and
+// report.json (the whole history goes to history.json).
+type Report struct {
+	Params Params         `json:"params"`
+	Faults map[string]int `json:"faults"` // by "link/kind"
+	// Reported counts, by kind, the documented-window events the gateways'
+	// logs report (with or without an injected fault behind them).
+	Reported map[string]int `json:"reported"`
+	Result   *Result        `json:"result"`
+	Stores   []*StoreResult `json:"stores,omitempty"` // store-level linearizability checks
+}
+
+// NewReport summarizes a history, its verdict and the store-level checks.
+func NewReport(h *History, res *Result, stores []*StoreResult) *Report {
+	r := &Report{Params: h.Params, Faults: map[string]int{}, Reported: map[string]int{}, Result: res, Stores: stores}
+	for _, f := range h.Faults {
+		if f.Link == LinkReported {
+			r.Reported[f.Kind]++
+		} else {
+			r.Faults[f.Link+"/"+f.Kind]++
+		}
+	}
+	return r
+}
+
+// ReportedOnly counts the documented-window duplicates that no injected
+// fault explains, only an event in the gateway's log.
+func (r *Report) ReportedOnly() int {
+	n := 0
+	for _, d := range r.Result.Documented {
+		if d.Fault.Link == LinkReported {
+			n++
+		}
+	}
+	return n
+}
+
+// Anomalies returns every anomaly of the run, end to end and store level.
+func (r *Report) Anomalies() []Anomaly {
+	as := append([]Anomaly(nil), r.Result.Anomalies...)
+	for _, s := range r.Stores {
+		as = append(as, s.Anomalies()...)
+	}
+	return as
+}
+
+// WriteFiles writes report.md, report.json and history.json to dir.
+func (r *Report) WriteFiles(dir string, h *History) error {
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFile(dir, "report.json", js); err != nil {
+		return err
+	}
+	hs, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(dir, "history.json", hs); err != nil {
+		return err
+	}
+	return writeFile(dir, "report.md", []byte(r.Markdown()))
+}
+
+// Markdown renders the report.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	p := r.Params
+	fmt.Fprintf(&b, "# Torture run: %s\n\n", p.Store)
+	fmt.Fprintf(&b, "| parameter | value |\n| --- | --- |\n")
+	fmt.Fprintf(&b, "| store | %s |\n| gateways | %d (in-flight modes alternate conflict/wait) |\n| clients | %d |\n| tenants | %d |\n| duration | %s |\n| lease | %s |\n| faults | %v |\n",
+		p.Store, p.Gateways, p.Clients, p.Tenants, p.Duration.Round(time.Second), p.Lease, p.Faults)
+	if p.MaxOps > 0 {
+		fmt.Fprintf(&b, "| requests asked for | %d |\n", p.MaxOps)
+	}
+	if p.Mutation != "" {
+		fmt.Fprintf(&b, "| mutation | %s |\n", p.Mutation)
+	}
+	res := r.Result
+	fmt.Fprintf(&b, "\n## Operations\n\n%d requests on %d keys, %d upstream effects.\n\n| answer | count |\n| --- | --- |\n", res.Requests, res.Keys, res.Effects)
+	for _, k := range slices.Sorted(maps.Keys(res.Outcomes)) {
+		fmt.Fprintf(&b, "| %s | %d |\n", k, res.Outcomes[k])
+	}
+	fmt.Fprintf(&b, "\n## Faults injected\n\n")
+	if len(r.Faults) == 0 {
+		b.WriteString("None.\n")
+	} else {
+		b.WriteString("| link/kind | count |\n| --- | --- |\n")
+		for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
+			fmt.Fprintf(&b, "| %s | %d |\n", k, r.Faults[k])
+		}
+	}
+	if len(r.Reported) > 0 {
+		b.WriteString("\n## Reported by the gateways' logs\n\n| kind | count |\n| --- | --- |\n")
+		for _, k := range slices.Sorted(maps.Keys(r.Reported)) {
+			fmt.Fprintf(&b, "| %s | %d |\n", k, r.Reported[k])
+		}
+	}
+	as := r.Anomalies()
+	fmt.Fprintf(&b, "\n## Anomalies: %d\n\n", len(as))
+	byKind := map[string]int{}
+	for _, a := range as {
+		byKind[a.Kind]++
+	}
+	if len(byKind) > 0 {
+		b.WriteString("| kind | count |\n| --- | --- |\n")
+		for _, k := range slices.Sorted(maps.Keys(byKind)) {
+			fmt.Fprintf(&b, "| %s | %d |\n", k, byKind[k])
+		}
+		b.WriteString("\n")
+		for i, a := range as {
+			if i == 50 {
+				fmt.Fprintf(&b, "- … %d more in report.json\n", len(as)-50)
+				break
+			}
+			fmt.Fprintf(&b, "- **%s** tenant %q key %q: %s\n", a.Kind, a.Tenant, a.Key, a.Detail)
+		}
+	}
+	fmt.Fprintf(&b, "\n## Documented-window duplicates: %d (%d explained only by the gateway's own log)\n\n", len(res.Documented), r.ReportedOnly())
+	if len(res.Documented) > 0 {
+		b.WriteString("A second effect for a key whose first effect's gateway was killed, or lost its upstream or store link, or whose upstream answered too late, before the result was stored (docs/guarantees.md). " +
+			"Where no injected fault explains one, the gateway's log must report the window (upstream outcome unknown, result not stored, lease lost or not renewed).\n\n")
+		b.WriteString("| tenant | key | first effect | repeated by | fault |\n| --- | --- | --- | --- | --- |\n")
+		for _, d := range res.Documented {
+			f := d.Fault
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | #%d %s %s on gateway %d at %s %s |\n", d.Tenant, d.Key, d.First, d.Duplicate,
+				f.ID, f.Link, f.Kind, f.Gateway, f.Start.Format("15:04:05.000"), f.Detail)
+		}
+	}
+	if len(r.Stores) > 0 {
+		b.WriteString("\n## Store-level linearizability (porcupine)\n\n| store | operations | result | visualization |\n| --- | --- | --- | --- |\n")
+		for _, s := range r.Stores {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", s.Store, s.Operations, s.Result, s.Visualization)
+		}
+	}
+	return b.String()
+}
