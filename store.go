@@ -77,6 +77,13 @@ func (rec *Record) LeaseExpired(now time.Time) bool {
 	return rec.State == StateProcessing && !now.Before(rec.LeaseUntil)
 }
 
+// Expired reports whether a completed record's result has expired at now
+// (ExpiresAt <= now). An expired record counts as absent: Get does not
+// return it and Claim replaces it, whether or not it has been swept.
+func (rec *Record) Expired(now time.Time) bool {
+	return rec.State == StateCompleted && !now.Before(rec.ExpiresAt)
+}
+
 // ClaimParams are the arguments of [Store.Claim].
 type ClaimParams struct {
 	Scope       string
@@ -270,10 +277,24 @@ type ListParams struct {
 	// After is a cursor: list records ordered by (Scope, Key) strictly after
 	// this pair. Zero value starts at the beginning.
 	AfterScope, AfterKey string
-	Limit                int // zero means 100
+	// Limit is the most records returned; zero or less means
+	// [DefaultListLimit] (see [ListParams.PageSize]).
+	Limit int
 	// WithBodies includes stored response bodies; otherwise Response.Body
 	// is nil.
 	WithBodies bool
+}
+
+// DefaultListLimit is the page size of [Admin.List] when ListParams.Limit
+// is zero or less.
+const DefaultListLimit = 100
+
+// PageSize returns p.Limit, or [DefaultListLimit] when it is zero or less.
+func (p *ListParams) PageSize() int {
+	if p.Limit <= 0 {
+		return DefaultListLimit
+	}
+	return p.Limit
 }
 
 // Admin is implemented by stores that support inspection for operators

@@ -626,7 +626,7 @@ func keysStateName(r *retrysafe.Record, now time.Time) string {
 	switch {
 	case r.State == retrysafe.StateProcessing:
 		return "processing"
-	case !now.Before(r.ExpiresAt):
+	case r.Expired(now):
 		return "expired"
 	case r.Response != nil && r.Response.Status >= 400:
 		return "failed"

@@ -192,14 +192,10 @@ func (s *Store) lock(ctx context.Context, op string) error {
 // completed record that expired at now.
 func (s *Store) live(i id, now time.Time) *retrysafe.Record {
 	rec := s.records[i]
-	if rec == nil || expired(rec, now) {
+	if rec == nil || rec.Expired(now) {
 		return nil
 	}
 	return rec
-}
-
-func expired(rec *retrysafe.Record, now time.Time) bool {
-	return rec.State == retrysafe.StateCompleted && !now.Before(rec.ExpiresAt)
 }
 
 // Claim implements [retrysafe.Store].
@@ -211,7 +207,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 
 	i := id{p.Scope, p.Key}
 	rec, exists := s.records[i]
-	if exists && !expired(rec, p.Now) {
+	if exists && !rec.Expired(p.Now) {
 		if rec.State != retrysafe.StateProcessing || p.Now.Before(rec.LeaseUntil) || rec.Fingerprint != p.Fingerprint {
 			return &retrysafe.ClaimResult{Record: rec.Clone()}, nil
 		}
@@ -412,7 +408,7 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	limit := cmp.Or(p.Limit, 100)
+	limit := p.PageSize()
 	var ids []id
 	for i := range s.records {
 		if p.Scope != "" && i.scope != p.Scope {
@@ -424,7 +420,7 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 		ids = append(ids, i)
 	}
 	slices.SortFunc(ids, compareID)
-	ids = ids[:min(len(ids), max(limit, 0))]
+	ids = ids[:min(len(ids), limit)]
 	out := make([]*retrysafe.Record, len(ids))
 	for n, i := range ids {
 		rec := s.records[i]

@@ -79,10 +79,7 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	if p == nil {
 		p = &retrysafe.ListParams{}
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	limit := p.PageSize()
 	args := []any{p.AfterScope, p.AfterKey, limit}
 	var sql string
 	switch {

@@ -14,9 +14,6 @@ import (
 // scanCount is the COUNT hint of each SCAN call.
 const scanCount = 1000
 
-// defaultListLimit is the page size when ListParams.Limit is zero.
-const defaultListLimit = 100
-
 // List returns up to params.Limit records ordered by (Scope, Key), strictly
 // after (AfterScope, AfterKey). It implements [retrysafe.Admin].
 //
@@ -29,10 +26,7 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
+	limit := params.PageSize()
 	// Any scope: the 32 hex digits of a scope hash must follow the prefix,
 	// so a store whose prefix extends this one ("p:" and "p:x:") is not
 	// listed.

@@ -6,10 +6,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 )
 
-// DefaultListLimit is the page size of List when ListParams.Limit is zero.
-const DefaultListLimit = 100
-
-// List returns up to params.Limit records (default [DefaultListLimit])
+// List returns up to params.Limit records (default [retrysafe.DefaultListLimit])
 // ordered by (Scope, Key), strictly after the cursor (AfterScope,
 // AfterKey), in params.Scope or in every scope when it is empty. It lists
 // records as stored, including expired ones that no sweep has deleted yet.
@@ -19,9 +16,7 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	if params != nil {
 		p = *params
 	}
-	if p.Limit <= 0 {
-		p.Limit = DefaultListLimit
-	}
+	p.Limit = p.PageSize()
 	query := s.q.listNoBody
 	if p.WithBodies {
 		query = s.q.list

@@ -403,8 +403,10 @@ func testAdminList(t *testing.T, h *harness) {
 		t.Errorf("List after the last record returned %d records, want 0", len(page))
 	}
 
-	// Limit 0 means 100: everything in one page.
+	// Limit 0 means DefaultListLimit (100): everything in one page.
 	checkListed(t, "List with Limit 0", list(retrysafe.ListParams{WithBodies: true}), want, true)
+	// A negative Limit is the default too, not an empty page.
+	checkListed(t, "List with Limit -1", list(retrysafe.ListParams{Limit: -1, WithBodies: true}), want, true)
 
 	// Without bodies.
 	checkListed(t, "List without bodies", list(retrysafe.ListParams{}), want, false)
