@@ -273,7 +273,11 @@ type Notifier interface {
 
 // ListParams are the arguments of [Admin.List].
 type ListParams struct {
-	Scope string // empty: every scope
+	// Scope selects the records of one scope when it is not empty or when
+	// ScopeSet is true; ScopeSet selects the empty scope (callers without
+	// credentials). With neither, every scope is listed.
+	Scope    string
+	ScopeSet bool
 	// After is a cursor: list records ordered by (Scope, Key) strictly after
 	// this pair. Zero value starts at the beginning.
 	AfterScope, AfterKey string
@@ -297,10 +301,41 @@ func (p *ListParams) PageSize() int {
 	return p.Limit
 }
 
+// OneScope reports whether p selects the records of one scope, p.Scope:
+// when p.Scope is not empty or p.ScopeSet is true.
+func (p *ListParams) OneScope() bool { return p.Scope != "" || p.ScopeSet }
+
+// FindParams are the arguments of [Admin.Find].
+type FindParams struct {
+	Key string
+	// Scope selects one scope when it is not empty or when ScopeSet is
+	// true (as in [ListParams]); with neither, Find looks in every scope.
+	Scope    string
+	ScopeSet bool
+	// WithBodies includes stored response bodies; otherwise Response.Body
+	// is nil.
+	WithBodies bool
+}
+
+// OneScope reports whether p selects one scope, p.Scope: when p.Scope is
+// not empty or p.ScopeSet is true.
+func (p *FindParams) OneScope() bool { return p.Scope != "" || p.ScopeSet }
+
 // Admin is implemented by stores that support inspection for operators
-// (`retrysafe keys`). Delete removes a record unconditionally (not fenced);
-// it returns [ErrNotFound] when there was none.
+// (`retrysafe keys`). It takes no time: it returns records as stored,
+// completed records past ExpiresAt included until a sweep (or the
+// backend's own expiry) deletes them.
+//
+//   - List returns up to Limit records ordered by (Scope, Key) in byte
+//     order, strictly after the (AfterScope, AfterKey) cursor, in one
+//     scope or in all (see [ListParams]).
+//   - Find returns the records whose key is params.Key, ordered by scope:
+//     in every scope, or in the one selected (then at most one record).
+//     None found is an empty result, not an error.
+//   - Delete removes a record unconditionally (not fenced); it returns
+//     [ErrNotFound] when there was none.
 type Admin interface {
 	List(ctx context.Context, params *ListParams) ([]*Record, error)
+	Find(ctx context.Context, params *FindParams) ([]*Record, error)
 	Delete(ctx context.Context, scope, key string) error
 }

@@ -411,7 +411,7 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	limit := p.PageSize()
 	var ids []id
 	for i := range s.records {
-		if p.Scope != "" && i.scope != p.Scope {
+		if p.OneScope() && i.scope != p.Scope {
 			continue
 		}
 		if compareID(i, id{p.AfterScope, p.AfterKey}) <= 0 {
@@ -421,10 +421,40 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	}
 	slices.SortFunc(ids, compareID)
 	ids = ids[:min(len(ids), limit)]
+	return s.copiesLocked(ids, p.WithBodies), nil
+}
+
+// Find implements [retrysafe.Admin]. Without a scope it looks at every
+// record, O(n) in the number stored. It finds expired completed records
+// until they are swept.
+func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+	if err := s.lock(ctx, "find"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var ids []id
+	if p.OneScope() {
+		if _, ok := s.records[id{p.Scope, p.Key}]; ok {
+			ids = append(ids, id{p.Scope, p.Key})
+		}
+	} else {
+		for i := range s.records {
+			if i.key == p.Key {
+				ids = append(ids, i)
+			}
+		}
+		slices.SortFunc(ids, compareID)
+	}
+	return s.copiesLocked(ids, p.WithBodies), nil
+}
+
+// copiesLocked returns copies of the records ids, without response bodies
+// unless withBodies.
+func (s *Store) copiesLocked(ids []id, withBodies bool) []*retrysafe.Record {
 	out := make([]*retrysafe.Record, len(ids))
 	for n, i := range ids {
 		rec := s.records[i]
-		if p.WithBodies || rec.Response == nil {
+		if withBodies || rec.Response == nil {
 			out[n] = rec.Clone()
 			continue
 		}
@@ -432,7 +462,7 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 		c.Response = &retrysafe.Response{Status: rec.Response.Status, Header: rec.Response.Header.Clone()}
 		out[n] = &c
 	}
-	return out, nil
+	return out
 }
 
 func compareID(a, b id) int {

@@ -51,6 +51,26 @@ func (f admin) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.
 	if err != nil {
 		return nil, err
 	}
+	f.openAll(recs, p.WithBodies)
+	return recs, nil
+}
+
+// Find finds through the inner store and opens each record's response it
+// can, as List does.
+func (f admin) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+	q := *p
+	q.WithBodies = p.WithBodies || f.s.ring != nil
+	recs, err := f.a.Find(ctx, &q)
+	if err != nil {
+		return nil, err
+	}
+	f.openAll(recs, p.WithBodies)
+	return recs, nil
+}
+
+// openAll opens the responses of recs that it can, and drops their bodies
+// unless withBodies.
+func (f admin) openAll(recs []*retrysafe.Record, withBodies bool) {
 	for _, rec := range recs {
 		if rec.Response == nil {
 			continue
@@ -58,11 +78,10 @@ func (f admin) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.
 		if resp, err := f.s.open(rec.Scope, rec.Key, rec.Response); err == nil {
 			rec.Response = resp
 		}
-		if !p.WithBodies {
+		if !withBodies {
 			rec.Response.Body = nil
 		}
 	}
-	return recs, nil
 }
 
 // Delete is the inner store's Delete.

@@ -19,6 +19,9 @@ func optionalScenarios() []scenario {
 		{"Notifier", testNotifier},
 		{"AdminList", testAdminList},
 		{"AdminDelete", testAdminDelete},
+		{"AdminFind", testAdminFind},
+		{"AdminFindAmongMany", testAdminFindAmongMany},
+		{"AdminListEmptyScope", testAdminListEmptyScope},
 	}
 }
 
