@@ -56,9 +56,10 @@ func migrations() ([]migration, error) {
 	return out, nil
 }
 
-// LatestVersion returns the schema version that [Store.Migrate] brings a
-// table to: the number of the last embedded migration.
-func LatestVersion() int {
+// LatestSchemaVersion returns the schema version that [Store.Migrate]
+// brings a table to: the number of the last embedded migration.
+// [Store.SchemaVersion] is the version a table is at.
+func LatestSchemaVersion() int {
 	ms, err := migrations()
 	if err != nil || len(ms) == 0 {
 		return 0
@@ -164,8 +165,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// SchemaVersion returns the last migration applied to the store's table, 0
-// when none was (the schema or the migrations table may not exist yet).
+// SchemaVersion returns the schema version the store's table is at: the
+// last migration applied to it, 0 when none was (the schema or the
+// migrations table may not exist yet). [LatestSchemaVersion] is the
+// version Migrate brings it to.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	v, err := s.schemaVersion(ctx, s.pool)
 	if isUndefined(err) {

@@ -53,13 +53,36 @@ func migrations() ([]migration, error) {
 	return ms, nil
 }
 
-// SchemaVersion is the schema version this package's migrations reach.
-func SchemaVersion() int {
+// LatestSchemaVersion returns the schema version that [Store.Migrate]
+// brings a database to: the number of the last embedded migration.
+// [Store.SchemaVersion] is the version a database is at.
+func LatestSchemaVersion() int {
 	ms, err := migrations()
 	if err != nil || len(ms) == 0 {
 		return 0
 	}
 	return ms[len(ms)-1].version
+}
+
+// SchemaVersion returns the schema version the store's database is at:
+// the last migration applied to it, 0 when none was (the version table
+// may not exist yet). [LatestSchemaVersion] is the version Migrate brings
+// it to.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	err := s.retry(ctx, "migrate", func() error {
+		var exists int
+		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+			s.cfg.Table+"_migrations").Scan(&exists)
+		if err != nil || exists == 0 {
+			return err
+		}
+		return s.db.QueryRowContext(ctx, "SELECT MAX(version) FROM "+quoteIdent(s.cfg.Table+"_migrations")).Scan(&v)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(v.Int64), nil
 }
 
 // Migrate brings the schema up to date: it applies the embedded migrations
