@@ -265,8 +265,19 @@ type Sweeper interface {
 // at least one value after any change that happens after Subscribe returned)
 // and a function that ends the subscription. Notifications are a hint: a
 // waiter must re-read the record and keep a fallback poll, because a
-// notification may be missed. The returned function may be called more than
-// once.
+// notification may be missed.
+//
+// ctx bounds the call to Subscribe only (setting the subscription up, which
+// may wait for the backend). If ctx ends before Subscribe returns, it
+// returns an error and leaves no subscription behind. Once it has returned,
+// the subscription lasts until the returned function is called, whatever
+// becomes of ctx: the caller must call it (it may be called more than
+// once). Closing the store ends every subscription after a last value. The
+// channel is never closed. (The engine's wait mode bounds Subscribe by its
+// wait deadline and always calls the function when it stops waiting.)
+//
+// The stores in this module share one registry of subscribers
+// (internal/waiters), and store/storetest checks this contract.
 type Notifier interface {
 	Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error)
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/waiters"
 )
 
 // Defaults for zero Config fields.
@@ -80,7 +81,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	records map[id]*retrysafe.Record
-	subs    map[id]map[*subscription]struct{}
+	subs    waiters.Registry[id]
 	// nextExpiry is a lower bound of ExpiresAt over the completed records:
 	// while now is before it, no record has expired and an eviction scan
 	// would find nothing.
@@ -112,7 +113,6 @@ func New(cfg Config) *Store {
 		now:         cfg.Now,
 		retention:   cfg.ProcessingRetention,
 		records:     make(map[id]*retrysafe.Record),
-		subs:        make(map[id]map[*subscription]struct{}),
 		stop:        make(chan struct{}),
 		janitorDone: make(chan struct{}),
 	}
@@ -136,18 +136,12 @@ func New(cfg Config) *Store {
 
 // Close stops the janitor and waits for it to return. Afterwards every
 // method returns an error matching retrysafe.ErrStoreUnavailable, and
-// subscription channels are closed. Close is idempotent.
+// every subscription ends after a last wake-up. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
-		for _, set := range s.subs {
-			for sub := range set {
-				sub.cancelAfter()
-				close(sub.ch)
-			}
-		}
-		s.subs = nil
+		s.subs.Close()
 		s.records = nil
 		s.mu.Unlock()
 		close(s.stop)

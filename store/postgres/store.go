@@ -150,8 +150,8 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) Config() Config { return s.cfg }
 
 // Close stops the notification listener and, if the store was made by
-// [Open], closes its pool. Subscriptions end: their channels stay open but
-// receive nothing more. It implements [io.Closer] like the other stores;
+// [Open], closes its pool. Subscriptions end after a last wake-up; their
+// channels stay open but receive nothing more. It implements [io.Closer] like the other stores;
 // neither step can fail, so the error is always nil.
 func (s *Store) Close() error {
 	s.listener.close()
