@@ -79,6 +79,13 @@ func (rec *Record) LeaseExpired(now time.Time) bool {
 	return rec.State == StateProcessing && !now.Before(rec.LeaseUntil)
 }
 
+// Expired reports whether a completed record's result has expired at now
+// (ExpiresAt <= now). An expired record counts as absent: Get does not
+// return it and Claim replaces it, whether or not it has been swept.
+func (rec *Record) Expired(now time.Time) bool {
+	return rec.State == StateCompleted && !now.Before(rec.ExpiresAt)
+}
+
 // ClaimParams are the arguments of [Store.Claim].
 type ClaimParams struct {
 	Scope       string
@@ -276,28 +283,88 @@ type Sweeper interface {
 // at least one value after any change that happens after Subscribe returned)
 // and a function that ends the subscription. Notifications are a hint: a
 // waiter must re-read the record and keep a fallback poll, because a
-// notification may be missed. The returned function may be called more than
-// once.
+// notification may be missed.
+//
+// ctx bounds the call to Subscribe only (setting the subscription up, which
+// may wait for the backend). If ctx ends before Subscribe returns, it
+// returns an error and leaves no subscription behind. Once it has returned,
+// the subscription lasts until the returned function is called, whatever
+// becomes of ctx: the caller must call it (it may be called more than
+// once). Closing the store ends every subscription after a last value. The
+// channel is never closed. (The engine's wait mode bounds Subscribe by its
+// wait deadline and always calls the function when it stops waiting.)
+//
+// The stores in this module share one registry of subscribers
+// (internal/waiters), and store/storetest checks this contract.
 type Notifier interface {
 	Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error)
 }
 
 // ListParams are the arguments of [Admin.List].
 type ListParams struct {
-	Scope string // empty: every scope
+	// Scope selects the records of one scope when it is not empty or when
+	// ScopeSet is true; ScopeSet selects the empty scope (callers without
+	// credentials). With neither, every scope is listed.
+	Scope    string
+	ScopeSet bool
 	// After is a cursor: list records ordered by (Scope, Key) strictly after
 	// this pair. Zero value starts at the beginning.
 	AfterScope, AfterKey string
-	Limit                int // zero means 100
+	// Limit is the most records returned; zero or less means
+	// [DefaultListLimit] (see [ListParams.PageSize]).
+	Limit int
 	// WithBodies includes stored response bodies; otherwise Response.Body
 	// is nil.
 	WithBodies bool
 }
 
+// DefaultListLimit is the page size of [Admin.List] when ListParams.Limit
+// is zero or less.
+const DefaultListLimit = 100
+
+// PageSize returns p.Limit, or [DefaultListLimit] when it is zero or less.
+func (p *ListParams) PageSize() int {
+	if p.Limit <= 0 {
+		return DefaultListLimit
+	}
+	return p.Limit
+}
+
+// OneScope reports whether p selects the records of one scope, p.Scope:
+// when p.Scope is not empty or p.ScopeSet is true.
+func (p *ListParams) OneScope() bool { return p.Scope != "" || p.ScopeSet }
+
+// FindParams are the arguments of [Admin.Find].
+type FindParams struct {
+	Key string
+	// Scope selects one scope when it is not empty or when ScopeSet is
+	// true (as in [ListParams]); with neither, Find looks in every scope.
+	Scope    string
+	ScopeSet bool
+	// WithBodies includes stored response bodies; otherwise Response.Body
+	// is nil.
+	WithBodies bool
+}
+
+// OneScope reports whether p selects one scope, p.Scope: when p.Scope is
+// not empty or p.ScopeSet is true.
+func (p *FindParams) OneScope() bool { return p.Scope != "" || p.ScopeSet }
+
 // Admin is implemented by stores that support inspection for operators
-// (`retrysafe keys`). Delete removes a record unconditionally (not fenced);
-// it returns [ErrNotFound] when there was none.
+// (`retrysafe keys`). It takes no time: it returns records as stored,
+// completed records past ExpiresAt included until a sweep (or the
+// backend's own expiry) deletes them.
+//
+//   - List returns up to Limit records ordered by (Scope, Key) in byte
+//     order, strictly after the (AfterScope, AfterKey) cursor, in one
+//     scope or in all (see [ListParams]).
+//   - Find returns the records whose key is params.Key, ordered by scope:
+//     in every scope, or in the one selected (then at most one record).
+//     None found is an empty result, not an error.
+//   - Delete removes a record unconditionally (not fenced); it returns
+//     [ErrNotFound] when there was none.
 type Admin interface {
 	List(ctx context.Context, params *ListParams) ([]*Record, error)
+	Find(ctx context.Context, params *FindParams) ([]*Record, error)
 	Delete(ctx context.Context, scope, key string) error
 }

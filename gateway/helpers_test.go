@@ -71,7 +71,7 @@ func storeKinds() []storeKind {
 				if err != nil {
 					t.Fatalf("postgres.Open: %v", err)
 				}
-				t.Cleanup(s.Close)
+				t.Cleanup(func() { _ = s.Close() })
 				return s
 			}
 		}},

@@ -107,7 +107,7 @@ func TestRealStoreOutage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(s.Close)
+			t.Cleanup(func() { _ = s.Close() })
 			return s, p
 		},
 		"redis": func(t *testing.T) (retrysafe.Store, *tcpProxy) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -38,7 +37,8 @@ A record is identified by scope + key. The gateway's scope is the SHA-256 (hex)
 of the caller's credential (the Authorization header by default): pass it with
 --scope (a unique prefix of it is enough), or pass the credential itself with
 --identity to have it hashed the same way. Without either, show and delete
-search every scope for the key (a full scan of the store).
+look for the key in every scope (on SQL stores a scan of the table, on Redis
+a SCAN of the store's keys).
 
 States: processing (claimed; its owner holds a lease until LEASE-UNTIL),
 completed (a stored result, replayed until EXPIRES), failed (a completed record
@@ -155,7 +155,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	if !ok {
 		return fmt.Errorf("store %s cannot list records (it does not implement retrysafe.Admin)", storeurl.Redact(o.store))
 	}
-	k := &keysCmd{o: o, store: store, admin: admin, ring: ring, out: stdout, now: time.Now()}
+	k := &keysCmd{o: o, admin: admin, ring: ring, out: stdout, now: time.Now()}
 	switch sub {
 	case "list":
 		return k.list(ctx)
@@ -189,7 +189,6 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 type keysCmd struct {
 	o     keysOptions
-	store retrysafe.Store
 	admin retrysafe.Admin
 	ring  *sealed.KeyRing // nil: records are shown as stored
 	out   io.Writer
@@ -215,13 +214,12 @@ func parseKeysCursor(c string) (scope, key string, err error) {
 
 func (k *keysCmd) list(ctx context.Context) error {
 	p := &retrysafe.ListParams{Limit: k.o.limit}
-	onlyEmptyScope := k.o.scope == "-"
-	if k.o.scope != "" && !onlyEmptyScope {
+	if k.o.scope != "" {
 		scope, err := k.resolveScope(ctx, k.o.scope)
 		if err != nil {
 			return err
 		}
-		p.Scope = scope
+		p.Scope, p.ScopeSet = scope, true
 	}
 	if k.o.after != "" {
 		var err error
@@ -232,14 +230,6 @@ func (k *keysCmd) list(ctx context.Context) error {
 	recs, err := k.admin.List(ctx, p)
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
-	}
-	if onlyEmptyScope {
-		// ListParams cannot select the empty scope, but it sorts first.
-		n := 0
-		for n < len(recs) && recs[n].Scope == "" {
-			n++
-		}
-		recs = recs[:n]
 	}
 	next := ""
 	if len(recs) == k.o.limit {
@@ -329,81 +319,31 @@ func (k *keysCmd) delete(ctx context.Context, key string) error {
 // scope holds it when no scope was given (an error names the scopes when
 // several do). It finds expired records too, until they are swept.
 func (k *keysCmd) find(ctx context.Context, key string, bodies bool) (*retrysafe.Record, error) {
-	if k.o.scope == "" {
-		return k.findAnyScope(ctx, key, bodies)
-	}
-	scope, err := k.resolveScope(ctx, k.o.scope)
-	if err != nil {
-		return nil, err
-	}
-	// Listing from just before the key finds the record whatever its
-	// state, expired ones included; Get does not return expired records.
-	// (Scope "" in ListParams means every scope; the cursor still starts
-	// the page in the right place.)
-	recs, err := k.admin.List(ctx, &retrysafe.ListParams{
-		Scope: scope, AfterScope: scope, AfterKey: keysBefore(key), Limit: 100, WithBodies: bodies,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
-	}
-	for _, r := range recs {
-		if r.Scope == scope && r.Key == key {
-			return r, nil
-		}
-	}
-	rec, err := k.store.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: key, Now: k.now})
-	switch {
-	case errors.Is(err, retrysafe.ErrNotFound):
-		return nil, fmt.Errorf("no record for key %q in scope %s", key, keysShortScope(scope))
-	case err != nil:
-		return nil, fmt.Errorf("get: %w", err)
-	}
-	if !bodies && rec.Response != nil {
-		// Records from a store are read-only: drop the body from a copy.
-		resp := *rec.Response
-		resp.Body = nil
-		c := *rec
-		c.Response = &resp
-		rec = &c
-	}
-	return rec, nil
-}
-
-// findAnyScope scans every record for key.
-func (k *keysCmd) findAnyScope(ctx context.Context, key string, bodies bool) (*retrysafe.Record, error) {
-	var found []*retrysafe.Record
-	p := &retrysafe.ListParams{Limit: 1000}
-	for {
-		recs, err := k.admin.List(ctx, p)
+	p := &retrysafe.FindParams{Key: key, WithBodies: bodies}
+	if k.o.scope != "" {
+		scope, err := k.resolveScope(ctx, k.o.scope)
 		if err != nil {
-			return nil, fmt.Errorf("list: %w", err)
+			return nil, err
 		}
-		for _, r := range recs {
-			if r.Key == key {
-				found = append(found, r)
-			}
-		}
-		if len(recs) < p.Limit {
-			break
-		}
-		last := recs[len(recs)-1]
-		p.AfterScope, p.AfterKey = last.Scope, last.Key
+		p.Scope, p.ScopeSet = scope, true
 	}
-	switch len(found) {
-	case 0:
+	recs, err := k.admin.Find(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("find: %w", err)
+	}
+	switch {
+	case len(recs) == 1:
+		return recs[0], nil
+	case len(recs) == 0 && p.ScopeSet:
+		return nil, fmt.Errorf("no record for key %q in scope %s", key, keysShortScope(p.Scope))
+	case len(recs) == 0:
 		return nil, fmt.Errorf("no record for key %q in any scope", key)
-	case 1:
-		if !bodies {
-			return found[0], nil
-		}
-		k.o.scope = cmp.Or(found[0].Scope, "-")
-		return k.find(ctx, key, true)
 	}
-	scopes := make([]string, len(found))
-	for i, r := range found {
+	scopes := make([]string, len(recs))
+	for i, r := range recs {
 		scopes[i] = keysShortScope(r.Scope)
 	}
-	return nil, usagef("key %q exists in %d scopes (%s): choose one with --scope", key, len(found), strings.Join(scopes, ", "))
+	return nil, usagef("key %q exists in %d scopes (%s): choose one with --scope", key, len(recs), strings.Join(scopes, ", "))
 }
 
 // resolveScope returns the one scope that starts with prefix: prefix
@@ -623,7 +563,7 @@ func keysStateName(r *retrysafe.Record, now time.Time) string {
 	switch {
 	case r.State == retrysafe.StateProcessing:
 		return "processing"
-	case !now.Before(r.ExpiresAt):
+	case r.Expired(now):
 		return "expired"
 	case r.Response != nil && r.Response.Status >= 400:
 		return "failed"
@@ -654,15 +594,6 @@ func keysShort(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-// keysBefore returns a string that sorts before key and after every other
-// key that sorts before it, in most cases: key without its last byte.
-func keysBefore(key string) string {
-	if key == "" {
-		return ""
-	}
-	return key[:len(key)-1]
 }
 
 func keysTime(t time.Time) string {

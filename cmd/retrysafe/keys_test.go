@@ -443,3 +443,62 @@ func TestKeysStateName(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysShowExpiredAmongMany: show finds an expired record that is not
+// swept yet, whatever the keys around it. It once listed from just before
+// the key, a page of 100, and fell back to Get, which does not return
+// expired records: with 199 keys sorting before it, order-2 was "no
+// record" while order-11 in the same state was shown.
+func TestKeysShowExpiredAmongMany(t *testing.T) {
+	t.Parallel()
+	for _, b := range cliBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			now := time.Now()
+			// 199 keys sort before order-2, 11 of them between order-1 and
+			// order-11. order-11 and order-2 completed two hours ago with
+			// a TTL of one: expired.
+			var recs []cliRecord
+			for _, key := range ordersBefore2() {
+				r := cliRecord{scope: aliceScope, key: key, at: now}
+				if key == "order-11" {
+					r = cliRecord{scope: aliceScope, key: key, status: 200, at: now.Add(-2 * time.Hour), ttl: time.Hour}
+				}
+				recs = append(recs, r)
+			}
+			recs = append(recs, cliRecord{scope: aliceScope, key: "order-2", status: 200, at: now.Add(-2 * time.Hour), ttl: time.Hour})
+			cliArrange(t, b.store, recs...) // 199 keys sort before order-2
+			for _, key := range []string{"order-2", "order-11"} {
+				for _, scopeArgs := range [][]string{{"--scope", aliceScope}, {"--identity", "Bearer alice"}, nil} {
+					args := append([]string{"show", "--json", key, "--store", b.url}, scopeArgs...)
+					out, _, err := cliRun(t, b, keysCmdForTest, args...)
+					if err != nil {
+						t.Errorf("keys show %s %v: %v", key, scopeArgs, err)
+						continue
+					}
+					var r keysJSONRecord
+					if err := json.Unmarshal([]byte(out), &r); err != nil {
+						t.Fatalf("not JSON: %v\n%s", err, out)
+					}
+					if r.Key != key || r.Scope != aliceScope || r.State != "expired" {
+						t.Errorf("keys show %s %v = %s/%s %s, want it expired in alice's scope", key, scopeArgs, r.Scope, r.Key, r.State)
+					}
+				}
+			}
+		})
+	}
+}
+
+// ordersBefore2 returns 199 keys that sort before "order-2": order-1,
+// order-10 … order-19, order-100 … order-199 and order-1200 … order-1287.
+// Only order-10 and order-100 … order-109 sort between order-1 and
+// order-11.
+func ordersBefore2() []string {
+	keys := []string{"order-1"}
+	for _, r := range [][2]int{{10, 19}, {100, 199}, {1200, 1287}} {
+		for i := r[0]; i <= r[1]; i++ {
+			keys = append(keys, fmt.Sprintf("order-%d", i))
+		}
+	}
+	return keys
+}

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/retrysafe/retrysafe/internal/storeurl"
-	"github.com/retrysafe/retrysafe/store/postgres"
-	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
 const migrateDescription = `
@@ -66,10 +64,11 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	case err != nil:
 		return fmt.Errorf("migrate %s: %w", name, err)
 	}
-	switch s := store.(type) {
-	case *sqlite.Store:
-		result.Version = sqlite.SchemaVersion()
-	case *postgres.Store:
+	// The version the database is at after migrating (a newer build may
+	// have migrated it further than this one knows).
+	if s, ok := store.(interface {
+		SchemaVersion(context.Context) (int, error)
+	}); ok {
 		if result.Version, err = s.SchemaVersion(ctx); err != nil {
 			return fmt.Errorf("migrate %s: read the schema version: %w", name, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,9 +26,9 @@ func TestMigrate(t *testing.T) {
 			want := 0
 			switch b.store.(type) {
 			case *sqlite.Store:
-				want = sqlite.SchemaVersion()
+				want = sqlite.LatestSchemaVersion()
 			case *postgres.Store:
-				want = postgres.LatestVersion()
+				want = postgres.LatestSchemaVersion()
 			}
 			for range 2 { // a second run finds nothing to do
 				out, _, err := cliRun(t, b, migrateCmdForTest, "--store", b.url, "--json")
@@ -61,5 +62,31 @@ func TestMigrate(t *testing.T) {
 				t.Errorf("output %q lacks %q", text, wantText)
 			}
 		})
+	}
+}
+
+// TestMigrateReportsDatabaseVersion: migrate prints the version the
+// database is at, for SQLite as for PostgreSQL; it once printed the
+// version this build's SQLite migrations reach.
+func TestMigrateReportsDatabaseVersion(t *testing.T) {
+	t.Parallel()
+	b := openCLIBackend(t, "sqlite", "sqlite:"+filepath.Join(t.TempDir(), "records.db"))
+	newer := sqlite.LatestSchemaVersion() + 1
+	if _, err := b.store.(*sqlite.Store).DB().Exec(
+		`INSERT INTO retrysafe_records_migrations (version, name, applied_at) VALUES (?, 'newer', 0)`, newer); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cliRun(t, b, migrateCmdForTest, "--store", b.url, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Version int `json:"schemaVersion"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if res.Version != newer {
+		t.Errorf("schema version %d, want %d (the database's, migrated by a newer build)", res.Version, newer)
 	}
 }

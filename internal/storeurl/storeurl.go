@@ -99,7 +99,7 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (retrysafe.Store
 		if err != nil {
 			return nil, nil, err
 		}
-		return s, func() error { s.Close(); return nil }, nil
+		return s, s.Close, nil
 	case "redis", "rediss":
 		u, prefix, err := redisURL(rawURL)
 		if err != nil {

@@ -147,7 +147,7 @@ func Postgres(t testing.TB) *postgres.Store {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 

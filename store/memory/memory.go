@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/waiters"
 )
 
 // Defaults for zero Config fields.
@@ -83,7 +84,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	records map[id]*retrysafe.Record
-	subs    map[id]map[*subscription]struct{}
+	subs    waiters.Registry[id]
 	// nextExpiry is a lower bound of ExpiresAt over the completed records:
 	// while now is before it, no record has expired and an eviction scan
 	// would find nothing.
@@ -116,7 +117,6 @@ func New(cfg Config) *Store {
 		now:         cfg.Now,
 		retention:   cfg.ProcessingRetention,
 		records:     make(map[id]*retrysafe.Record),
-		subs:        make(map[id]map[*subscription]struct{}),
 		stop:        make(chan struct{}),
 		janitorDone: make(chan struct{}),
 	}
@@ -140,18 +140,12 @@ func New(cfg Config) *Store {
 
 // Close stops the janitor and waits for it to return. Afterwards every
 // method returns an error matching retrysafe.ErrStoreUnavailable, and
-// subscription channels are closed. Close is idempotent.
+// every subscription ends after a last wake-up. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
-		for _, set := range s.subs {
-			for sub := range set {
-				sub.cancelAfter()
-				close(sub.ch)
-			}
-		}
-		s.subs = nil
+		s.subs.Close()
 		s.records = nil
 		s.mu.Unlock()
 		close(s.stop)
@@ -196,14 +190,10 @@ func (s *Store) lock(ctx context.Context, op string) error {
 // completed record that expired at now.
 func (s *Store) live(i id, now time.Time) *retrysafe.Record {
 	rec := s.records[i]
-	if rec == nil || expired(rec, now) {
+	if rec == nil || rec.Expired(now) {
 		return nil
 	}
 	return rec
-}
-
-func expired(rec *retrysafe.Record, now time.Time) bool {
-	return rec.State == retrysafe.StateCompleted && !now.Before(rec.ExpiresAt)
 }
 
 // Claim implements [retrysafe.Store].
@@ -215,7 +205,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 
 	i := id{p.Scope, p.Key}
 	rec, exists := s.records[i]
-	if exists && !expired(rec, p.Now) {
+	if exists && !rec.Expired(p.Now) {
 		if rec.State != retrysafe.StateProcessing || p.Now.Before(rec.LeaseUntil) || rec.Fingerprint != p.Fingerprint {
 			return &retrysafe.ClaimResult{Record: rec}, nil
 		}
@@ -429,10 +419,10 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	limit := cmp.Or(p.Limit, 100)
+	limit := p.PageSize()
 	var ids []id
 	for i := range s.records {
-		if p.Scope != "" && i.scope != p.Scope {
+		if p.OneScope() && i.scope != p.Scope {
 			continue
 		}
 		if compareID(i, id{p.AfterScope, p.AfterKey}) <= 0 {
@@ -441,11 +431,41 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 		ids = append(ids, i)
 	}
 	slices.SortFunc(ids, compareID)
-	ids = ids[:min(len(ids), max(limit, 0))]
+	ids = ids[:min(len(ids), limit)]
+	return s.copiesLocked(ids, p.WithBodies), nil
+}
+
+// Find implements [retrysafe.Admin]. Without a scope it looks at every
+// record, O(n) in the number stored. It finds expired completed records
+// until they are swept.
+func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+	if err := s.lock(ctx, "find"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var ids []id
+	if p.OneScope() {
+		if _, ok := s.records[id{p.Scope, p.Key}]; ok {
+			ids = append(ids, id{p.Scope, p.Key})
+		}
+	} else {
+		for i := range s.records {
+			if i.key == p.Key {
+				ids = append(ids, i)
+			}
+		}
+		slices.SortFunc(ids, compareID)
+	}
+	return s.copiesLocked(ids, p.WithBodies), nil
+}
+
+// copiesLocked returns copies of the records ids, without response bodies
+// unless withBodies.
+func (s *Store) copiesLocked(ids []id, withBodies bool) []*retrysafe.Record {
 	out := make([]*retrysafe.Record, len(ids))
 	for n, i := range ids {
 		rec := s.records[i]
-		if p.WithBodies || rec.Response == nil {
+		if withBodies || rec.Response == nil {
 			out[n] = rec.Clone()
 			continue
 		}
@@ -453,7 +473,7 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 		c.Response = &retrysafe.Response{Status: rec.Response.Status, Header: rec.Response.Header.Clone()}
 		out[n] = &c
 	}
-	return out, nil
+	return out
 }
 
 func compareID(a, b id) int {

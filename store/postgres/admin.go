@@ -79,37 +79,59 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	if p == nil {
 		p = &retrysafe.ListParams{}
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	limit := p.PageSize()
 	args := []any{p.AfterScope, p.AfterKey, limit}
 	var sql string
 	switch {
-	case p.Scope == "" && p.WithBodies:
+	case !p.OneScope() && p.WithBodies:
 		sql = s.sql.list
-	case p.Scope == "":
+	case !p.OneScope():
 		sql = s.sql.listNoBody
 	case p.WithBodies:
 		sql, args = s.sql.listScope, append(args, p.Scope)
 	default:
 		sql, args = s.sql.listScopeNoBody, append(args, p.Scope)
 	}
+	return s.query(ctx, "list", sql, args...)
+}
+
+// Find implements [retrysafe.Admin.Find]: the records with p.Key ordered by
+// scope, in every scope or the one p selects, expired ones included (Find
+// takes no time). Without a scope it reads the whole table (the primary
+// key leads with the scope): it is meant for operators.
+func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+	args := []any{p.Key}
+	var sql string
+	switch {
+	case !p.OneScope() && p.WithBodies:
+		sql = s.sql.find
+	case !p.OneScope():
+		sql = s.sql.findNoBody
+	case p.WithBodies:
+		sql, args = s.sql.findScope, append(args, p.Scope)
+	default:
+		sql, args = s.sql.findScopeNoBody, append(args, p.Scope)
+	}
+	return s.query(ctx, "find", sql, args...)
+}
+
+// query runs a SELECT of records and returns them.
+func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]*retrysafe.Record, error) {
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, s.wrap(ctx, "list", err)
+		return nil, s.wrap(ctx, op, err)
 	}
 	defer rows.Close()
 	var out []*retrysafe.Record
 	for rows.Next() {
 		rec, err := scanRecord(rows)
 		if err != nil {
-			return nil, s.wrap(ctx, "list", err)
+			return nil, s.wrap(ctx, op, err)
 		}
 		out = append(out, rec)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.wrap(ctx, "list", err)
+		return nil, s.wrap(ctx, op, err)
 	}
 	return out, nil
 }

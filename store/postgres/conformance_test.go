@@ -78,6 +78,6 @@ func deadStore(t *testing.T) *postgres.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

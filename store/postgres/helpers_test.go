@@ -123,7 +123,7 @@ func newStoreOn(t testing.TB, pool *pgxpool.Pool, schema string) *postgres.Store
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}

@@ -6,64 +6,34 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/migration"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one numbered schema change, read from migrations/NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+// migrations returns the embedded migrations (migrations/NNNN_name.sql)
+// in version order, checked by [migration.Load].
+func migrations() ([]migration.Migration, error) {
+	ms, err := migration.Load(migrationFiles, "migrations")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	var out []migration
-	for _, e := range entries {
-		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("postgres: bad migration file name %q", e.Name())
-		}
-		b, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("postgres: migration versions are not 1..n: found %d at position %d", m.version, i+1)
-		}
-	}
-	return out, nil
+	return ms, nil
 }
 
-// LatestVersion returns the schema version that [Store.Migrate] brings a
-// table to: the number of the last embedded migration.
-func LatestVersion() int {
-	ms, err := migrations()
-	if err != nil || len(ms) == 0 {
-		return 0
-	}
-	return ms[len(ms)-1].version
+// LatestSchemaVersion returns the schema version that [Store.Migrate]
+// brings a table to: the number of the last embedded migration.
+// [Store.SchemaVersion] is the version a table is at.
+func LatestSchemaVersion() int {
+	ms, _ := migrations() // invalid files fail Migrate, which every test runs
+	return migration.Latest(ms)
 }
 
 // Migrate creates the schema (if missing), the records table and its index,
@@ -82,7 +52,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	latest := ms[len(ms)-1].version
+	latest := migration.Latest(ms)
 
 	// Fast path: already migrated. An undefined schema or table just means
 	// there is work to do.
@@ -150,11 +120,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 		"{{take}}", takeSQL,
 	)
 	for _, m := range ms[current:] {
-		if _, err := tx.Exec(ctx, r.Replace(m.sql)); err != nil {
-			return fmt.Errorf("postgres: migration %04d_%s: %w", m.version, m.name, retrysafe.Unavailable("migrate", err))
+		if _, err := tx.Exec(ctx, r.Replace(m.SQL)); err != nil {
+			return fmt.Errorf("postgres: migration %s: %w", m.File, retrysafe.Unavailable("migrate", err))
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO "+versions+" (table_name, version, name) VALUES ($1, $2, $3)",
-			s.cfg.Table, m.version, m.name); err != nil {
+			s.cfg.Table, m.Version, m.Name); err != nil {
 			return retrysafe.Unavailable("migrate", err)
 		}
 	}
@@ -164,8 +134,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// SchemaVersion returns the last migration applied to the store's table, 0
-// when none was (the schema or the migrations table may not exist yet).
+// SchemaVersion returns the schema version the store's table is at: the
+// last migration applied to it, 0 when none was (the schema or the
+// migrations table may not exist yet). [LatestSchemaVersion] is the
+// version Migrate brings it to.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	v, err := s.schemaVersion(ctx, s.pool)
 	if isUndefined(err) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/waiters"
 )
 
 // Subscribe implements [retrysafe.Notifier]. The returned channel receives a
@@ -37,8 +38,11 @@ import (
 // mode does both), because a notification can still be missed, for example
 // by a Store on another channel name.
 //
-// Subscribe returns an error wrapping [retrysafe.ErrStoreUnavailable] when
-// the listener connection cannot be established or the flag not written.
+// ctx bounds the call only: the subscription lasts until the returned
+// function is called (it may be called more than once) or the Store is
+// closed, which wakes every subscriber a last time. Subscribe returns an
+// error wrapping [retrysafe.ErrStoreUnavailable] when the listener
+// connection cannot be established or the flag not written.
 func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
 	ch, unsubscribe, err := s.listener.subscribe(ctx, notifyPayload(scope, key))
 	if err != nil {
@@ -56,8 +60,9 @@ type listener struct {
 	connConfig *pgx.ConnConfig
 	channel    string
 
+	subs waiters.Registry[string] // by payload
+
 	mu      sync.Mutex
-	subs    map[string]map[chan struct{}]struct{} // payload -> subscribers
 	started bool
 	closed  bool
 	up      bool          // LISTEN is active on a live connection
@@ -72,7 +77,6 @@ func newListener(cc *pgx.ConnConfig, channel string) *listener {
 	return &listener{
 		connConfig: cc,
 		channel:    channel,
-		subs:       make(map[string]map[chan struct{}]struct{}),
 		changed:    make(chan struct{}),
 	}
 }
@@ -81,18 +85,12 @@ func (l *listener) subscribe(ctx context.Context, payload string) (<-chan struct
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	ch := make(chan struct{}, 1)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return nil, nil, retrysafe.Unavailable("subscribe", errors.New("store closed"))
 	}
-	set := l.subs[payload]
-	if set == nil {
-		set = make(map[chan struct{}]struct{})
-		l.subs[payload] = set
-	}
-	set[ch] = struct{}{}
+	ch, unsubscribe := l.subs.Subscribe(payload)
 	if !l.started {
 		l.started = true
 		runCtx, cancel := context.WithCancel(context.Background())
@@ -100,9 +98,6 @@ func (l *listener) subscribe(ctx context.Context, payload string) (<-chan struct
 		go l.run(runCtx)
 	}
 	l.mu.Unlock()
-
-	var once sync.Once
-	unsubscribe := func() { once.Do(func() { l.remove(payload, ch) }) }
 
 	// Wait until LISTEN is active, so that every change committed after we
 	// return is seen; give up on the first failed connection attempt. While
@@ -129,17 +124,6 @@ func (l *listener) subscribe(ctx context.Context, payload string) (<-chan struct
 	}
 }
 
-func (l *listener) remove(payload string, ch chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if set := l.subs[payload]; set != nil {
-		delete(set, ch)
-		if len(set) == 0 {
-			delete(l.subs, payload)
-		}
-	}
-}
-
 // setState records the connection state and wakes Subscribe calls waiting
 // for it.
 func (l *listener) setState(up bool, err error) {
@@ -149,29 +133,6 @@ func (l *listener) setState(up bool, err error) {
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
-}
-
-// notify wakes the subscribers of payload, or of every record when payload
-// is empty. Sends never block: a subscriber with a pending value already
-// knows it must re-read.
-func (l *listener) notify(payload string, all bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	wake := func(set map[chan struct{}]struct{}) {
-		for ch := range set {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
-	if all {
-		for _, set := range l.subs {
-			wake(set)
-		}
-		return
-	}
-	wake(l.subs[payload])
 }
 
 // Reconnect backoff of the listener connection.
@@ -220,14 +181,14 @@ func (l *listener) listenOnce(ctx context.Context, connected func()) error {
 	l.setState(true, nil)
 	if reconnect {
 		// Changes made while no connection listened were not announced.
-		l.notify("", true)
+		l.subs.NotifyAll()
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		l.notify(n.Payload, false)
+		l.subs.Notify(n.Payload)
 	}
 }
 
@@ -241,4 +202,5 @@ func (l *listener) close() {
 		cancel()
 		<-done
 	}
+	l.subs.Close()
 }

@@ -49,7 +49,7 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	if err != nil {
 		return nil, s.wrap(ctx, "get", err)
 	}
-	if rec.State == retrysafe.StateCompleted && !p.Now.Before(rec.ExpiresAt) {
+	if rec.Expired(p.Now) {
 		return nil, retrysafe.ErrNotFound
 	}
 	return rec, nil

@@ -9,11 +9,12 @@ const recordColumns = "scope, key, fingerprint, state, token, attempt, created_a
 // statements holds the SQL of every operation, with the table name filled in
 // once by buildStatements.
 type statements struct {
-	claim, get, extend, complete, release      string
-	subscribe                                  string
-	sweep, list, listScope, delete, listNoBody string
-	retire                                     string
-	listScopeNoBody                            string
+	claim, get, extend, complete, release        string
+	subscribe                                    string
+	sweep, list, listScope, delete, listNoBody   string
+	retire                                       string
+	listScopeNoBody                              string
+	find, findScope, findNoBody, findScopeNoBody string
 }
 
 // takeSQL decides, inside the claim function's ON CONFLICT DO UPDATE, whether
@@ -73,6 +74,11 @@ func buildStatements(table, claimFn string) statements {
 		listScope:       sel + " WHERE (scope, key) > ($1, $2) AND scope = $4 ORDER BY scope, key LIMIT $3",
 		listNoBody:      "SELECT " + listCols + " FROM " + table + " WHERE (scope, key) > ($1, $2) ORDER BY scope, key LIMIT $3",
 		listScopeNoBody: "SELECT " + listCols + " FROM " + table + " WHERE (scope, key) > ($1, $2) AND scope = $4 ORDER BY scope, key LIMIT $3",
+		// $1 key [, $2 scope].
+		find:            sel + " WHERE key = $1 ORDER BY scope",
+		findScope:       sel + " WHERE key = $1 AND scope = $2",
+		findNoBody:      "SELECT " + listCols + " FROM " + table + " WHERE key = $1 ORDER BY scope",
+		findScopeNoBody: "SELECT " + listCols + " FROM " + table + " WHERE key = $1 AND scope = $2",
 		// $1 scope, $2 key, $3 channel, $4 payload.
 		delete: "WITH d AS (DELETE FROM " + table + " WHERE scope = $1 AND key = $2 RETURNING notify)" +
 			" SELECT CASE WHEN notify THEN pg_notify($3, $4)::text END FROM d",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 
 	"github.com/jackc/pgx/v5"
@@ -40,6 +41,7 @@ var (
 	_ retrysafe.Sweeper  = (*Store)(nil)
 	_ retrysafe.Notifier = (*Store)(nil)
 	_ retrysafe.Admin    = (*Store)(nil)
+	_ io.Closer          = (*Store)(nil)
 )
 
 // querier is what the store's statements run on: a pool or a transaction.
@@ -148,13 +150,15 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) Config() Config { return s.cfg }
 
 // Close stops the notification listener and, if the store was made by
-// [Open], closes its pool. Subscriptions end: their channels stay open but
-// receive nothing more.
-func (s *Store) Close() {
+// [Open], closes its pool. Subscriptions end after a last wake-up; their
+// channels stay open but receive nothing more. It implements [io.Closer] like the other stores;
+// neither step can fail, so the error is always nil.
+func (s *Store) Close() error {
 	s.listener.close()
 	if s.ownsPool {
 		s.pool.Close()
 	}
+	return nil
 }
 
 // Ping checks that the database answers. It implements [retrysafe.Pinger].

@@ -385,8 +385,8 @@ func TestMigrateConcurrently(t *testing.T) {
 				t.Fatal(err)
 			}
 			v, err := s.SchemaVersion(t.Context())
-			if err != nil || v != postgres.LatestVersion() || v < 2 {
-				t.Fatalf("SchemaVersion(%s) = %d, %v; want %d", table, v, err, postgres.LatestVersion())
+			if err != nil || v != postgres.LatestSchemaVersion() || v < 2 {
+				t.Fatalf("SchemaVersion(%s) = %d, %v; want %d", table, v, err, postgres.LatestSchemaVersion())
 			}
 			if res := mustClaim(t, s, claimP("k", fpA, at(0))); !res.Claimed {
 				t.Fatal("claim on migrated table failed")

@@ -14,9 +14,6 @@ import (
 // scanCount is the COUNT hint of each SCAN call.
 const scanCount = 1000
 
-// defaultListLimit is the page size when ListParams.Limit is zero.
-const defaultListLimit = 100
-
 // List returns up to params.Limit records ordered by (Scope, Key), strictly
 // after (AfterScope, AfterKey). It implements [retrysafe.Admin].
 //
@@ -29,15 +26,12 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
+	limit := params.PageSize()
 	// Any scope: the 32 hex digits of a scope hash must follow the prefix,
 	// so a store whose prefix extends this one ("p:" and "p:x:") is not
 	// listed.
 	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":*"
-	if params.Scope != "" {
+	if params.OneScope() {
 		match = globEscape(s.prefix+scopeHash(params.Scope)+":") + "*"
 	}
 	keys, err := s.scan(ctx, match)
@@ -49,7 +43,7 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	// known, else from the record.
 	type entry struct{ redisKey, scope, key string }
 	entries := make([]entry, 0, len(keys))
-	if params.Scope != "" {
+	if params.OneScope() {
 		p := s.prefix + scopeHash(params.Scope) + ":"
 		for _, k := range keys {
 			entries = append(entries, entry{k, params.Scope, strings.TrimPrefix(k, p)})
@@ -98,34 +92,86 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	// batch may yield fewer than asked.
 	for len(page) > 0 && len(out) < limit {
 		n := min(limit-len(out), len(page))
-		batch := page[:n]
-		page = page[n:]
-		cmds := make([]*goredis.SliceCmd, len(batch))
-		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i, e := range batch {
-				cmds[i] = p.HMGet(ctx, e.redisKey, fields...)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, s.fail(ctx, "list", err)
+		batch := make([]string, n)
+		for i, e := range page[:n] {
+			batch[i] = e.redisKey
 		}
-		for _, cmd := range cmds {
-			h := make(map[string]string, len(fields))
-			for i, v := range cmd.Val() {
-				if str, ok := v.(string); ok {
-					h[fields[i]] = str
-				}
-			}
-			if len(h) == 0 {
-				continue
-			}
-			rec, err := decodeRecord(h)
-			if err != nil {
-				return nil, retrysafe.Unavailable("list", err)
-			}
+		page = page[n:]
+		recs, err := s.fetch(ctx, "list", batch, fields)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
+}
+
+// Find returns the records with params.Key ordered by scope, in every
+// scope or in the one params selects. It implements [retrysafe.Admin].
+//
+// With a scope it reads one hash. Without one it SCANs for the key's name
+// under every scope hash, on every master: O(records) work on the server,
+// but only the matching records travel. Like List, it also returns
+// completed records past ExpiresAt that Redis has not dropped yet.
+func (s *Store) Find(ctx context.Context, params *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	fields := listFieldsNoBody
+	if params.WithBodies {
+		fields = recordFields
+	}
+	if params.OneScope() {
+		return s.fetch(ctx, "find", []string{s.recordKey(params.Scope, params.Key)}, fields)
+	}
+	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":" + globEscape(params.Key)
+	keys, err := s.scan(ctx, match)
+	if err != nil {
+		return nil, s.fail(ctx, "find", err)
+	}
+	recs, err := s.fetch(ctx, "find", keys, fields)
+	if err != nil {
+		return nil, err
+	}
+	out := recs[:0]
+	for _, rec := range recs {
+		if rec.Key == params.Key { // not a record of another store's layout
 			out = append(out, rec)
 		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
+	return out, nil
+}
+
+// fetch reads the given fields of the records redisKeys in one pipeline,
+// skipping keys that no longer exist.
+func (s *Store) fetch(ctx context.Context, op string, redisKeys []string, fields []string) ([]*retrysafe.Record, error) {
+	cmds := make([]*goredis.SliceCmd, len(redisKeys))
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, k := range redisKeys {
+			cmds[i] = p.HMGet(ctx, k, fields...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	out := make([]*retrysafe.Record, 0, len(cmds))
+	for _, cmd := range cmds {
+		h := make(map[string]string, len(fields))
+		for i, v := range cmd.Val() {
+			if str, ok := v.(string); ok {
+				h[fields[i]] = str
+			}
+		}
+		if len(h) == 0 {
+			continue
+		}
+		rec, err := decodeRecord(h)
+		if err != nil {
+			return nil, retrysafe.Unavailable(op, err)
+		}
+		out = append(out, rec)
 	}
 	return out, nil
 }

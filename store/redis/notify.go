@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/waiters"
 )
 
 // Subscribe returns a channel that receives a value after the record
@@ -22,7 +23,8 @@ import (
 // change published afterwards reaches the channel unless the connection
 // breaks. After a reconnect each waiter receives a value, so that it
 // re-reads the record; a waiter must still poll as a fallback. ctx bounds
-// the call only, not the subscription.
+// the call only: the subscription lasts until the returned function is
+// called or the Store is closed, which wakes every waiter a last time.
 func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
 	return s.notify.subscribe(ctx, s.recordKey(scope, key))
 }
@@ -34,11 +36,15 @@ const unsubscribeTimeout = 5 * time.Second
 // notifier multiplexes one goredis.PubSub over many waiters.
 type notifier struct {
 	client goredis.UniversalClient
+	// waiters are keyed by channel. n.mu is held around Add and Remove,
+	// so that the first waiter's SUBSCRIBE and the last one's
+	// UNSUBSCRIBE are ordered.
+	waiters waiters.Registry[string]
 
 	mu       sync.Mutex
 	ps       *goredis.PubSub // nil until the first subscribe
 	closed   bool
-	channels map[string]*channelWaiters
+	channels map[string]*channelState // channels with waiters
 	// pending counts SUBSCRIBE commands sent per channel whose
 	// confirmation has not arrived. A confirmation beyond that count comes
 	// from go-redis resubscribing after a reconnect.
@@ -46,9 +52,8 @@ type notifier struct {
 	done    chan struct{} // closed when the receive loop ends
 }
 
-// channelWaiters are the waiters of one channel.
-type channelWaiters struct {
-	waiters   map[chan struct{}]struct{}
+// channelState is the subscription state of one channel with waiters.
+type channelState struct {
 	confirmed chan struct{} // closed at the first subscribe confirmation
 	isConfirm bool
 }
@@ -56,7 +61,7 @@ type channelWaiters struct {
 func newNotifier(client goredis.UniversalClient) *notifier {
 	return &notifier{
 		client:   client,
-		channels: make(map[string]*channelWaiters),
+		channels: make(map[string]*channelState),
 		pending:  make(map[string]int),
 	}
 }
@@ -67,8 +72,6 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	ch := make(chan struct{}, 1)
-
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -80,19 +83,16 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 		n.done = make(chan struct{})
 		go n.receive(n.ps, n.done)
 	}
-	cw := n.channels[channel]
-	if cw == nil {
-		cw = &channelWaiters{
-			waiters:   make(map[chan struct{}]struct{}),
-			confirmed: make(chan struct{}),
-		}
-		n.channels[channel] = cw
+	w, first := n.waiters.Add(channel)
+	if first {
+		n.channels[channel] = &channelState{confirmed: make(chan struct{})}
 		n.pending[channel]++
 		if err := n.ps.Subscribe(ctx, channel); err != nil {
 			// go-redis remembers the channel and subscribes it again on
 			// reconnect; forget it.
 			n.pending[channel]--
 			delete(n.channels, channel)
+			n.waiters.Remove(w)
 			n.unsubscribeLocked(channel)
 			n.mu.Unlock()
 			if ctx.Err() != nil {
@@ -101,29 +101,25 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (<-chan struct
 			return nil, nil, retrysafe.Unavailable("subscribe", err)
 		}
 	}
-	cw.waiters[ch] = struct{}{}
-	confirmed := cw.confirmed
+	confirmed := n.channels[channel].confirmed
 	n.mu.Unlock()
 
-	var once sync.Once
-	cancel := func() {
-		once.Do(func() { n.leave(channel, cw, ch) })
-	}
+	cancel := func() { n.leave(channel, w) }
 	select {
 	case <-confirmed:
-		return ch, cancel, nil
+		return w.C(), cancel, nil
 	case <-ctx.Done():
 		cancel()
 		return nil, nil, ctx.Err()
 	}
 }
 
-// leave removes waiter ch; the last waiter of a channel unsubscribes it.
-func (n *notifier) leave(channel string, cw *channelWaiters, ch chan struct{}) {
+// leave removes waiter w (again: nothing); the last waiter of a channel
+// unsubscribes it.
+func (n *notifier) leave(channel string, w *waiters.Waiter[string]) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	delete(cw.waiters, ch)
-	if len(cw.waiters) > 0 || n.channels[channel] != cw {
+	if !n.waiters.Remove(w) {
 		return
 	}
 	delete(n.channels, channel)
@@ -158,18 +154,7 @@ func (n *notifier) receive(ps *goredis.PubSub, done chan struct{}) {
 }
 
 // wake sends a value to every waiter of channel without blocking.
-func (n *notifier) wake(channel string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if cw := n.channels[channel]; cw != nil {
-		for ch := range cw.waiters {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
+func (n *notifier) wake(channel string) { n.waiters.Notify(channel) }
 
 // confirm handles a subscribe confirmation. Once every SUBSCRIBE sent for
 // the channel is confirmed, the waiters blocked in subscribe are released
@@ -205,6 +190,7 @@ func (n *notifier) close() error {
 	}
 	n.closed = true
 	ps, done := n.ps, n.done
+	n.waiters.Close()
 	n.mu.Unlock()
 	if ps == nil {
 		return nil

@@ -51,6 +51,26 @@ func (f admin) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.
 	if err != nil {
 		return nil, err
 	}
+	f.openAll(recs, p.WithBodies)
+	return recs, nil
+}
+
+// Find finds through the inner store and opens each record's response it
+// can, as List does.
+func (f admin) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+	q := *p
+	q.WithBodies = p.WithBodies || f.s.ring != nil
+	recs, err := f.a.Find(ctx, &q)
+	if err != nil {
+		return nil, err
+	}
+	f.openAll(recs, p.WithBodies)
+	return recs, nil
+}
+
+// openAll opens the responses of recs that it can, and drops their bodies
+// unless withBodies.
+func (f admin) openAll(recs []*retrysafe.Record, withBodies bool) {
 	// Records a store returns are read-only: each changed one is a copy.
 	for i, rec := range recs {
 		if rec.Response == nil {
@@ -60,14 +80,13 @@ func (f admin) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.
 		if resp, err := f.s.open(rec.Scope, rec.Key, rec.Response); err == nil {
 			c.Response = resp
 		}
-		if !p.WithBodies {
+		if !withBodies {
 			resp := *c.Response
 			resp.Body = nil
 			c.Response = &resp
 		}
 		recs[i] = &c
 	}
-	return recs, nil
 }
 
 // Delete is the inner store's Delete.

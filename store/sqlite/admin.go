@@ -6,10 +6,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 )
 
-// DefaultListLimit is the page size of List when ListParams.Limit is zero.
-const DefaultListLimit = 100
-
-// List returns up to params.Limit records (default [DefaultListLimit])
+// List returns up to params.Limit records (default [retrysafe.DefaultListLimit])
 // ordered by (Scope, Key), strictly after the cursor (AfterScope,
 // AfterKey), in params.Scope or in every scope when it is empty. It lists
 // records as stored, including expired ones that no sweep has deleted yet.
@@ -19,17 +16,33 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	if params != nil {
 		p = *params
 	}
-	if p.Limit <= 0 {
-		p.Limit = DefaultListLimit
-	}
+	p.Limit = p.PageSize()
 	query := s.q.listNoBody
 	if p.WithBodies {
 		query = s.q.list
 	}
+	return s.query(ctx, "list", query, p.Scope, p.AfterScope, p.AfterKey, p.Limit, p.OneScope())
+}
+
+// Find returns the records with params.Key, ordered by scope, in every
+// scope or in the one params selects, expired ones included until a sweep
+// deletes them. Without a scope it reads the whole table (there is no
+// index on the key alone): it is meant for operators.
+func (s *Store) Find(ctx context.Context, params *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+	query := s.q.findNoBody
+	if params.WithBodies {
+		query = s.q.find
+	}
+	return s.query(ctx, "find", query, params.Key, params.Scope, params.OneScope())
+}
+
+// query runs a SELECT of records (retrying on a busy database) and returns
+// them.
+func (s *Store) query(ctx context.Context, op, query string, args ...any) ([]*retrysafe.Record, error) {
 	var recs []*retrysafe.Record
-	err := s.retry(ctx, "list", func() error {
+	err := s.retry(ctx, op, func() error {
 		recs = recs[:0]
-		rows, err := s.db.QueryContext(ctx, query, p.Scope, p.AfterScope, p.AfterKey, p.Limit)
+		rows, err := s.db.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}

@@ -107,7 +107,7 @@ func (s *Store) Get(ctx context.Context, params *retrysafe.GetParams) (*retrysaf
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == retrysafe.StateCompleted && !params.Now.Before(rec.ExpiresAt) {
+	if rec.Expired(params.Now) {
 		return nil, retrysafe.ErrNotFound
 	}
 	return rec, nil

@@ -1,15 +1,25 @@
 package sqlite
 
-import "context"
+import (
+	"context"
 
-type subscriber struct {
-	ch chan struct{}
+	"github.com/retrysafe/retrysafe/internal/waiters"
+)
+
+// subscribers is the in-process registry behind Subscribe, keyed by
+// (scope, key).
+type subscribers struct {
+	waiters.Registry[[2]string]
 }
+
+// notify wakes every subscriber of scope/key without blocking.
+func (s *subscribers) notify(scope, key string) { s.Notify([2]string{scope, key}) }
 
 // Subscribe returns a channel that receives a value after the record for key
 // in scope is completed, released or deleted through this Store value, and
-// a function that ends the subscription. The subscription also ends when
-// ctx is done.
+// a function that ends the subscription (it may be called more than once).
+// ctx bounds the call only: the subscription lasts until that function is
+// called or the Store is closed. It implements [retrysafe.Notifier].
 //
 // Notifications are in-process only: SQLite has no cross-process
 // notification, and CompleteTx does not notify (the commit is the
@@ -24,43 +34,6 @@ func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct
 	if err := s.db.PingContext(ctx); err != nil {
 		return nil, nil, s.translate(ctx, "subscribe", err)
 	}
-	sub := &subscriber{ch: make(chan struct{}, 1)}
-	id := subscriptionID(scope, key)
-	s.subs.mu.Lock()
-	set := s.subs.m[id]
-	if set == nil {
-		set = make(map[*subscriber]struct{})
-		s.subs.m[id] = set
-	}
-	set[sub] = struct{}{}
-	s.subs.mu.Unlock()
-
-	remove := func() {
-		s.subs.mu.Lock()
-		defer s.subs.mu.Unlock()
-		if set := s.subs.m[id]; set != nil {
-			delete(set, sub)
-			if len(set) == 0 {
-				delete(s.subs.m, id)
-			}
-		}
-	}
-	stop := context.AfterFunc(ctx, remove)
-	return sub.ch, func() { stop(); remove() }, nil
-}
-
-func subscriptionID(scope, key string) string {
-	return scope + "\x00" + key
-}
-
-// notify wakes every subscriber of scope/key without blocking.
-func (s *subscribers) notify(scope, key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for sub := range s.m[subscriptionID(scope, key)] {
-		select {
-		case sub.ch <- struct{}{}:
-		default:
-		}
-	}
+	ch, unsubscribe := s.subs.Subscribe([2]string{scope, key})
+	return ch, unsubscribe, nil
 }

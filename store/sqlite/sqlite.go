@@ -210,7 +210,6 @@ func newStore(db *sql.DB, cfg Config) *Store {
 		db:    db,
 		cfg:   cfg,
 		q:     newQueries(cfg.Table),
-		subs:  subscribers{m: make(map[string]map[*subscriber]struct{})},
 		stmts: make(map[string]*sql.Stmt),
 	}
 }
@@ -221,9 +220,10 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 // Close releases the Store's prepared statements and closes the database if
 // the Store opened it with [Open]; a Store from [New] leaves the caller's
-// database open. Close ends no subscription.
+// database open. Close ends every subscription after a last wake-up.
 func (s *Store) Close() error {
 	s.writer.stop()
+	s.subs.Close()
 	s.stmtMu.Lock()
 	var errs []error
 	for q, st := range s.stmts {
@@ -260,10 +260,4 @@ func (s *Store) Ping(ctx context.Context) error {
 	var one int
 	err := s.db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 	return s.translate(ctx, "ping", err)
-}
-
-// subscribers is the in-process registry behind Subscribe.
-type subscribers struct {
-	mu sync.Mutex
-	m  map[string]map[*subscriber]struct{}
 }

@@ -490,7 +490,8 @@ func TestSubscribe(t *testing.T) {
 	cancelOther()
 	cancelOther() // twice is fine
 
-	// A subscription ends with its context.
+	// A subscription outlives its context, and ends when its function is
+	// called.
 	sctx, scancel := context.WithCancel(ctx)
 	ch2, cancel2, err := s.Subscribe(sctx, "tenant", "k2")
 	if err != nil {
@@ -500,13 +501,23 @@ func TestSubscribe(t *testing.T) {
 	scancel()
 	p2 := claimParams("k2", "fp", base)
 	mustClaim(t, s, p2)
-	time.Sleep(10 * time.Millisecond) // let context.AfterFunc run
 	if err := s.Release(ctx, &retrysafe.ReleaseParams{Scope: "tenant", Key: "k2", Token: p2.Token}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-ch2:
-		t.Error("notification after the subscription's context ended")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification after the context of Subscribe ended")
+	}
+	cancel2()
+	p3 := claimParams("k2", "fp", base)
+	mustClaim(t, s, p3)
+	if err := s.Release(ctx, &retrysafe.ReleaseParams{Scope: "tenant", Key: "k2", Token: p3.Token}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch2:
+		t.Error("notification after the subscription was ended")
 	default:
 	}
 }

@@ -176,11 +176,11 @@ func TestMigrateIdempotent(t *testing.T) {
 			t.Fatalf("Migrate #%d: %v", i+2, err)
 		}
 	}
-	if n := countRows(t, s.DB(), `SELECT COUNT(*) FROM retrysafe_records_migrations`); n != sqlite.SchemaVersion() {
-		t.Fatalf("%d version rows, want %d", n, sqlite.SchemaVersion())
+	if n := countRows(t, s.DB(), `SELECT COUNT(*) FROM retrysafe_records_migrations`); n != sqlite.LatestSchemaVersion() {
+		t.Fatalf("%d version rows, want %d", n, sqlite.LatestSchemaVersion())
 	}
-	if v := countRows(t, s.DB(), `SELECT MAX(version) FROM retrysafe_records_migrations`); v != sqlite.SchemaVersion() || v < 1 {
-		t.Fatalf("schema version %d, want %d", v, sqlite.SchemaVersion())
+	if v := countRows(t, s.DB(), `SELECT MAX(version) FROM retrysafe_records_migrations`); v != sqlite.LatestSchemaVersion() || v < 1 {
+		t.Fatalf("schema version %d, want %d", v, sqlite.LatestSchemaVersion())
 	}
 }
 
@@ -227,8 +227,8 @@ func TestMigrateConcurrent(t *testing.T) {
 		}
 		t.Cleanup(func() { stores[i].Close() })
 	}
-	if got := countRows(t, stores[0].DB(), `SELECT COUNT(*) FROM retrysafe_records_migrations`); got != sqlite.SchemaVersion() {
-		t.Fatalf("%d version rows, want %d", got, sqlite.SchemaVersion())
+	if got := countRows(t, stores[0].DB(), `SELECT COUNT(*) FROM retrysafe_records_migrations`); got != sqlite.LatestSchemaVersion() {
+		t.Fatalf("%d version rows, want %d", got, sqlite.LatestSchemaVersion())
 	}
 	// Every store works on the migrated file.
 	for i, s := range stores {
@@ -287,5 +287,38 @@ SELECT 'tenant', 'old-' || i, 'fp', 'completed', 'tok', 1, ?1, ?1, ?1, ?2, 200, 
 	n, err = s.Sweep(ctx, &retrysafe.SweepParams{Now: base.Add(3 * time.Hour), BatchSize: 1})
 	if err != nil || n != 1 {
 		t.Fatalf("Sweep of the live record at expiry = %d, %v; want 1", n, err)
+	}
+}
+
+// TestSchemaVersion: Store.SchemaVersion is the version the database is
+// at (0 before Migrate, and a version newer than this build when a newer
+// build migrated it), LatestSchemaVersion the one Migrate brings it to.
+func TestSchemaVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "v.db"), sqlite.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s, err := sqlite.New(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.SchemaVersion(ctx); err != nil || v != 0 {
+		t.Fatalf("SchemaVersion before Migrate = %d, %v; want 0", v, err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	latest := sqlite.LatestSchemaVersion()
+	if v, err := s.SchemaVersion(ctx); err != nil || v != latest || v < 1 {
+		t.Fatalf("SchemaVersion after Migrate = %d, %v; want %d", v, err, latest)
+	}
+	if _, err := db.Exec(`INSERT INTO retrysafe_records_migrations (version, name, applied_at) VALUES (?, 'newer', 0)`, latest+1); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.SchemaVersion(ctx); err != nil || v != latest+1 {
+		t.Fatalf("SchemaVersion of a database a newer build migrated = %d, %v; want %d", v, err, latest+1)
 	}
 }

@@ -81,6 +81,8 @@ func testCancelledContext(t *testing.T, h *harness) {
 	if ad, ok := h.s.(retrysafe.Admin); ok {
 		_, err := ad.List(cancelled, &retrysafe.ListParams{})
 		wantCancelled(t, "List", err)
+		_, err = ad.Find(cancelled, &retrysafe.FindParams{Key: "completed"})
+		wantCancelled(t, "Find", err)
 		wantCancelled(t, "Delete", ad.Delete(cancelled, scope1, "completed"))
 	}
 

@@ -59,8 +59,14 @@
 //     ProcessingRetention <= Now (zero: the default retention) and never
 //     earlier; a negative retention is an error.
 //   - The function [retrysafe.Notifier.Subscribe] returns may be called
-//     more than once.
-//   - [retrysafe.Admin.List] orders by Scope, then Key, comparing bytes.
+//     more than once; the subscription outlives the context passed to
+//     Subscribe and lasts until that function is called.
+//   - [retrysafe.Admin.List] orders by Scope, then Key, comparing bytes;
+//     a zero or negative Limit means [retrysafe.DefaultListLimit];
+//     ScopeSet selects the empty scope.
+//   - [retrysafe.Admin.Find] returns the records of one key ordered by
+//     scope, in every scope or one, expired ones included, whatever the
+//     keys around it (199 keys sorting before it included).
 //   - With a cancelled context a method returns an error matching
 //     context.Canceled (or ErrStoreUnavailable) and changes nothing.
 //

@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -19,6 +21,9 @@ func optionalScenarios() []scenario {
 		{"Notifier", testNotifier},
 		{"AdminList", testAdminList},
 		{"AdminDelete", testAdminDelete},
+		{"AdminFind", testAdminFind},
+		{"AdminFindAmongMany", testAdminFindAmongMany},
+		{"AdminListEmptyScope", testAdminListEmptyScope},
 	}
 }
 
@@ -252,8 +257,9 @@ func waitSignal(t *testing.T, what string, ch <-chan struct{}) {
 }
 
 // testNotifier: a subscriber is signalled when another goroutine completes
-// or releases the record; the function Subscribe returns ends the
-// subscription and may be called more than once.
+// or releases the record; the subscription outlives Subscribe's context;
+// the function Subscribe returns ends the subscription and may be called
+// more than once.
 func testNotifier(t *testing.T, h *harness) {
 	nf, ok := h.s.(retrysafe.Notifier)
 	if !ok {
@@ -292,8 +298,26 @@ func testNotifier(t *testing.T, h *harness) {
 		unsubscribe()
 	}
 
+	// ctx bounds the call to Subscribe only: the subscription outlives it
+	// and lasts until the returned function is called.
+	p, _ := h.claimNew(scope1, "outlives", fpA, at(0))
+	subCtx, cancelSub := context.WithCancel(h.ctx)
+	ch, unsubscribe, err := nf.Subscribe(subCtx, scope1, "outlives")
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	t.Cleanup(unsubscribe)
+	cancelSub()
+	<-subCtx.Done()
+	for range 20 { // time for a store that ends it on ctx to do so
+		h.get(scope1, "outlives", at(0))
+		runtime.Gosched()
+	}
+	h.mustComplete(scope1, "outlives", p.Token, at(time.Second), sampleResponse())
+	waitSignal(t, "subscriber whose Subscribe context ended after Subscribe returned", ch)
+
 	// Several subscribers of one record are all signalled.
-	p, _ := h.claimNew(scope1, "many", fpA, at(0))
+	p, _ = h.claimNew(scope1, "many", fpA, at(0))
 	var chans []<-chan struct{}
 	for range 5 {
 		ch, _ := subscribe("many")
@@ -305,9 +329,9 @@ func testNotifier(t *testing.T, h *harness) {
 	}
 
 	// After unsubscribing, a change neither panics nor blocks the writer.
-	// The channel may be closed; a value already in flight may arrive.
+	// A value already in flight may arrive.
 	p, _ = h.claimNew(scope1, "unsubscribed", fpA, at(0))
-	_, unsubscribe := subscribe("unsubscribed")
+	_, unsubscribe = subscribe("unsubscribed")
 	unsubscribe()
 	unsubscribe() // a second call is harmless
 	h.mustComplete(scope1, "unsubscribed", p.Token, at(time.Second), sampleResponse())
@@ -403,8 +427,10 @@ func testAdminList(t *testing.T, h *harness) {
 		t.Errorf("List after the last record returned %d records, want 0", len(page))
 	}
 
-	// Limit 0 means 100: everything in one page.
+	// Limit 0 means DefaultListLimit (100): everything in one page.
 	checkListed(t, "List with Limit 0", list(retrysafe.ListParams{WithBodies: true}), want, true)
+	// A negative Limit is the default too, not an empty page.
+	checkListed(t, "List with Limit -1", list(retrysafe.ListParams{Limit: -1, WithBodies: true}), want, true)
 
 	// Without bodies.
 	checkListed(t, "List without bodies", list(retrysafe.ListParams{}), want, false)

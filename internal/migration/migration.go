@@ -1,0 +1,71 @@
+// Package migration reads the numbered SQL migrations a store embeds and
+// checks them, so that every SQL store follows one rule: files named
+// NNNN_name.sql (four digits, then lower-case letters, digits and
+// underscores), numbered 1, 2, 3 … without gaps or duplicates.
+package migration
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+)
+
+// Migration is one numbered schema change.
+type Migration struct {
+	Version int    // the file's number, from 1
+	Name    string // the file's name without number and extension: "create_records"
+	File    string // the file's name: "0001_create_records.sql"
+	SQL     string // the file's contents
+}
+
+// fileName is the pattern of a migration's file name.
+var fileName = regexp.MustCompile(`^([0-9]{4})_([a-z0-9_]+)\.sql$`)
+
+// Load returns the migrations in directory dir of fsys in version order.
+// Every file in dir must be a migration; it returns an error naming the
+// file when a name does not match NNNN_name.sql, when two files share a
+// number, when the numbers do not run 1, 2, 3 … without a gap, or when
+// dir holds none.
+func Load(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	var ms []Migration
+	for _, e := range entries {
+		m := fileName.FindStringSubmatch(e.Name())
+		if m == nil || e.IsDir() {
+			return nil, fmt.Errorf("migrations: %s: not a migration file name (want NNNN_name.sql: four digits, then a-z, 0-9 and _)", path.Join(dir, e.Name()))
+		}
+		v, _ := strconv.Atoi(m[1]) // four digits: cannot fail
+		b, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("migrations: %w", err)
+		}
+		ms = append(ms, Migration{Version: v, Name: m[2], File: e.Name(), SQL: string(b)})
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("migrations: %s holds no migrations", dir)
+	}
+	slices.SortStableFunc(ms, func(a, b Migration) int { return a.Version - b.Version })
+	for i, m := range ms {
+		switch {
+		case i > 0 && m.Version == ms[i-1].Version:
+			return nil, fmt.Errorf("migrations: %s and %s have the same number", ms[i-1].File, m.File)
+		case m.Version != i+1:
+			return nil, fmt.Errorf("migrations: %s: numbered %d, want %d (numbers run from 1 without gaps)", m.File, m.Version, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// Latest returns the version of the last of ms, 0 when there are none.
+func Latest(ms []Migration) int {
+	if len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].Version
+}
