@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/e2e/stores"
 )
 
 // TestOverlappingDuplicatesRunOnce fires 100 overlapping requests with one
@@ -24,7 +24,7 @@ import (
 // one execution; every other request gets 409 or (wait mode) the replay.
 func TestOverlappingDuplicatesRunOnce(t *testing.T) {
 	t.Parallel()
-	for name, newStore := range testenv.Stores {
+	for name, newStore := range stores.All {
 		for _, mode := range []retrysafe.InFlightMode{retrysafe.InFlightConflict, retrysafe.InFlightWait} {
 			t.Run(name+"/"+string(mode), func(t *testing.T) {
 				t.Parallel()
