@@ -1,6 +1,8 @@
-// Package e2e holds HTTP-level tests that run against every store on the
-// machine's real servers. They live apart from the root package so that
-// fuzzing the core does not build every database driver.
+// Package e2e holds tests that run against every store on the machine's
+// real servers: HTTP-level tests, and store/sealed over every store. It is a
+// module of its own (it requires every store and driver), so that neither
+// the root module nor a store's module carries the other drivers;
+// internal/e2e/stores gives its tests isolated stores.
 package e2e
 
 import (
