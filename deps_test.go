@@ -2,8 +2,11 @@ package retrysafe_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // TestCoreImportsOnlyStdlib fails if the root package depends on anything
@@ -19,5 +22,17 @@ func TestCoreImportsOnlyStdlib(t *testing.T) {
 		if dep != "github.com/retrysafe/retrysafe" {
 			t.Errorf("core package depends on non-standard package %s", dep)
 		}
+	}
+}
+
+// TestModuleRequiresNothing fails if the root module requires any module:
+// `go get github.com/retrysafe/retrysafe` must pull only the standard
+// library. Drivers, clients and metrics libraries belong in the modules of
+// store/sqlite, store/postgres, store/redis, gateway and the rest (go.work).
+func TestModuleRequiresNothing(t *testing.T) {
+	t.Parallel()
+	graph := testenv.ModuleGraph(t)
+	if want := []string{"github.com/retrysafe/retrysafe"}; !slices.Equal(graph, want) {
+		t.Errorf("GOWORK=off go list -m all = %q, want only %q", graph, want)
 	}
 }

@@ -4,7 +4,8 @@ go 1.26.0
 
 require (
 	github.com/gofiber/fiber/v2 v2.52.15
-	github.com/retrysafe/retrysafe v0.0.0
+	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe/internal/e2e v0.0.0-00010101000000-000000000000
 	github.com/valyala/fasthttp v1.51.0
 )
 
@@ -18,13 +19,16 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.1 // indirect
-	github.com/mattn/go-colorable v0.1.13 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mattn/go-runewidth v0.0.16 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/philhofer/fwd v1.1.3-0.20240916144458-20a13a1f6b7c // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000 // indirect
 	github.com/rivo/uniseg v0.2.0 // indirect
 	github.com/tinylib/msgp v1.2.5 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
@@ -32,11 +36,17 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
 
-replace github.com/retrysafe/retrysafe => ../..
+replace (
+	github.com/retrysafe/retrysafe => ../..
+	github.com/retrysafe/retrysafe/internal/e2e => ../../internal/e2e
+	github.com/retrysafe/retrysafe/store/postgres => ../../store/postgres
+	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
+	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite
+)

@@ -4,9 +4,10 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/retrysafe/retrysafe/internal/e2e/stores"
+
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/cputime"
-	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // BenchmarkStoreCPU runs retrysafe's middleware in-process on the SQLite,
@@ -20,9 +21,9 @@ func BenchmarkStoreCPU(b *testing.B) {
 		name string
 		open func(testing.TB) retrysafe.Store
 	}{
-		{"sqlite", func(tb testing.TB) retrysafe.Store { return testenv.SQLite(tb) }},
-		{"postgres", func(tb testing.TB) retrysafe.Store { return testenv.Postgres(tb) }},
-		{"redis", func(tb testing.TB) retrysafe.Store { return testenv.Redis(tb) }},
+		{"sqlite", func(tb testing.TB) retrysafe.Store { return stores.SQLite(tb) }},
+		{"postgres", func(tb testing.TB) retrysafe.Store { return stores.Postgres(tb) }},
+		{"redis", func(tb testing.TB) retrysafe.Store { return stores.Redis(tb) }},
 	}
 	for _, st := range stores {
 		for _, replay := range []bool{false, true} {

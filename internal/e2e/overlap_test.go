@@ -1,6 +1,8 @@
-// Package e2e holds HTTP-level tests that run against every store on the
-// machine's real servers. They live apart from the root package so that
-// fuzzing the core does not build every database driver.
+// Package e2e holds tests that run against every store on the machine's
+// real servers: HTTP-level tests, and store/sealed over every store. It is a
+// module of its own (it requires every store and driver), so that neither
+// the root module nor a store's module carries the other drivers;
+// internal/e2e/stores gives its tests isolated stores.
 package e2e
 
 import (
@@ -16,7 +18,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
-	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/internal/e2e/stores"
 )
 
 // TestOverlappingDuplicatesRunOnce fires 100 overlapping requests with one
@@ -24,7 +26,7 @@ import (
 // one execution; every other request gets 409 or (wait mode) the replay.
 func TestOverlappingDuplicatesRunOnce(t *testing.T) {
 	t.Parallel()
-	for name, newStore := range testenv.Stores {
+	for name, newStore := range stores.All {
 		for _, mode := range []retrysafe.InFlightMode{retrysafe.InFlightConflict, retrysafe.InFlightWait} {
 			t.Run(name+"/"+string(mode), func(t *testing.T) {
 				t.Parallel()

@@ -1,29 +1,25 @@
-// Package testenv gives tests outside the store packages isolated stores on
-// the real servers of the machine: its own SQLite file, PostgreSQL schema or
-// Redis key prefix per test. A server that cannot be reached skips the test
-// locally and fails it when CI=true.
+// Package testenv holds the rules every test that talks to a real server
+// follows: where the machine's servers are (PostgresURL, RedisAddr), fresh
+// names for isolation (Name, SQLitePath), and what happens when a server
+// cannot be reached: the test is skipped locally and fails when CI=true
+// (Unreachable).
+//
+// It imports only the standard library and the root module, so that every
+// module of the repository can use it without pulling a driver. Stores of
+// every backend for tests that run against all of them are in
+// github.com/retrysafe/retrysafe/internal/e2e/stores.
 package testenv
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
-	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/memory"
-	"github.com/retrysafe/retrysafe/store/postgres"
-	"github.com/retrysafe/retrysafe/store/redis"
-	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
 // Default addresses of the machine's servers.
@@ -73,142 +69,35 @@ func Memory(t testing.TB) *memory.Store {
 // SQLitePath returns a path for a new SQLite file in the test's temp dir.
 func SQLitePath(t testing.TB) string { return filepath.Join(t.TempDir(), "retrysafe.db") }
 
-// SQLite returns a store on a new SQLite file.
-func SQLite(t testing.TB) *sqlite.Store {
+// ModuleGraph returns the module paths of `go list -m all` run with
+// GOWORK=off in the test's directory: the module graph that a program
+// requiring only the module of the package under test sees (the repository's
+// go.work and the sibling modules it lists do not count). Tests use it to
+// prove which drivers a module does not pull.
+func ModuleGraph(t testing.TB) []string {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), SQLitePath(t), sqlite.Config{})
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Path}}", "all")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("GOWORK=off go list -m all: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return strings.Fields(string(out))
 }
 
-// PostgresSchemaURL creates a fresh schema, dropped at the end of the test,
-// and returns a URL that selects it for the postgres store (the
-// retrysafe_schema parameter) together with the schema's name.
-func PostgresSchemaURL(t testing.TB) (string, string) {
+// RequireNoModule fails t if the module graph of the package under test
+// (ModuleGraph) holds a module whose path starts with one of prefixes.
+func RequireNoModule(t testing.TB, prefixes ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, PostgresURL())
-	if err != nil {
-		Unreachable(t, "PostgreSQL at "+PostgresURL(), err)
+	graph := ModuleGraph(t)
+	if len(graph) == 0 {
+		t.Fatal("GOWORK=off go list -m all listed no module")
 	}
-	defer conn.Close(ctx)
-	schema := Name("rs_test_")
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, PostgresURL()); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			_ = c.Close(ctx)
+	for _, m := range graph {
+		for _, p := range prefixes {
+			if strings.HasPrefix(m, p) {
+				t.Errorf("module graph of %s holds %s (every program that requires it would see it)", graph[0], m)
+			}
 		}
-	})
-	u, err := url.Parse(PostgresURL())
-	if err != nil {
-		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set("retrysafe_schema", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), schema
-}
-
-// PostgresPool returns a new pool, closed at the end of the test.
-func PostgresPool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, PostgresURL())
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		Unreachable(t, "PostgreSQL at "+PostgresURL(), err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-// Postgres returns a migrated store in a fresh schema on its own pool.
-func Postgres(t testing.TB) *postgres.Store {
-	t.Helper()
-	_, schema := PostgresSchemaURL(t)
-	s, err := postgres.New(PostgresPool(t), postgres.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-// RedisURL returns a redis:// URL for the test server, after checking that
-// it answers.
-func RedisURL(t testing.TB) string {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", RedisAddr(), 2*time.Second)
-	if err != nil {
-		Unreachable(t, "Redis at "+RedisAddr(), err)
-	}
-	_ = c.Close()
-	return "redis://" + RedisAddr() + "/0"
-}
-
-// RedisClient returns a client of the test server, closed at the end.
-func RedisClient(t testing.TB) *goredis.Client {
-	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: RedisAddr(), DialTimeout: 2 * time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
-		Unreachable(t, "Redis at "+RedisAddr(), err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// RedisPrefix returns a fresh key prefix whose keys are deleted at the end.
-func RedisPrefix(t testing.TB) string {
-	t.Helper()
-	prefix := Name("rs_test_") + ":"
-	t.Cleanup(func() {
-		c := goredis.NewClient(&goredis.Options{Addr: RedisAddr()})
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			_ = c.Del(ctx, iter.Val()).Err()
-		}
-	})
-	return prefix
-}
-
-// Redis returns a store with a fresh key prefix on its own client.
-func Redis(t testing.TB) *redis.Store {
-	t.Helper()
-	s, err := redis.New(RedisClient(t), redis.Config{Prefix: RedisPrefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// Stores lists a constructor for every store, for tests that run against
-// all of them.
-var Stores = map[string]func(t testing.TB) retrysafe.Store{
-	"memory":   func(t testing.TB) retrysafe.Store { return Memory(t) },
-	"sqlite":   func(t testing.TB) retrysafe.Store { return SQLite(t) },
-	"postgres": func(t testing.TB) retrysafe.Store { return Postgres(t) },
-	"redis":    func(t testing.TB) retrysafe.Store { return Redis(t) },
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/e2e/stores"
+
 	"github.com/anishathalye/porcupine"
 
 	"github.com/retrysafe/retrysafe"
@@ -26,7 +28,7 @@ func workload() StoreWorkload {
 // every store and checks them against the model of the Store contract.
 func TestStoreLinearizable(t *testing.T) {
 	t.Parallel()
-	for name, newStore := range testenv.Stores {
+	for name, newStore := range stores.All {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)
@@ -122,7 +124,7 @@ func TestStoreCheckerCatchesBrokenStores(t *testing.T) {
 		"unfenced release":          func(t *testing.T) retrysafe.Store { return unfencedRelease{testenv.Memory(t)} },
 		"check-then-insert":         func(t *testing.T) retrysafe.Store { return checkThenInsert{testenv.Memory(t)} },
 		"no lease takeover":         func(t *testing.T) retrysafe.Store { return noTakeover{testenv.Memory(t)} },
-		"sqlite, unfenced complete": func(t *testing.T) retrysafe.Store { return unfencedComplete{testenv.SQLite(t)} },
+		"sqlite, unfenced complete": func(t *testing.T) retrysafe.Store { return unfencedComplete{stores.SQLite(t)} },
 	}
 	for name, newStore := range broken {
 		t.Run(name, func(t *testing.T) {

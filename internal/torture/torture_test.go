@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/e2e/stores"
+
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 )
@@ -80,16 +82,16 @@ func outDir(t *testing.T, name string) string {
 var storeURLs = map[string]func(t *testing.T) string{
 	"sqlite": func(t *testing.T) string { return "sqlite:" + testenv.SQLitePath(t) },
 	"postgres": func(t *testing.T) string {
-		u, _ := testenv.PostgresSchemaURL(t)
+		u, _ := stores.PostgresSchemaURL(t)
 		return u
 	},
 	"redis": func(t *testing.T) string {
-		u, err := url.Parse(testenv.RedisURL(t))
+		u, err := url.Parse(stores.RedisURL(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		q := u.Query()
-		q.Set(storeurl.ParamPrefix, testenv.RedisPrefix(t))
+		q.Set(storeurl.ParamPrefix, stores.RedisPrefix(t))
 		u.RawQuery = q.Encode()
 		return u.String()
 	},

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"os"
-	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/sealed"
-	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
 // A key file: one ID:BASE64 key per line, oldest first. Generate a key
@@ -23,75 +22,52 @@ const exampleKeys = `
 2026-11:H8/7+fz//fj6+/r8/v38/P3+/v/+/f79/v7+/v79/v0=
 `
 
-// Seal the completion that a store's CompleteTx writes in the caller's own
-// transaction, so that it commits with the business write and is read back
-// through the sealed store like any other.
-func ExampleKeyRing_SealComplete() {
-	dir, err := os.MkdirTemp("", "retrysafe-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+// Wrap a store: what it keeps is sealed with the newest key of the ring,
+// and reads through the wrapper open it again. (The SQLite store's
+// ExampleStore_CompleteTx_sealed shows sealing a completion written in the
+// caller's own transaction.)
+func ExampleNew() {
 	ctx := context.Background()
-
 	ring, err := sealed.ParseKeyRing([]byte(exampleKeys))
 	if err != nil {
 		log.Fatal(err)
 	}
-	inner, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), sqlite.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
+	inner := memory.New(memory.Config{})
 	defer inner.Close()
 	store, err := sealed.New(inner, ring, sealed.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	claim := func() *retrysafe.ClaimResult {
-		res, err := store.Claim(ctx, &retrysafe.ClaimParams{
-			Scope: "customer-42", Key: "order-7", Fingerprint: "POST /orders",
-			Token: retrysafe.NewToken(), Now: time.Now(), Lease: 30 * time.Second,
-		})
-		if err != nil {
-			log.Fatal(err)
-		}
-		return res
-	}
-	first := claim()
-	op := retrysafe.NewOperation(first.Record, 24*time.Hour, nil)
-
-	tx, err := inner.DB().BeginTx(ctx, nil)
+	now := time.Now()
+	res, err := store.Claim(ctx, &retrysafe.ClaimParams{
+		Scope: "customer-42", Key: "order-7", Fingerprint: "POST /orders",
+		Token: retrysafe.NewToken(), Now: now, Lease: 30 * time.Second,
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	// ... the business write in tx, then the completion in the same tx:
-	params, err := ring.SealComplete(op.CompleteParams(&retrysafe.Response{
-		Status: http.StatusCreated,
-		Header: http.Header{"Content-Type": {"application/json"}},
-		Body:   []byte(`{"order":"ord_7","name":"Jane Doe"}`),
-	}))
+	err = store.Complete(ctx, &retrysafe.CompleteParams{
+		Scope: "customer-42", Key: "order-7", Token: res.Record.Token, Now: now, TTL: 24 * time.Hour,
+		Response: &retrysafe.Response{Status: http.StatusCreated, Body: []byte(`{"order":"ord_7","name":"Jane Doe"}`)},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := inner.CompleteTx(ctx, tx, params); err != nil {
-		log.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		log.Fatal(err)
-	}
-	op.MarkCompleted()
 
-	raw, err := inner.Get(ctx, &retrysafe.GetParams{Scope: "customer-42", Key: "order-7", Now: time.Now()})
+	get := &retrysafe.GetParams{Scope: "customer-42", Key: "order-7", Now: now}
+	raw, err := inner.Get(ctx, get)
 	if err != nil {
 		log.Fatal(err)
 	}
 	id, _ := sealed.KeyID(raw.Response)
-	fmt.Println("stored: sealed with key", id)
-
-	retry := claim()
-	fmt.Println("retry replays:", retry.Record.Response.Status, string(retry.Record.Response.Body))
+	fmt.Println("stored: sealed with key", id, "holds the name:", strings.Contains(string(raw.Response.Body), "Jane"))
+	rec, err := store.Get(ctx, get)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("read back:", rec.Response.Status, string(rec.Response.Body))
 	// Output:
-	// stored: sealed with key 2026-11
-	// retry replays: 201 {"order":"ord_7","name":"Jane Doe"}
+	// stored: sealed with key 2026-11 holds the name: false
+	// read back: 201 {"order":"ord_7","name":"Jane Doe"}
 }
