@@ -14,6 +14,9 @@ const (
 	DefaultSchema = "public"
 	// DefaultTable is the table used when Config.Table is empty.
 	DefaultTable = "retrysafe_records"
+	// DefaultMaxBatch is the batch size cap used when Config.MaxBatch is
+	// zero.
+	DefaultMaxBatch = 64
 
 	// migrationsTable holds the applied migration versions of every
 	// retrysafe table in a schema. Config.Table may not take this name.
@@ -47,6 +50,10 @@ type Config struct {
 	// "retrysafe_" plus a hash of it when that is longer than 63 bytes.
 	// Stores that share a table must use the same channel.
 	NotifyChannel string
+	// MaxBatch caps the Claims, Completes, Releases and Extends that one
+	// statement (one transaction) carries when concurrent callers of the
+	// Store are grouped. Default 64; 1 sends every operation on its own.
+	MaxBatch int
 }
 
 // withDefaults returns c with empty fields set to their defaults, or an
@@ -69,6 +76,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Table == migrationsTable {
 		return c, fmt.Errorf("postgres: table name %q is reserved for the migrations table", c.Table)
+	}
+	if c.MaxBatch < 0 {
+		return c, fmt.Errorf("postgres: MaxBatch %d is negative", c.MaxBatch)
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
 	}
 	if c.NotifyChannel == "" {
 		c.NotifyChannel = c.Schema + "." + c.Table

@@ -146,6 +146,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		"{{schema}}", schema,
 		"{{expires_index}}", pgx.Identifier{s.cfg.Table + "_expires_at_idx"}.Sanitize(),
 		"{{claim_fn}}", s.claimFn,
+		"{{batch_fn}}", s.batchFn,
 		"{{take}}", takeSQL,
 	)
 	for _, m := range ms[current:] {
