@@ -1,16 +1,18 @@
 // Package groupcommit runs the items that many goroutines submit in
 // batches, one batch at a time: group commit, with no SQL in it.
 //
-// A [Committer] has one leader goroutine, started when an item arrives and
+// A [Committer] has a leader goroutine, started when an item arrives and
 // gone once the queue has been empty for [Config.Linger]. The leader takes
 // every queued item (up to [Config.MaxBatch]), in the order they were
 // submitted, and calls the batch function once for all of them: typically
 // one transaction and one commit. Each caller of [Committer.Do] then gets
-// exactly its own item's result.
+// exactly its own item's result. By default one batch runs at a time;
+// [Config.MaxInFlight] lets up to that many leaders run batches at once
+// (a new one starts only when an item arrives while all are busy).
 //
-// No batch waits for a timer: a lone item is run as soon as the leader
+// No batch waits for a timer: a lone item is run as soon as a leader
 // takes it, so one caller pays one batch. Batches grow only from the items
-// that queue while the previous batch runs.
+// that queue while batches run.
 //
 // # Cancellation
 //
@@ -68,11 +70,18 @@ type Config struct {
 	// a longer linger saves starting a goroutine (and growing its stack)
 	// for each batch of a steady load.
 	Linger time.Duration
-	// Idle, if set, is called by the leader each time it finds the queue
+	// MaxInFlight is the number of batches that may run at once, each on
+	// a leader goroutine of its own. Zero means 1: one batch at a time.
+	// A new leader starts only when an item arrives while every leader
+	// is busy, so batches still form only from items that queue while
+	// batches run.
+	MaxInFlight int
+	// Idle, if set, is called by a leader each time it finds the queue
 	// empty, before it waits (Linger) or exits; Exit, if set, is called
-	// once just before the leader exits. Both run on the leader goroutine,
-	// so state that only batch functions touch may be cleaned up there
-	// without a lock: no batch runs until they return.
+	// just before a leader exits (after which it may still find work and
+	// go on). Both run on the leader goroutine; with MaxInFlight 1, state
+	// that only batch functions touch may be cleaned up there without a
+	// lock: no batch runs until they return.
 	Idle, Exit func()
 }
 
@@ -132,17 +141,20 @@ type Committer[T, R any] struct {
 
 	mu      sync.Mutex
 	queue   []*item[T, R]
-	leading bool          // a leader goroutine exists
-	wake    chan struct{} // signals a lingering leader; buffered 1
+	leaders int           // leader goroutines
+	idle    int           // leaders lingering for work
+	wake    chan struct{} // signals a lingering leader
 	closed  bool
-	exited  chan struct{} // closed by the leader that exits after Close
+	closing chan struct{} // closed by Close: lingering leaders exit
+	exited  chan struct{} // closed by the last leader to exit after Close
 
 	batches, items atomic.Int64
 }
 
 // New returns a Committer that runs batches through run.
 //
-// run is called on the leader goroutine, one batch at a time, with the
+// run is called on a leader goroutine, for one batch at a time per leader
+// (see Config.MaxInFlight), with the
 // items in submission order. For each item it means to run it calls
 // [Batch.Start] (which reports false for an item whose caller gave up),
 // and it reports the item's result with [Batch.Set]. It returns nil when
@@ -153,7 +165,10 @@ func New[T, R any](cfg Config, run func(*Batch[T, R]) error) *Committer[T, R] {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
 	}
-	return &Committer[T, R]{run: run, cfg: cfg, wake: make(chan struct{}, 1)}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 1
+	}
+	return &Committer[T, R]{run: run, cfg: cfg, wake: make(chan struct{}, cfg.MaxInFlight), closing: make(chan struct{})}
 }
 
 // Stats returns how many batches the committer has run and how many items
@@ -176,15 +191,17 @@ func (c *Committer[T, R]) Do(ctx context.Context, in T) (R, error) {
 		return zero, ErrClosed
 	}
 	c.queue = append(c.queue, it)
-	spawn := !c.leading
-	c.leading = true
+	spawn := c.idle == 0 && c.leaders < c.cfg.MaxInFlight
+	if spawn {
+		c.leaders++
+	}
 	c.mu.Unlock()
 	if spawn {
 		go c.lead()
 	} else {
 		select {
 		case c.wake <- struct{}{}:
-		default: // already signalled
+		default: // enough leaders signalled, or all are busy
 		}
 	}
 	select {
@@ -238,22 +255,19 @@ func (c *Committer[T, R]) Close() {
 		}
 		clear(c.queue)
 		c.queue = nil
-		if c.leading {
+		if c.leaders > 0 {
 			c.exited = make(chan struct{})
 		}
+		close(c.closing)
 	}
 	exited := c.exited
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 	if exited != nil {
 		<-exited
 	}
 }
 
-// lead is the leader goroutine: it runs batches until the queue has been
+// lead is a leader goroutine: it runs batches until the queue has been
 // empty for the linger time, or the committer is closed.
 func (c *Committer[T, R]) lead() {
 	var idle *time.Timer
@@ -284,19 +298,25 @@ func (c *Committer[T, R]) lead() {
 			} else {
 				idle.Reset(c.cfg.Linger)
 			}
+			c.mu.Lock()
+			c.idle++
+			c.mu.Unlock()
+			woken := false
 			select {
 			case <-c.wake:
-				continue
+				woken = true
 			case <-idle.C:
+			case <-c.closing:
+			}
+			c.mu.Lock()
+			c.idle--
+			pending := len(c.queue) > 0
+			c.mu.Unlock()
+			if woken || pending {
+				continue
 			}
 		}
 		if c.cfg.Exit != nil {
-			c.mu.Lock()
-			empty := len(c.queue) == 0
-			c.mu.Unlock()
-			if !empty {
-				continue
-			}
 			c.cfg.Exit()
 		}
 		c.mu.Lock()
@@ -304,8 +324,8 @@ func (c *Committer[T, R]) lead() {
 			c.mu.Unlock()
 			continue
 		}
-		c.leading = false
-		if c.exited != nil {
+		c.leaders--
+		if c.leaders == 0 && c.exited != nil {
 			close(c.exited)
 		}
 		c.mu.Unlock()

@@ -633,3 +633,57 @@ func TestStartAfterContextEnded(t *testing.T) {
 		t.Fatal("Start started an item whose context had ended")
 	}
 }
+
+// TestMaxInFlight: with MaxInFlight 2 a second batch runs while the first
+// is held; with both leaders busy, items queue for one next batch.
+func TestMaxInFlight(t *testing.T) {
+	t.Parallel()
+	entered := make(chan string, 10)
+	gates := map[string]chan struct{}{"first": make(chan struct{}), "second": make(chan struct{})}
+	var mu sync.Mutex
+	var batches [][]string
+	c := groupcommit.New(groupcommit.Config{MaxInFlight: 2}, func(b *groupcommit.Batch[string, int]) error {
+		var in []string
+		for i := range b.Len() {
+			if b.Start(i) {
+				in = append(in, b.Input(i))
+				b.Set(i, len(in), nil)
+			}
+		}
+		mu.Lock()
+		batches = append(batches, in)
+		mu.Unlock()
+		entered <- in[0]
+		if g, ok := gates[in[0]]; ok {
+			<-g
+		}
+		return nil
+	})
+	defer c.Close()
+	first := send(context.Background(), c, "first")
+	if got := <-entered; got != "first" {
+		t.Fatalf("entered %q", got)
+	}
+	second := send(context.Background(), c, "second")
+	if got := <-entered; got != "second" { // ran beside the held first batch
+		t.Fatalf("entered %q, want the second batch while the first is held", got)
+	}
+	var rest []<-chan result
+	for i := range 5 {
+		rest = append(rest, send(context.Background(), c, fmt.Sprint("r", i)))
+		waitQueued(t, c, i+1)
+	}
+	close(gates["first"])
+	close(gates["second"])
+	for _, ch := range append([]<-chan result{first, second}, rest...) {
+		if r := <-ch; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	c.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(batches) != "[[first] [second] [r0 r1 r2 r3 r4]]" {
+		t.Fatalf("batches %v, want [first], [second] at once, then the five queued ones together", batches)
+	}
+}

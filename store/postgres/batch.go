@@ -16,7 +16,10 @@ import (
 // the previous batch ran as one call of the batch function (migration
 // 0004): one statement, one transaction, one commit, one round trip. A
 // lone operation is sent at once, so one caller still pays one round trip.
-// migrations/0004_batch_function.sql explains the function.
+// The keys of one batch are distinct: a second operation on a key is
+// answered "alone" and its caller runs it with the single statement once
+// the batch has committed. migrations/0004_batch_function.sql explains
+// the function.
 
 // opKind names an operation of a batch as the batch function reads it.
 type opKind string
@@ -109,11 +112,20 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 		bodies   = make([][]byte, 0, n)
 		payloads = make([]string, 0, n)
 	)
+	type scopeKey struct{ scope, key string }
+	seen := make(map[scopeKey]struct{}, n)
 	for i := range n {
 		if !b.Start(i) {
 			continue
 		}
 		op := b.Input(i)
+		if _, dup := seen[scopeKey{op.scope, op.key}]; dup {
+			// A second operation on a key of this batch runs alone, once
+			// the batch has committed: as if after it.
+			b.Set(i, batchResult{outcome: outAlone}, nil)
+			continue
+		}
+		seen[scopeKey{op.scope, op.key}] = struct{}{}
 		index = append(index, i)
 		ops = append(ops, string(op.kind))
 		scopes = append(scopes, op.scope)

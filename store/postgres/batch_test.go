@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/postgres"
 )
@@ -39,6 +40,22 @@ func holdKeys(t *testing.T, schema string, keys ...string) (rollback func()) {
 	}
 	t.Cleanup(rollback)
 	return rollback
+}
+
+// newBatchStore returns a migrated store that runs one batch at a time
+// (BatchesInFlight 1), so that a plugged batch makes every operation sent
+// next queue for one next batch.
+func newBatchStore(t *testing.T, pool *pgxpool.Pool, schema string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.New(pool, postgres.Config{Schema: schema, BatchesInFlight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // plug sends a claim of the key "plug", which holdKeys must hold, and
@@ -89,7 +106,7 @@ func sendInOrder(t *testing.T, s *postgres.Store, calls []func() error) (wait fu
 func TestBatchSameKeyOperations(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	s := newStoreOn(t, sharedPool(t), schema)
+	s := newBatchStore(t, sharedPool(t), schema)
 	ctx := t.Context()
 	done := claimP("done", fpA, at(0))
 	mustClaim(t, s, done)
@@ -172,7 +189,7 @@ func TestBatchSameKeyOperations(t *testing.T) {
 func TestBatchOneOperationFails(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	s := newStoreOn(t, sharedPool(t), schema)
+	s := newBatchStore(t, sharedPool(t), schema)
 	ctx := t.Context()
 	if _, err := sharedPool(t).Exec(ctx, replaceTable(`CREATE FUNCTION "`+schema+`".poison() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION 'poisoned completion'; END $$;
@@ -230,7 +247,7 @@ WHEN (NEW.key = 'poison' AND NEW.state = 'completed') EXECUTE FUNCTION "`+schema
 func TestBatchBackendKilled(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	s := newStoreOn(t, newPool(t, 4), schema)
+	s := newBatchStore(t, newPool(t, 4), schema)
 	ctx := t.Context()
 	admin := sharedPool(t)
 	owned := claimP("owned", fpA, at(0))
@@ -300,7 +317,7 @@ func TestBatchBackendKilled(t *testing.T) {
 func TestBatchDoesNotWaitForHeldRow(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	s := newStoreOn(t, sharedPool(t), schema)
+	s := newBatchStore(t, sharedPool(t), schema)
 	ctx := t.Context()
 	p := claimP("held", fpA, at(0))
 	mustClaim(t, s, p)
@@ -368,7 +385,7 @@ func TestBatchDoesNotWaitForHeldRow(t *testing.T) {
 func TestBatchAbandoned(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	s := newStoreOn(t, sharedPool(t), schema)
+	s := newBatchStore(t, sharedPool(t), schema)
 	release := holdKeys(t, schema, "k")
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
@@ -396,5 +413,27 @@ func TestClosedStoreFailsOperations(t *testing.T) {
 	s.Close()
 	if _, err := s.Claim(t.Context(), claimP("k", fpA, at(0))); !errors.Is(err, retrysafe.ErrStoreUnavailable) {
 		t.Fatalf("Claim after Close: %v, want ErrStoreUnavailable", err)
+	}
+}
+
+// TestBatchesInFlight: with the default BatchesInFlight (2), an operation
+// sent while a batch is held in PostgreSQL runs in a second batch at once.
+func TestBatchesInFlight(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := newStoreOn(t, sharedPool(t), schema)
+	release := holdKeys(t, schema, "plug")
+	plugErr, _ := plug(t, s, schema)
+	if res := mustClaim(t, s, claimP("other", fpA, at(0))); !res.Claimed {
+		t.Fatal("claim beside a held batch not claimed")
+	}
+	select {
+	case err := <-plugErr:
+		t.Fatalf("the plug returned %v while its key is held", err)
+	default:
+	}
+	release()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("plug: %v", err)
 	}
 }

@@ -17,6 +17,9 @@ const (
 	// DefaultMaxBatch is the batch size cap used when Config.MaxBatch is
 	// zero.
 	DefaultMaxBatch = 64
+	// DefaultBatchesInFlight is the number of concurrent batch statements
+	// used when Config.BatchesInFlight is zero.
+	DefaultBatchesInFlight = 2
 
 	// migrationsTable holds the applied migration versions of every
 	// retrysafe table in a schema. Config.Table may not take this name.
@@ -54,6 +57,11 @@ type Config struct {
 	// statement (one transaction) carries when concurrent callers of the
 	// Store are grouped. Default 64; 1 sends every operation on its own.
 	MaxBatch int
+	// BatchesInFlight is the number of batch statements the Store runs at
+	// once, each on a connection of its own. Default 2. A batch is sent as
+	// soon as a batch slot is free, so a lone operation never waits; the
+	// more slots, the smaller the batches.
+	BatchesInFlight int
 }
 
 // withDefaults returns c with empty fields set to their defaults, or an
@@ -82,6 +90,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.BatchesInFlight < 0 {
+		return c, fmt.Errorf("postgres: BatchesInFlight %d is negative", c.BatchesInFlight)
+	}
+	if c.BatchesInFlight == 0 {
+		c.BatchesInFlight = DefaultBatchesInFlight
 	}
 	if c.NotifyChannel == "" {
 		c.NotifyChannel = c.Schema + "." + c.Table

@@ -77,7 +77,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	s.claimFn = quoted(cfg.Schema, cfg.Table+"_claim")
 	s.batchFn = quoted(cfg.Schema, cfg.Table+"_batch")
 	s.sql = buildStatements(s.table, s.claimFn, s.batchFn)
-	s.committer = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch}, s.runBatch)
+	s.committer = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight}, s.runBatch)
 	s.listener = newListener(pool.Config().ConnConfig, cfg.NotifyChannel)
 	return s, nil
 }

@@ -22,16 +22,32 @@
 --            the operation alone, with the single statements of the
 --            store (which wait for the lock, as they always did).
 --
--- The batch never waits for a row lock that another transaction holds
--- (FOR UPDATE SKIP LOCKED), so one held row never stalls the whole batch;
--- it only waits for a concurrent insert of the same key to end. Operations
--- are processed in (scope, key) order, and in their array order within one
--- key, so two batches lock rows in the same order (no deadlock between
--- batches) and operations of one key behave as if run one after another:
--- of two claims of an absent key the first wins and the second sees the
--- first's record. Each statement here takes a new snapshot (READ
--- COMMITTED, VOLATILE function) and sees what the earlier operations of
--- the batch wrote.
+-- The keys of one call are distinct: Store sends a second operation on a
+-- key already in the batch alone, after the batch (so that operations of
+-- one key run one after another). The function is one set-based statement
+-- over the arrays, decided on one snapshot:
+--
+--   - A claim of a key absent from the snapshot inserts (INSERT ... ON
+--     CONFLICT DO NOTHING, in key order); a conflict (a concurrent claim)
+--     leaves it alone.
+--   - A claim of a row that blocks it in the snapshot (see the claim
+--     function in 0003) is answered with that row, a plain read: nothing
+--     written, no lock taken.
+--   - A claim of a claimable row (expired completed record, expired lease
+--     with the claimant's fingerprint) locks it with FOR UPDATE SKIP
+--     LOCKED, which re-checks claimability on the latest version, and
+--     takes it over; a row that is locked or no longer claimable leaves
+--     it alone.
+--   - A completion, release or extension locks the row only if it is
+--     processing under the caller's token (again FOR UPDATE SKIP LOCKED,
+--     re-checked on the latest version) and then writes it; it is lost
+--     when the snapshot's row is absent or not the caller's, and alone
+--     when the snapshot's row is the caller's but could not be locked.
+--
+-- So the batch never waits for a row lock that another transaction holds,
+-- and one held row never stalls the batch. It waits only for a concurrent
+-- insert of a key it inserts, in key order, so two batches never wait for
+-- each other in a cycle.
 --
 -- Each operation keeps the semantics of its single statement: a claim
 -- reads first and writes nothing when it is blocked (see the claim
@@ -49,108 +65,111 @@ RETURNS TABLE (
     out_created_at_ns bigint, out_updated_at_ns bigint, out_lease_until_ns bigint, out_expires_at_ns bigint,
     out_status integer, out_header bytea, out_body bytea)
 LANGUAGE plpgsql VOLATILE AS $batch$
-DECLARE
-    i integer;
-    r {{records}}%ROWTYPE;
-    found_row boolean;
 BEGIN
-    FOR i IN
-        SELECT u.ord::integer
-        FROM unnest(p_scope, p_key) WITH ORDINALITY AS u(scope, key, ord)
-        ORDER BY u.scope COLLATE "C", u.key COLLATE "C", u.ord
-    LOOP
-        IF p_op[i] = 'claim' THEN
-            SELECT * INTO r FROM {{records}} AS t WHERE t.scope = p_scope[i] AND t.key = p_key[i];
-            found_row := FOUND;
-            IF found_row AND NOT coalesce((r.state = 'completed' AND r.expires_at_ns <= p_now[i])
-                    OR (r.state = 'processing' AND r.lease_until_ns <= p_now[i] AND r.fingerprint = p_fingerprint[i]), false) THEN
-                out_result := 'blocked';
-            ELSIF found_row THEN
-                -- Claimable in this snapshot: lock the latest version,
-                -- without waiting, and decide on it.
-                SELECT * INTO r FROM {{records}} AS t WHERE t.scope = p_scope[i] AND t.key = p_key[i]
-                    FOR UPDATE SKIP LOCKED;
-                IF NOT FOUND THEN
-                    out_result := 'alone';
-                ELSIF NOT coalesce((r.state = 'completed' AND r.expires_at_ns <= p_now[i])
-                        OR (r.state = 'processing' AND r.lease_until_ns <= p_now[i] AND r.fingerprint = p_fingerprint[i]), false) THEN
-                    out_result := 'blocked';
-                ELSE
-                    UPDATE {{records}} AS t SET
-                        fingerprint    = p_fingerprint[i],
-                        state          = 'processing',
-                        token          = p_token[i],
-                        attempt        = CASE WHEN r.state = 'processing' THEN r.attempt + 1 ELSE 1 END,
-                        created_at_ns  = CASE WHEN r.state = 'completed' THEN p_now[i] ELSE r.created_at_ns END,
-                        updated_at_ns  = p_now[i],
-                        lease_until_ns = p_until[i],
-                        expires_at_ns  = NULL,
-                        status         = NULL,
-                        header         = NULL,
-                        body           = NULL
-                    WHERE t.scope = p_scope[i] AND t.key = p_key[i]
-                    RETURNING * INTO r;
-                    out_result := 'claimed';
-                END IF;
-            ELSE
-                INSERT INTO {{records}} AS t (scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns)
-                VALUES (p_scope[i], p_key[i], p_fingerprint[i], 'processing', p_token[i], 1, p_now[i], p_now[i], p_until[i])
-                ON CONFLICT (scope, key) DO NOTHING
-                RETURNING * INTO r;
-                IF FOUND THEN
-                    out_result := 'claimed';
-                ELSE
-                    out_result := 'alone'; -- inserted concurrently, after this snapshot
-                END IF;
-            END IF;
-        ELSE
-            SELECT * INTO r FROM {{records}} AS t WHERE t.scope = p_scope[i] AND t.key = p_key[i]
-                FOR UPDATE SKIP LOCKED;
-            IF NOT FOUND THEN
-                -- Absent, or locked by another transaction.
-                PERFORM 1 FROM {{records}} AS t WHERE t.scope = p_scope[i] AND t.key = p_key[i];
-                out_result := CASE WHEN FOUND THEN 'alone' ELSE 'lost' END;
-            ELSIF r.state <> 'processing' OR r.token <> p_token[i] THEN
-                out_result := 'lost';
-            ELSIF p_op[i] = 'complete' THEN
-                UPDATE {{records}} AS t SET state = 'completed', updated_at_ns = p_now[i], expires_at_ns = p_until[i],
-                    status = p_status[i], header = p_header[i], body = p_body[i]
-                WHERE t.scope = p_scope[i] AND t.key = p_key[i];
-                IF r.notify THEN
-                    PERFORM pg_notify(p_channel, p_payload[i]);
-                END IF;
-                out_result := 'done';
-            ELSIF p_op[i] = 'release' THEN
-                DELETE FROM {{records}} AS t WHERE t.scope = p_scope[i] AND t.key = p_key[i];
-                IF r.notify THEN
-                    PERFORM pg_notify(p_channel, p_payload[i]);
-                END IF;
-                out_result := 'done';
-            ELSIF p_op[i] = 'extend' THEN
-                UPDATE {{records}} AS t SET lease_until_ns = p_until[i], updated_at_ns = p_now[i]
-                WHERE t.scope = p_scope[i] AND t.key = p_key[i];
-                out_result := 'done';
-            ELSE
-                RAISE EXCEPTION 'retrysafe batch: unknown operation %', p_op[i];
-            END IF;
-            r := NULL; -- only claims return a record
-        END IF;
-
-        out_ord := i;
-        out_scope := r.scope;
-        out_key := r.key;
-        out_fingerprint := r.fingerprint;
-        out_state := r.state;
-        out_token := r.token;
-        out_attempt := r.attempt;
-        out_created_at_ns := r.created_at_ns;
-        out_updated_at_ns := r.updated_at_ns;
-        out_lease_until_ns := r.lease_until_ns;
-        out_expires_at_ns := r.expires_at_ns;
-        out_status := r.status;
-        out_header := r.header;
-        out_body := r.body;
-        RETURN NEXT;
-    END LOOP;
+    RETURN QUERY
+    WITH u AS (
+        SELECT a.op, a.scope, a.key, a.fingerprint, a.token, a.now, a.until, a.status, a.header, a.body, a.payload,
+               a.ord::integer AS ord
+        FROM unnest(p_op, p_scope, p_key, p_fingerprint, p_token, p_now, p_until, p_status, p_header, p_body, p_payload)
+             WITH ORDINALITY AS a(op, scope, key, fingerprint, token, now, until, status, header, body, payload, ord)
+    ),
+    -- The operations' rows as of this statement's snapshot.
+    cur AS (
+        SELECT u.ord, r.scope, r.key, r.fingerprint, r.state, r.token, r.attempt, r.created_at_ns, r.updated_at_ns,
+               r.lease_until_ns, r.expires_at_ns, r.status, r.header, r.body,
+               coalesce((r.state = 'completed' AND r.expires_at_ns <= u.now)
+                     OR (r.state = 'processing' AND r.lease_until_ns <= u.now AND r.fingerprint = u.fingerprint), false) AS claimable
+        FROM u JOIN {{records}} AS r ON r.scope = u.scope AND r.key = u.key
+    ),
+    ins AS (
+        INSERT INTO {{records}} AS r (scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns)
+        SELECT u.scope, u.key, u.fingerprint, 'processing', u.token, 1, u.now, u.now, u.until
+        FROM u
+        WHERE u.op = 'claim' AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.ord = u.ord)
+        ORDER BY u.scope COLLATE "C", u.key COLLATE "C"
+        ON CONFLICT (scope, key) DO NOTHING
+        RETURNING r.scope, r.key, r.fingerprint, r.state, r.token, r.attempt, r.created_at_ns, r.updated_at_ns,
+                  r.lease_until_ns, r.expires_at_ns, r.status, r.header, r.body
+    ),
+    take AS (
+        SELECT u.ord, r.state AS old_state, r.attempt AS old_attempt, r.created_at_ns AS old_created_at_ns
+        FROM u JOIN {{records}} AS r ON r.scope = u.scope AND r.key = u.key
+        WHERE u.op = 'claim'
+          AND coalesce((r.state = 'completed' AND r.expires_at_ns <= u.now)
+                    OR (r.state = 'processing' AND r.lease_until_ns <= u.now AND r.fingerprint = u.fingerprint), false)
+        FOR UPDATE OF r SKIP LOCKED
+    ),
+    took AS (
+        UPDATE {{records}} AS r SET
+            fingerprint    = u.fingerprint,
+            state          = 'processing',
+            token          = u.token,
+            attempt        = CASE WHEN k.old_state = 'processing' THEN k.old_attempt + 1 ELSE 1 END,
+            created_at_ns  = CASE WHEN k.old_state = 'completed' THEN u.now ELSE k.old_created_at_ns END,
+            updated_at_ns  = u.now,
+            lease_until_ns = u.until,
+            expires_at_ns  = NULL,
+            status         = NULL,
+            header         = NULL,
+            body           = NULL
+        FROM take AS k JOIN u ON u.ord = k.ord
+        WHERE r.scope = u.scope AND r.key = u.key
+        RETURNING k.ord, r.scope, r.key, r.fingerprint, r.state, r.token, r.attempt, r.created_at_ns, r.updated_at_ns,
+                  r.lease_until_ns, r.expires_at_ns, r.status, r.header, r.body
+    ),
+    held AS (
+        SELECT u.ord, r.notify
+        FROM u JOIN {{records}} AS r ON r.scope = u.scope AND r.key = u.key
+        WHERE u.op <> 'claim' AND r.token = u.token AND r.state = 'processing'
+        FOR UPDATE OF r SKIP LOCKED
+    ),
+    completed AS (
+        UPDATE {{records}} AS r SET state = 'completed', updated_at_ns = u.now, expires_at_ns = u.until,
+            status = u.status, header = u.header, body = u.body
+        FROM held AS h JOIN u ON u.ord = h.ord
+        WHERE u.op = 'complete' AND r.scope = u.scope AND r.key = u.key
+        RETURNING h.ord, h.notify
+    ),
+    released AS (
+        DELETE FROM {{records}} AS r USING held AS h JOIN u ON u.ord = h.ord
+        WHERE u.op = 'release' AND r.scope = u.scope AND r.key = u.key
+        RETURNING h.ord, h.notify
+    ),
+    extended AS (
+        UPDATE {{records}} AS r SET lease_until_ns = u.until, updated_at_ns = u.now
+        FROM held AS h JOIN u ON u.ord = h.ord
+        WHERE u.op = 'extend' AND r.scope = u.scope AND r.key = u.key
+        RETURNING h.ord, false AS notify
+    ),
+    decided AS (
+        SELECT u.ord, 'claimed' AS result, i.scope, i.key, i.fingerprint, i.state, i.token, i.attempt, i.created_at_ns,
+               i.updated_at_ns, i.lease_until_ns, i.expires_at_ns, i.status, i.header, i.body
+        FROM ins AS i JOIN u ON u.scope = i.scope AND u.key = i.key AND u.op = 'claim'
+        UNION ALL
+        SELECT k.ord, 'claimed', k.scope, k.key, k.fingerprint, k.state, k.token, k.attempt, k.created_at_ns,
+               k.updated_at_ns, k.lease_until_ns, k.expires_at_ns, k.status, k.header, k.body
+        FROM took AS k
+        UNION ALL
+        SELECT c.ord, 'blocked', c.scope, c.key, c.fingerprint, c.state, c.token, c.attempt, c.created_at_ns,
+               c.updated_at_ns, c.lease_until_ns, c.expires_at_ns, c.status, c.header, c.body
+        FROM cur AS c JOIN u ON u.ord = c.ord
+        WHERE u.op = 'claim' AND NOT c.claimable
+        UNION ALL
+        -- Waiters are notified only for records someone subscribed to.
+        SELECT f.ord, CASE WHEN f.notify THEN 'done' || pg_notify(p_channel, u.payload)::text ELSE 'done' END,
+               NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        FROM (SELECT * FROM completed UNION ALL SELECT * FROM released UNION ALL SELECT * FROM extended) AS f
+        JOIN u ON u.ord = f.ord
+    )
+    SELECT u.ord,
+           coalesce(d.result, CASE
+               WHEN u.op = 'claim' THEN 'alone'
+               WHEN c.token = u.token AND c.state = 'processing' THEN 'alone'
+               ELSE 'lost' END),
+           d.scope, d.key, d.fingerprint, d.state, d.token, d.attempt, d.created_at_ns, d.updated_at_ns,
+           d.lease_until_ns, d.expires_at_ns, d.status, d.header, d.body
+    FROM u
+    LEFT JOIN decided AS d ON d.ord = u.ord
+    LEFT JOIN cur AS c ON c.ord = u.ord;
 END
 $batch$;
