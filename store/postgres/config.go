@@ -45,7 +45,7 @@ type Config struct {
 	Schema string
 	// Table is the records table. Default "retrysafe_records"; at most 48
 	// bytes. Migrate also creates the index "<table>_expires_at_idx" and
-	// the function "<table>_claim" beside it. Several tables may share one
+	// the functions "<table>_claim" and "<table>_batch" beside it. Several tables may share one
 	// schema; each is migrated on its own.
 	Table string
 	// NotifyChannel is the LISTEN/NOTIFY channel on which Complete, Release
