@@ -30,9 +30,11 @@
 --   - A claim of a key absent from the snapshot inserts (INSERT ... ON
 --     CONFLICT DO NOTHING, in key order); a conflict (a concurrent claim)
 --     leaves it alone.
---   - A claim of a row that blocks it in the snapshot (see the claim
---     function in 0003) is answered with that row, a plain read: nothing
---     written, no lock taken.
+--   - A claim of a row that blocks it (see the claim function in 0003) is
+--     answered with that row, a plain read: nothing written, no lock
+--     taken. The function answers these first, in a read of its own, and
+--     runs the statement below (on a new snapshot) only for the other
+--     operations, so a batch of replays is one indexed read per key.
 --   - A claim of a claimable row (expired completed record, expired lease
 --     with the claimant's fingerprint) locks it with FOR UPDATE SKIP
 --     LOCKED, which re-checks claimability on the latest version, and
@@ -65,13 +67,37 @@ RETURNS TABLE (
     out_created_at_ns bigint, out_updated_at_ns bigint, out_lease_until_ns bigint, out_expires_at_ns bigint,
     out_status integer, out_header bytea, out_body bytea)
 LANGUAGE plpgsql VOLATILE AS $batch$
+DECLARE
+    answered integer[] := '{}';
 BEGIN
+    -- First the claims that their row blocks (replays, conflicts): a plain
+    -- read, answered at once. A batch of replays ends here.
+    FOR out_ord, out_scope, out_key, out_fingerprint, out_state, out_token, out_attempt, out_created_at_ns,
+        out_updated_at_ns, out_lease_until_ns, out_expires_at_ns, out_status, out_header, out_body IN
+        SELECT a.ord::integer, r.scope, r.key, r.fingerprint, r.state, r.token, r.attempt, r.created_at_ns,
+               r.updated_at_ns, r.lease_until_ns, r.expires_at_ns, r.status, r.header, r.body
+        FROM unnest(p_op, p_scope, p_key, p_now, p_fingerprint) WITH ORDINALITY AS a(op, scope, key, now, fingerprint, ord)
+        JOIN {{records}} AS r ON r.scope = a.scope AND r.key = a.key
+        WHERE a.op = 'claim'
+          AND NOT coalesce((r.state = 'completed' AND r.expires_at_ns <= a.now)
+                        OR (r.state = 'processing' AND r.lease_until_ns <= a.now AND r.fingerprint = a.fingerprint), false)
+    LOOP
+        out_result := 'blocked';
+        answered := answered || out_ord;
+        RETURN NEXT;
+    END LOOP;
+    IF cardinality(answered) = cardinality(p_op) THEN
+        RETURN;
+    END IF;
+
+    -- Then everything else, in one statement on a new snapshot.
     RETURN QUERY
     WITH u AS (
         SELECT a.op, a.scope, a.key, a.fingerprint, a.token, a.now, a.until, a.status, a.header, a.body, a.payload,
                a.ord::integer AS ord
         FROM unnest(p_op, p_scope, p_key, p_fingerprint, p_token, p_now, p_until, p_status, p_header, p_body, p_payload)
              WITH ORDINALITY AS a(op, scope, key, fingerprint, token, now, until, status, header, body, payload, ord)
+        WHERE a.ord <> ALL (answered)
     ),
     -- The operations' rows as of this statement's snapshot.
     cur AS (
