@@ -629,6 +629,7 @@ func TestStartAfterContextEnded(t *testing.T) {
 	if _, err := c.Do(ctx, cancel); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do = %v, want context.Canceled", err)
 	}
+	c.Close() // the batch function has returned
 	if started {
 		t.Fatal("Start started an item whose context had ended")
 	}
