@@ -24,8 +24,9 @@
 --
 -- The keys of one call are distinct: Store sends a second operation on a
 -- key already in the batch alone, after the batch (so that operations of
--- one key run one after another). The function is one set-based statement
--- over the arrays, decided on one snapshot:
+-- one key run one after another). The function is set-based, with no loop
+-- over the operations: one read answers the blocked claims, then one
+-- statement, on a new snapshot, decides the rest:
 --
 --   - A claim of a key absent from the snapshot inserts (INSERT ... ON
 --     CONFLICT DO NOTHING, in key order); a conflict (a concurrent claim)
@@ -48,8 +49,10 @@
 --
 -- So the batch never waits for a row lock that another transaction holds,
 -- and one held row never stalls the batch. It waits only for a concurrent
--- insert of a key it inserts, in key order, so two batches never wait for
--- each other in a cycle.
+-- insert (or an update of a row inserted after its snapshot) of a key it
+-- inserts, and inserts in key order, so batches wait for each other in key
+-- order. Should a deadlock still arise, PostgreSQL's detector ends one
+-- batch with an ERROR, and every operation of that batch runs alone.
 --
 -- Each operation keeps the semantics of its single statement: a claim
 -- reads first and writes nothing when it is blocked (see the claim
