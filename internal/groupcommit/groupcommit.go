@@ -1,5 +1,5 @@
 // Package groupcommit runs the items that many goroutines submit in
-// batches, one batch at a time: group commit, with no SQL in it.
+// batches (group commit), with no SQL in it.
 //
 // A [Committer] has a leader goroutine, started when an item arrives and
 // gone once the queue has been empty for [Config.Linger]. The leader takes
