@@ -257,6 +257,7 @@ func BenchmarkParallel32(b *testing.B) {
 	header := []byte("\x01\x02\x0cContent-Type\x02\x10application/json\x08Location\x02\x11/payments/pay_123")
 
 	b.Run("store/new-request", func(b *testing.B) {
+		defer reportBatches(b, s, s.BatchStats())
 		parallel32(b, func(ctx context.Context, w, i int) error {
 			return newRequest(ctx, s, fmt.Sprintf("%s-new-%d", prefix, keySeq.Add(1)), now, resp)
 		})
@@ -298,6 +299,7 @@ func BenchmarkParallel32(b *testing.B) {
 		})
 	})
 	b.Run("store/replay", func(b *testing.B) {
+		defer reportBatches(b, s, s.BatchStats())
 		parallel32(b, func(ctx context.Context, w, i int) error {
 			return replay(ctx, s, fmt.Sprintf("%s-replay-%d-%d", prefix, w, i%perWorker), now)
 		})
@@ -318,4 +320,13 @@ func BenchmarkParallel32(b *testing.B) {
 				Scan(&sc, &k, &fp, &st, &tok, &attempt, &created, &updated, &leaseUntil, &expiresAt, &status, &h, &bd)
 		})
 	})
+}
+
+// reportBatches reports the mean number of operations per batch statement
+// the store sent since before (ops/batch).
+func reportBatches(b *testing.B, s *postgres.Store, before postgres.BatchStats) {
+	after := s.BatchStats()
+	if n := after.Batches - before.Batches; n > 0 {
+		b.ReportMetric(float64(after.Items-before.Items)/float64(n), "ops/batch")
+	}
 }

@@ -14,6 +14,12 @@ const (
 	DefaultSchema = "public"
 	// DefaultTable is the table used when Config.Table is empty.
 	DefaultTable = "retrysafe_records"
+	// DefaultMaxBatch is the batch size cap used when Config.MaxBatch is
+	// zero.
+	DefaultMaxBatch = 64
+	// DefaultBatchesInFlight is the number of concurrent batch statements
+	// used when Config.BatchesInFlight is zero.
+	DefaultBatchesInFlight = 2
 
 	// migrationsTable holds the applied migration versions of every
 	// retrysafe table in a schema. Config.Table may not take this name.
@@ -39,7 +45,7 @@ type Config struct {
 	Schema string
 	// Table is the records table. Default "retrysafe_records"; at most 48
 	// bytes. Migrate also creates the index "<table>_expires_at_idx" and
-	// the function "<table>_claim" beside it. Several tables may share one
+	// the functions "<table>_claim" and "<table>_batch" beside it. Several tables may share one
 	// schema; each is migrated on its own.
 	Table string
 	// NotifyChannel is the LISTEN/NOTIFY channel on which Complete, Release
@@ -47,6 +53,15 @@ type Config struct {
 	// "retrysafe_" plus a hash of it when that is longer than 63 bytes.
 	// Stores that share a table must use the same channel.
 	NotifyChannel string
+	// MaxBatch caps the Claims, Completes, Releases and Extends that one
+	// statement (one transaction) carries when concurrent callers of the
+	// Store are grouped. Default 64; 1 sends every operation on its own.
+	MaxBatch int
+	// BatchesInFlight is the number of batch statements the Store runs at
+	// once, each on a connection of its own. Default 2. A batch is sent as
+	// soon as a batch slot is free, so a lone operation never waits; the
+	// more slots, the smaller the batches.
+	BatchesInFlight int
 }
 
 // withDefaults returns c with empty fields set to their defaults, or an
@@ -69,6 +84,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Table == migrationsTable {
 		return c, fmt.Errorf("postgres: table name %q is reserved for the migrations table", c.Table)
+	}
+	if c.MaxBatch < 0 {
+		return c, fmt.Errorf("postgres: MaxBatch %d is negative", c.MaxBatch)
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.BatchesInFlight < 0 {
+		return c, fmt.Errorf("postgres: BatchesInFlight %d is negative", c.BatchesInFlight)
+	}
+	if c.BatchesInFlight == 0 {
+		c.BatchesInFlight = DefaultBatchesInFlight
 	}
 	if c.NotifyChannel == "" {
 		c.NotifyChannel = c.Schema + "." + c.Table

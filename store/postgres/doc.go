@@ -21,32 +21,57 @@
 // transaction under an advisory lock, so concurrent Migrate calls from
 // several processes are safe.
 //
-// # One round trip per call
+// # One round trip per call, one commit per batch
 //
-// Claim is one statement, whatever the key's state: it calls the
-// PL/pgSQL function "<table>_claim" that Migrate creates. The function reads
-// the row and, if it exists and may not be claimed, returns it: a replay or
-// a conflict is a plain read. Otherwise it runs INSERT … ON CONFLICT (scope,
-// key) DO UPDATE, whose CASE expressions take the row over (expired
-// completed record, or expired lease with the same fingerprint) or rewrite
-// it unchanged; RETURNING always yields the current row, and the claim won
-// when its token is the caller's. A lost race therefore returns the
-// winner's record in the same round trip. There is no retry loop and no
+// Claim, Complete, Release and Extend from concurrent callers of one Store
+// are grouped (group commit, through internal/groupcommit): every operation
+// queued while a batch runs goes into the next batch, which is one call of
+// the PL/pgSQL function "<table>_batch" that Migrate creates
+// (migrations/0005_batch_function.sql): one statement, one transaction, one
+// commit and one round trip for up to [Config.MaxBatch] operations. No
+// batch waits for a timer: a lone operation is sent at once, so a single
+// caller pays one round trip per call, as before. Up to
+// [Config.BatchesInFlight] batches run at once, each on its own connection.
+// Each caller gets exactly its own answer (claimed, the existing record,
+// fenced with [retrysafe.ErrLeaseLost]); [Store.BatchStats] counts batches
+// and operations.
+//
+// The batch function is one set-based statement over the operations'
+// arrays; the keys of one batch are distinct (a second operation on a key
+// of the batch runs alone once the batch has committed, so operations of
+// one key behave as if run one after another). A claim reads the row
+// first: a replay or a conflict writes nothing and takes no lock. A claim
+// of an absent key inserts (ON CONFLICT DO NOTHING); a takeover and the
+// fenced operations lock their row with FOR UPDATE SKIP LOCKED, so a batch
+// never waits for a row another transaction holds (say an uncommitted
+// CompleteTx): such an operation is answered "alone", and its caller runs it
+// with the single statement of before (which waits for the lock, bounded
+// by its context). If PostgreSQL rolls the batch back with an error (a
+// failing trigger, a deadlock), every operation of it runs alone, so one
+// failing operation never fails its neighbours. If the batch's connection
+// breaks or its backend is terminated, the outcome is unknown and every
+// operation of the batch fails with [retrysafe.ErrStoreUnavailable].
+//
+// The single statements are unchanged: Claim alone calls the function
+// "<table>_claim" (migrations/0003_claim_function.sql), which reads the row
+// and, if it may not be claimed, returns it, and otherwise runs INSERT … ON
+// CONFLICT (scope, key) DO UPDATE, whose CASE expressions take the row over
+// or rewrite it unchanged; RETURNING always yields the current row, and the
+// claim won when its token is the caller's. There is no retry loop and no
 // SERIALIZABLE transaction; statements must run at READ COMMITTED
-// (PostgreSQL's default). migrations/0003_claim_function.sql holds the
-// function and the reasoning about snapshots and concurrent inserts. (An
-// earlier version used one CTE statement with the same logic; the function
-// answers replays faster, see docs/performance-postgres.md.)
+// (PostgreSQL's default). Extend, Complete and Release alone are one
+// statement each, fenced by the owner token and state = 'processing'.
 //
-// Extend, Complete and Release are one statement each, fenced by the owner
-// token and state = 'processing'; zero rows affected means
-// [retrysafe.ErrLeaseLost]. A new request therefore costs two round trips
-// (claim, complete) and a replay one, the floor; BenchmarkRoundTrips
-// counts them.
+// Cancellation: an operation whose context ends while it is queued is
+// dropped and returns the context's error. Once its batch has been sent it
+// returns the batch's real outcome, even if its context ended meanwhile;
+// the batch's statement is cancelled only when every caller of the batch
+// has given up. [Store.Close] fails queued operations and waits for the
+// batches in flight.
 //
-// [Store.CompleteTx] runs the completion in the caller's pgx.Tx, so a
-// handler's business rows and the stored response commit or roll back
-// together.
+// [Store.CompleteTx] runs the completion in the caller's pgx.Tx (never
+// batched), so a handler's business rows and the stored response commit or
+// roll back together.
 //
 // # Times
 //

@@ -117,6 +117,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		"{{expires_index}}", pgx.Identifier{s.cfg.Table + "_expires_at_idx"}.Sanitize(),
 		"{{lease_index}}", pgx.Identifier{s.cfg.Table + "_processing_lease_idx"}.Sanitize(),
 		"{{claim_fn}}", s.claimFn,
+		"{{batch_fn}}", s.batchFn,
 		"{{take}}", takeSQL,
 	)
 	for _, m := range ms[current:] {

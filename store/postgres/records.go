@@ -11,8 +11,9 @@ import (
 	"github.com/retrysafe/retrysafe"
 )
 
-// Claim implements [retrysafe.Store.Claim] in one statement and one round
-// trip, whatever state the key is in; see the package documentation.
+// Claim implements [retrysafe.Store.Claim]. Concurrent calls (with
+// Complete, Release and Extend) share one statement and one commit; a lone
+// call is one round trip. See the package documentation.
 func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if p == nil {
 		return nil, errors.New("postgres: claim: nil params")
@@ -25,6 +26,22 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	if err != nil {
 		return nil, err
 	}
+	res, err := s.submit(ctx, "claim", &batchOp{kind: opClaim, scope: p.Scope, key: p.Key, fingerprint: p.Fingerprint,
+		token: p.Token, now: now, until: until})
+	if err != nil {
+		return nil, err
+	}
+	switch res.outcome {
+	case outClaimed, outBlocked:
+		return &retrysafe.ClaimResult{Claimed: res.outcome == outClaimed, Record: res.rec}, nil
+	case outAlone:
+		return s.claimAlone(ctx, p, now, until)
+	}
+	return nil, unexpected("claim", res.outcome)
+}
+
+// claimAlone is a claim in a statement of its own: the claim function.
+func (s *Store) claimAlone(ctx context.Context, p *retrysafe.ClaimParams, now, until int64) (*retrysafe.ClaimResult, error) {
 	var claimed bool
 	rec, err := scanRecord(s.pool.QueryRow(ctx, s.sql.claim, p.Scope, p.Key, p.Fingerprint, p.Token, now, until), &claimed)
 	if err != nil {
@@ -33,6 +50,24 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		return nil, s.wrap(ctx, "claim", err)
 	}
 	return &retrysafe.ClaimResult{Claimed: claimed, Record: rec}, nil
+}
+
+// fenced turns the outcome of a fenced operation into its error, running
+// the operation alone (alone) when the batch did not decide it.
+func fenced(name string, res batchResult, alone func() error) error {
+	switch res.outcome {
+	case outDone:
+		return nil
+	case outLost:
+		return retrysafe.ErrLeaseLost
+	case outAlone:
+		return alone()
+	}
+	return unexpected(name, res.outcome)
+}
+
+func unexpected(name string, o outcome) error {
+	return retrysafe.Unavailable(name, fmt.Errorf("postgres: batch function answered %q", o))
 }
 
 // Get implements [retrysafe.Store.Get]: one round trip. A completed record
@@ -55,8 +90,8 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	return rec, nil
 }
 
-// Extend implements [retrysafe.Store.Extend]: one fenced UPDATE, one round
-// trip. It sets LeaseUntil to p.Now+p.Lease and UpdatedAt to p.Now.
+// Extend implements [retrysafe.Store.Extend]: fenced, batched like Claim.
+// It sets LeaseUntil to p.Now+p.Lease and UpdatedAt to p.Now.
 func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 	if p == nil {
 		return errors.New("postgres: extend: nil params")
@@ -69,20 +104,59 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 	if err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.extend, p.Scope, p.Key, p.Token, until, now)
+	res, err := s.submit(ctx, "extend", &batchOp{kind: opExtend, scope: p.Scope, key: p.Key, token: p.Token, now: now, until: until})
 	if err != nil {
-		return s.wrap(ctx, "extend", err)
+		return err
 	}
-	if tag.RowsAffected() == 0 {
-		return retrysafe.ErrLeaseLost
-	}
-	return nil
+	return fenced("extend", res, func() error {
+		tag, err := s.pool.Exec(ctx, s.sql.extend, p.Scope, p.Key, p.Token, until, now)
+		if err != nil {
+			return s.wrap(ctx, "extend", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return retrysafe.ErrLeaseLost
+		}
+		return nil
+	})
 }
 
-// Complete implements [retrysafe.Store.Complete]: one fenced UPDATE that
-// also notifies waiters (pg_notify in the same statement), one round trip.
+// Complete implements [retrysafe.Store.Complete]: fenced, batched like
+// Claim; it notifies waiters in the same transaction (only records someone
+// subscribed to).
 func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
-	return s.complete(ctx, s.pool, p)
+	if p == nil {
+		return errors.New("postgres: complete: nil params")
+	}
+	op, err := completeOp(p)
+	if err != nil {
+		return err
+	}
+	op.payload = notifyPayload(p.Scope, p.Key)
+	res, err := s.submit(ctx, "complete", op)
+	if err != nil {
+		return err
+	}
+	return fenced("complete", res, func() error { return s.complete(ctx, s.pool, p) })
+}
+
+// completeOp encodes a completion's arguments.
+func completeOp(p *retrysafe.CompleteParams) (*batchOp, error) {
+	now, err := mustNanos(p.Now)
+	if err != nil {
+		return nil, err
+	}
+	expires, err := mustNanos(p.Now.Add(p.TTL))
+	if err != nil {
+		return nil, err
+	}
+	op := &batchOp{kind: opComplete, scope: p.Scope, key: p.Key, token: p.Token, now: now, until: expires}
+	if r := p.Response; r != nil {
+		st := int32(r.Status)
+		op.status = &st
+		op.header = encodeHeader(r.Header)
+		op.body = r.Body // nil is stored as NULL and read back as nil
+	}
+	return op, nil
 }
 
 // CompleteTx completes the record inside the caller's transaction tx, fenced
@@ -106,30 +180,16 @@ func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, p *retrysafe.Complete
 	return s.complete(ctx, tx, p)
 }
 
+// complete is a completion in a statement of its own, on q.
 func (s *Store) complete(ctx context.Context, q querier, p *retrysafe.CompleteParams) error {
 	if p == nil {
 		return errors.New("postgres: complete: nil params")
 	}
-	now, err := mustNanos(p.Now)
+	op, err := completeOp(p)
 	if err != nil {
 		return err
 	}
-	expires, err := mustNanos(p.Now.Add(p.TTL))
-	if err != nil {
-		return err
-	}
-	var (
-		status *int32
-		header []byte
-		body   []byte
-	)
-	if r := p.Response; r != nil {
-		st := int32(r.Status)
-		status = &st
-		header = encodeHeader(r.Header)
-		body = r.Body // nil is stored as NULL and read back as nil
-	}
-	tag, err := q.Exec(ctx, s.sql.complete, p.Scope, p.Key, p.Token, now, expires, status, header, body,
+	tag, err := q.Exec(ctx, s.sql.complete, p.Scope, p.Key, p.Token, op.now, op.until, op.status, op.header, op.body,
 		s.cfg.NotifyChannel, notifyPayload(p.Scope, p.Key))
 	if err != nil {
 		return s.wrap(ctx, "complete", err)
@@ -140,21 +200,28 @@ func (s *Store) complete(ctx context.Context, q querier, p *retrysafe.CompletePa
 	return nil
 }
 
-// Release implements [retrysafe.Store.Release]: one fenced DELETE that also
-// notifies waiters, one round trip.
+// Release implements [retrysafe.Store.Release]: fenced, batched like
+// Claim; it notifies waiters in the same transaction (only records someone
+// subscribed to).
 func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	if p == nil {
 		return errors.New("postgres: release: nil params")
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.release, p.Scope, p.Key, p.Token,
-		s.cfg.NotifyChannel, notifyPayload(p.Scope, p.Key))
+	payload := notifyPayload(p.Scope, p.Key)
+	res, err := s.submit(ctx, "release", &batchOp{kind: opRelease, scope: p.Scope, key: p.Key, token: p.Token, payload: payload})
 	if err != nil {
-		return s.wrap(ctx, "release", err)
+		return err
 	}
-	if tag.RowsAffected() == 0 {
-		return retrysafe.ErrLeaseLost
-	}
-	return nil
+	return fenced("release", res, func() error {
+		tag, err := s.pool.Exec(ctx, s.sql.release, p.Scope, p.Key, p.Token, s.cfg.NotifyChannel, payload)
+		if err != nil {
+			return s.wrap(ctx, "release", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return retrysafe.ErrLeaseLost
+		}
+		return nil
+	})
 }
 
 // notifyPayload names a record in notifications without revealing its key:

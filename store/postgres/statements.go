@@ -10,6 +10,7 @@ const recordColumns = "scope, key, fingerprint, state, token, attempt, created_a
 // once by buildStatements.
 type statements struct {
 	claim, get, extend, complete, release        string
+	batch                                        string
 	subscribe                                    string
 	sweep, list, listScope, delete, listNoBody   string
 	retire                                       string
@@ -25,13 +26,16 @@ type statements struct {
 const takeSQL = `((r.state = 'completed' AND r.expires_at_ns <= excluded.updated_at_ns) OR ` +
 	`(r.state = 'processing' AND r.lease_until_ns <= excluded.updated_at_ns AND r.fingerprint = excluded.fingerprint))`
 
-func buildStatements(table, claimFn string) statements {
+func buildStatements(table, claimFn, batchFn string) statements {
 	sel := "SELECT " + recordColumns + " FROM " + table
 	listCols := strings.Replace(recordColumns, ", body", ", NULL::bytea", 1)
 	return statements{
 		// $1 scope, $2 key, $3 fingerprint, $4 token, $5 now, $6 lease
 		// until: one statement, one round trip, exactly one row.
 		claim: "SELECT * FROM " + claimFn + "($1, $2, $3, $4, $5, $6)",
+		// One array per argument, one element per operation, and the
+		// notify channel; see migrations/0005_batch_function.sql.
+		batch: "SELECT * FROM " + batchFn + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
 		get:   sel + " WHERE scope = $1 AND key = $2",
 		// $1 scope, $2 key, $3 token, $4 lease until, $5 now.
 		extend: "UPDATE " + table + " SET lease_until_ns = $4, updated_at_ns = $5" +

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
 // URL query parameters that [Open] reads (and removes before connecting).
@@ -30,8 +31,12 @@ type Store struct {
 	cfg      Config
 	table    string // quoted, schema-qualified
 	claimFn  string // quoted, schema-qualified claim function
+	batchFn  string // quoted, schema-qualified batch function
 	sql      statements
 	listener *listener
+	// committer groups concurrent Claims, Completes, Releases and Extends
+	// into one statement (batch.go).
+	committer *groupcommit.Committer[*batchOp, batchResult]
 }
 
 // Compile-time checks of the interfaces Store implements.
@@ -72,7 +77,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		table: quoted(cfg.Schema, cfg.Table),
 	}
 	s.claimFn = quoted(cfg.Schema, cfg.Table+"_claim")
-	s.sql = buildStatements(s.table, s.claimFn)
+	s.batchFn = quoted(cfg.Schema, cfg.Table+"_batch")
+	s.sql = buildStatements(s.table, s.claimFn, s.batchFn)
+	s.committer = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight}, s.runBatch)
 	s.listener = newListener(pool.Config().ConnConfig, cfg.NotifyChannel)
 	return s, nil
 }
@@ -151,9 +158,13 @@ func (s *Store) Config() Config { return s.cfg }
 
 // Close stops the notification listener and, if the store was made by
 // [Open], closes its pool. Subscriptions end after a last wake-up; their
-// channels stay open but receive nothing more. It implements [io.Closer] like the other stores;
-// neither step can fail, so the error is always nil.
+// channels stay open but receive nothing more. Operations queued for a
+// batch fail (with an error wrapping [retrysafe.ErrStoreUnavailable]); a
+// batch already sent is waited for; later Claims, Completes, Releases and
+// Extends fail. It implements [io.Closer] like the other stores; no step
+// can fail, so the error is always nil.
 func (s *Store) Close() error {
+	s.committer.Close()
 	s.listener.close()
 	if s.ownsPool {
 		s.pool.Close()

@@ -68,6 +68,7 @@ func scenarios() []scenario {
 	all = append(all, keyScenarios()...)
 	all = append(all, contextScenarios()...)
 	all = append(all, consistencyScenarios()...)
+	all = append(all, overlapScenarios()...)
 	all = append(all, optionalScenarios()...)
 	return all
 }

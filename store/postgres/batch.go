@@ -1,0 +1,239 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/groupcommit"
+)
+
+// Group commit. Claim, Complete, Release and Extend queue their operation
+// on the Store's committer; its leader sends every operation queued while
+// the previous batch ran as one call of the batch function (migration
+// 0005): one statement, one transaction, one commit, one round trip. A
+// lone operation is sent at once, so one caller still pays one round trip.
+// The keys of one batch are distinct: a second operation on a key is
+// answered "alone" and its caller runs it with the single statement once
+// the batch has committed. migrations/0005_batch_function.sql explains
+// the function.
+
+// opKind names an operation of a batch as the batch function reads it.
+type opKind string
+
+const (
+	opClaim    opKind = "claim"
+	opComplete opKind = "complete"
+	opRelease  opKind = "release"
+	opExtend   opKind = "extend"
+)
+
+// batchOp is one caller's operation, with its arguments encoded.
+type batchOp struct {
+	kind        opKind
+	scope, key  string
+	fingerprint string // claim
+	token       string
+	now, until  int64 // until: a claim's or an extend's lease end, a completion's expiry
+	status      *int32
+	header      []byte
+	body        []byte
+	payload     string // the notification payload (complete, release)
+}
+
+// outcome is what the batch function decided for one operation.
+type outcome string
+
+const (
+	outClaimed outcome = "claimed"
+	outBlocked outcome = "blocked"
+	outDone    outcome = "done"
+	outLost    outcome = "lost"
+	// outAlone: the batch did not decide (a row locked by another
+	// transaction, or a concurrent insert); the caller runs the operation
+	// alone with its single statement. Also the outcome of every operation
+	// of a batch that PostgreSQL rolled back with an error, so that an
+	// operation that fails fails alone.
+	outAlone outcome = "alone"
+)
+
+// batchResult is one operation's outcome, and a claim's record.
+type batchResult struct {
+	outcome outcome
+	rec     *retrysafe.Record
+}
+
+// BatchStats counts the batches a Store has sent: the number of batch
+// statements and the operations they held. Items/Batches is the mean batch
+// size.
+type BatchStats struct {
+	Batches int64
+	Items   int64
+}
+
+// BatchStats returns how many batches this Store has sent and how many
+// operations they held.
+func (s *Store) BatchStats() BatchStats {
+	st := s.committer.Stats()
+	return BatchStats{Batches: st.Batches, Items: st.Items}
+}
+
+// submit runs op in a batch and returns its outcome. Errors are translated
+// for the operation name.
+func (s *Store) submit(ctx context.Context, name string, op *batchOp) (batchResult, error) {
+	res, err := s.committer.Do(ctx, op)
+	if errors.Is(err, groupcommit.ErrClosed) {
+		return res, retrysafe.Unavailable(name, errors.New("postgres: store closed"))
+	}
+	if err != nil {
+		return res, s.wrap(ctx, name, err)
+	}
+	return res, nil
+}
+
+// runBatch is the committer's batch function: one statement for every
+// operation of the batch that is still wanted.
+func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
+	n := b.Len()
+	var (
+		index    = make([]int, 0, n) // position in the arrays -> item of b
+		ops      = make([]string, 0, n)
+		scopes   = make([]string, 0, n)
+		keys     = make([]string, 0, n)
+		fps      = make([]string, 0, n)
+		tokens   = make([]string, 0, n)
+		nows     = make([]int64, 0, n)
+		untils   = make([]int64, 0, n)
+		statuses = make([]*int32, 0, n)
+		headers  = make([][]byte, 0, n)
+		bodies   = make([][]byte, 0, n)
+		payloads = make([]string, 0, n)
+	)
+	type scopeKey struct{ scope, key string }
+	seen := make(map[scopeKey]struct{}, n)
+	for i := range n {
+		if !b.Start(i) {
+			continue
+		}
+		op := b.Input(i)
+		if _, dup := seen[scopeKey{op.scope, op.key}]; dup {
+			// A second operation on a key of this batch runs alone, once
+			// the batch has committed: as if after it.
+			b.Set(i, batchResult{outcome: outAlone}, nil)
+			continue
+		}
+		seen[scopeKey{op.scope, op.key}] = struct{}{}
+		index = append(index, i)
+		ops = append(ops, string(op.kind))
+		scopes = append(scopes, op.scope)
+		keys = append(keys, op.key)
+		fps = append(fps, op.fingerprint)
+		tokens = append(tokens, op.token)
+		nows = append(nows, op.now)
+		untils = append(untils, op.until)
+		statuses = append(statuses, op.status)
+		headers = append(headers, op.header)
+		bodies = append(bodies, op.body)
+		payloads = append(payloads, op.payload)
+	}
+	if len(index) == 0 {
+		return nil
+	}
+	results := make([]batchResult, len(index))
+	err := func() error {
+		rows, err := s.pool.Query(b.Context(), s.sql.batch, ops, scopes, keys, fps, tokens, nows, untils,
+			statuses, headers, bodies, payloads, s.cfg.NotifyChannel)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			ord, r, err := scanBatchRow(rows)
+			if err != nil {
+				return err
+			}
+			if ord < 1 || int(ord) > len(index) || results[ord-1].outcome != "" {
+				return fmt.Errorf("postgres: batch function returned position %d of %d", ord, len(index))
+			}
+			results[ord-1] = r
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		if rolledBack(err) {
+			// Nothing of the batch took effect: each operation runs
+			// again alone, so that one that fails fails on its own.
+			for _, i := range index {
+				b.Set(i, batchResult{outcome: outAlone}, nil)
+			}
+			return nil
+		}
+		// The outcome is unknown (the connection broke, the server went
+		// away): every operation of the batch fails.
+		return err
+	}
+	for j, i := range index {
+		if results[j].outcome == "" {
+			b.Set(i, batchResult{}, fmt.Errorf("postgres: batch function returned no row for position %d", j+1))
+			continue
+		}
+		b.Set(i, results[j], nil)
+	}
+	return nil
+}
+
+// rolledBack reports whether err says that PostgreSQL ended the batch's
+// transaction with an error (severity ERROR), so that none of it
+// committed. A FATAL error (the backend terminated) or a broken connection
+// leaves the outcome unknown: the commit may have happened just before.
+func rolledBack(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Severity == "ERROR"
+}
+
+// scanBatchRow reads one row of the batch function: the operation's
+// position and outcome, and for a claim the record (whose columns are NULL
+// for the other operations).
+func scanBatchRow(row pgx.Row) (int32, batchResult, error) {
+	var (
+		ord                          int32
+		out                          string
+		scope, key, fp, state, token *string
+		attempt                      *int32
+		created, updated             *int64
+		leaseUntil, expAt            *int64
+		status                       *int32
+		header, body                 []byte
+	)
+	if err := row.Scan(&ord, &out, &scope, &key, &fp, &state, &token, &attempt,
+		&created, &updated, &leaseUntil, &expAt, &status, &header, &body); err != nil {
+		return 0, batchResult{}, err
+	}
+	r := batchResult{outcome: outcome(out)}
+	if r.outcome != outClaimed && r.outcome != outBlocked {
+		return ord, r, nil
+	}
+	if scope == nil || key == nil || fp == nil || state == nil || token == nil || attempt == nil || created == nil || updated == nil {
+		return 0, r, fmt.Errorf("postgres: batch function returned a claim without its record (position %d)", ord)
+	}
+	rec := &retrysafe.Record{
+		Scope: *scope, Key: *key, Fingerprint: *fp, State: retrysafe.State(*state), Token: *token,
+		Attempt:    int(*attempt),
+		CreatedAt:  fromNanos(created),
+		UpdatedAt:  fromNanos(updated),
+		LeaseUntil: fromNanos(leaseUntil),
+		ExpiresAt:  fromNanos(expAt),
+	}
+	if status != nil {
+		h, err := decodeHeader(header)
+		if err != nil {
+			return 0, r, fmt.Errorf("%w (scope %q)", err, rec.Scope)
+		}
+		rec.Response = &retrysafe.Response{Status: int(*status), Header: h, Body: body}
+	}
+	r.rec = rec
+	return ord, r, nil
+}

@@ -1,0 +1,443 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/store/postgres"
+)
+
+// holdKeys inserts processing rows for keys in a transaction that stays
+// open (uncommitted) until the returned function rolls it back: a claim
+// of one of those keys waits inside its statement.
+func holdKeys(t *testing.T, schema string, keys ...string) (rollback func()) {
+	t.Helper()
+	holder, err := sharedPool(t).Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, err := holder.Exec(t.Context(), replaceTable(`INSERT INTO {{t}} (scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns)
+			VALUES ($1, $2, 'x', 'processing', 'holder', 1, 0, 0, 0)`, schema), scope, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var once sync.Once
+	rollback = func() {
+		once.Do(func() {
+			if err := holder.Rollback(context.Background()); err != nil {
+				t.Errorf("rollback of the holder: %v", err)
+			}
+		})
+	}
+	t.Cleanup(rollback)
+	return rollback
+}
+
+// newBatchStore returns a migrated store that runs one batch at a time
+// (BatchesInFlight 1), so that a plugged batch makes every operation sent
+// next queue for one next batch.
+func newBatchStore(t *testing.T, pool *pgxpool.Pool, schema string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.New(pool, postgres.Config{Schema: schema, BatchesInFlight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// plug sends a claim of the key "plug", which holdKeys must hold, and
+// waits until its batch blocks in PostgreSQL: operations sent next queue
+// for one next batch. It returns the plug's error channel and the pid of
+// the plug's backend.
+func plug(t *testing.T, s *postgres.Store, schema string) (<-chan error, int32) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(context.Background(), claimP("plug", fpA, at(0)))
+		errc <- err
+	}()
+	return errc, waitForBlockedBackend(t, sharedPool(t), schema)
+}
+
+// waitQueuedOps waits until n operations are queued for the next batch.
+func waitQueuedOps(t *testing.T, s *postgres.Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.QueuedOps() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %d queued operations (have %d)", n, s.QueuedOps())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sendInOrder starts each call on its own goroutine, one after another,
+// each queued before the next is sent (so they queue in this order), and
+// returns a function that waits for their errors.
+func sendInOrder(t *testing.T, s *postgres.Store, calls []func() error) (wait func() []error) {
+	t.Helper()
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() { errs[i] = call() })
+		waitQueuedOps(t, s, i+1)
+	}
+	return func() []error { wg.Wait(); return errs }
+}
+
+// TestBatchSameKeyOperations: operations of one key in one batch behave
+// as if run one after another, in the order they were sent: of twenty
+// claims of an absent key the first wins and the others see its record; a
+// completion and then a claim of the same key make the claim a replay; a
+// takeover and then the old owner's completion make the completion fenced.
+func TestBatchSameKeyOperations(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := newBatchStore(t, sharedPool(t), schema)
+	ctx := t.Context()
+	done := claimP("done", fpA, at(0))
+	mustClaim(t, s, done)
+	taken := claimP("taken", fpA, at(0))
+	mustClaim(t, s, taken)
+	resp := &retrysafe.Response{Status: 201, Body: []byte("created")}
+
+	release := holdKeys(t, schema, "plug")
+	plugErr, _ := plug(t, s, schema)
+	before := s.BatchStats()
+
+	const same = 20
+	sameP := make([]*retrysafe.ClaimParams, same)
+	sameRes := make([]*retrysafe.ClaimResult, same)
+	var calls []func() error
+	for i := range same {
+		sameP[i] = claimP("same", fpA, at(0))
+		calls = append(calls, func() (err error) {
+			sameRes[i], err = s.Claim(ctx, sameP[i])
+			return err
+		})
+	}
+	var replay, takeover *retrysafe.ClaimResult
+	takeoverP := claimP("taken", fpA, at(lease))
+	var lateComplete error
+	calls = append(calls,
+		func() error {
+			return s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "done", Token: done.Token, Now: at(time.Second), TTL: ttl, Response: resp})
+		},
+		func() (err error) { replay, err = s.Claim(ctx, claimP("done", fpA, at(2*time.Second))); return err },
+		func() (err error) { takeover, err = s.Claim(ctx, takeoverP); return err },
+		func() error {
+			lateComplete = s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "taken", Token: taken.Token, Now: at(lease), TTL: ttl, Response: resp})
+			return nil
+		},
+	)
+	wait := sendInOrder(t, s, calls)
+	release()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("plug: %v", err)
+	}
+	for i, err := range wait() {
+		if err != nil {
+			t.Fatalf("operation %d: %v", i, err)
+		}
+	}
+	after := s.BatchStats()
+	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(len(calls)+1) {
+		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
+			after.Items-before.Items, after.Batches-before.Batches, len(calls))
+	}
+
+	if !sameRes[0].Claimed {
+		t.Errorf("the first claim of the batch lost: %+v", sameRes[0].Record)
+	}
+	for i, res := range sameRes[1:] {
+		if res.Claimed || res.Record.Token != sameP[0].Token || res.Record.State != retrysafe.StateProcessing {
+			t.Errorf("claim %d: claimed=%v, record token %q; want the first claim's record", i+1, res.Claimed, res.Record.Token)
+		}
+	}
+	if replay.Claimed || replay.Record.State != retrysafe.StateCompleted || replay.Record.Response == nil ||
+		string(replay.Record.Response.Body) != "created" {
+		t.Errorf("claim after the completion in the same batch: %+v, want the completed record", replay.Record)
+	}
+	if !takeover.Claimed || takeover.Record.Attempt != 2 || takeover.Record.Token != takeoverP.Token {
+		t.Errorf("takeover: claimed=%v attempt=%d, want a win with attempt 2", takeover.Claimed, takeover.Record.Attempt)
+	}
+	if !errors.Is(lateComplete, retrysafe.ErrLeaseLost) {
+		t.Errorf("old owner's completion after the takeover in the same batch: %v, want ErrLeaseLost", lateComplete)
+	}
+	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: "taken", Now: at(lease)})
+	if err != nil || rec.State != retrysafe.StateProcessing || rec.Token != takeoverP.Token {
+		t.Errorf("taken after the batch: %+v, %v; want the new owner's processing record", rec, err)
+	}
+}
+
+// TestBatchOneOperationFails: in one batch, a completion that a trigger
+// fails fails alone, with the trigger's message; the batch's other
+// operations take effect.
+func TestBatchOneOperationFails(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := newBatchStore(t, sharedPool(t), schema)
+	ctx := t.Context()
+	if _, err := sharedPool(t).Exec(ctx, replaceTable(`CREATE FUNCTION "`+schema+`".poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'poisoned completion'; END $$;
+CREATE TRIGGER poison BEFORE UPDATE ON {{t}} FOR EACH ROW
+WHEN (NEW.key = 'poison' AND NEW.state = 'completed') EXECUTE FUNCTION "`+schema+`".poison()`, schema)); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"a", "b", "poison", "c"}
+	var calls []func() error
+	for _, k := range keys {
+		p := claimP(k, fpA, at(0))
+		mustClaim(t, s, p)
+		calls = append(calls, func() error {
+			return s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: k, Token: p.Token, Now: at(0), TTL: ttl, Response: &retrysafe.Response{Status: 200}})
+		})
+	}
+	calls = append(calls, func() error {
+		res, err := s.Claim(ctx, claimP("new", fpA, at(0)))
+		if err == nil && !res.Claimed {
+			err = errors.New("claim of a new key not claimed")
+		}
+		return err
+	})
+	release := holdKeys(t, schema, "plug")
+	plugErr, _ := plug(t, s, schema)
+	wait := sendInOrder(t, s, calls)
+	release()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("plug: %v", err)
+	}
+	for i, err := range wait() {
+		if i == 2 {
+			if !errors.Is(err, retrysafe.ErrStoreUnavailable) || !strings.Contains(err.Error(), "poisoned completion") {
+				t.Errorf("poisoned Complete: %v, want ErrStoreUnavailable with the trigger's message", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("operation %d beside the poisoned one: %v", i, err)
+		}
+	}
+	for key, want := range map[string]retrysafe.State{"a": retrysafe.StateCompleted, "b": retrysafe.StateCompleted,
+		"c": retrysafe.StateCompleted, "poison": retrysafe.StateProcessing, "new": retrysafe.StateProcessing} {
+		rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: key, Now: at(0)})
+		if err != nil || rec.State != want {
+			t.Errorf("%s: %+v, %v; want %s", key, rec, err, want)
+		}
+	}
+}
+
+// TestBatchBackendKilled: a batch whose backend is terminated
+// (pg_terminate_backend, as a server restart would) fails every operation
+// it held with ErrStoreUnavailable, none of them took effect, and the next
+// operations work.
+func TestBatchBackendKilled(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := newBatchStore(t, newPool(t, 4), schema)
+	ctx := t.Context()
+	admin := sharedPool(t)
+	owned := claimP("owned", fpA, at(0))
+	mustClaim(t, s, owned)
+
+	release := holdKeys(t, schema, "plug", "held")
+	plugErr, plugPid := plug(t, s, schema)
+	calls := []func() error{
+		func() error { _, err := s.Claim(ctx, claimP("fresh", fpA, at(0))); return err },
+		func() error {
+			return s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "owned", Token: owned.Token, Now: at(0), TTL: ttl, Response: &retrysafe.Response{Status: 200}})
+		},
+		// Keys are processed in order: the batch has inserted "fresh" when
+		// it blocks on "held".
+		func() error { _, err := s.Claim(ctx, claimP("held", fpA, at(0))); return err },
+	}
+	wait := sendInOrder(t, s, calls)
+
+	terminate := func(pid int32) {
+		t.Helper()
+		var ok bool
+		if err := admin.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+			t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
+		}
+	}
+	terminate(plugPid)
+	if err := <-plugErr; !errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Fatalf("plug whose backend was terminated: %v, want ErrStoreUnavailable", err)
+	}
+	// The three operations now run as one batch, which blocks on "held".
+	var batchPid int32
+	deadline := time.Now().Add(30 * time.Second)
+	for batchPid == 0 || batchPid == plugPid {
+		if time.Now().After(deadline) {
+			t.Fatal("the second batch never blocked")
+		}
+		batchPid = waitForBlockedBackend(t, admin, schema)
+	}
+	terminate(batchPid)
+	for i, err := range wait() {
+		if !errors.Is(err, retrysafe.ErrStoreUnavailable) || errors.Is(err, context.Canceled) {
+			t.Errorf("operation %d of the terminated batch: %v, want ErrStoreUnavailable", i, err)
+		}
+	}
+	release()
+	// Nothing of the terminated batch took effect.
+	if _, err := s.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: "fresh", Now: at(0)}); !errors.Is(err, retrysafe.ErrNotFound) {
+		t.Errorf("fresh after the terminated batch: %v, want ErrNotFound", err)
+	}
+	if rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: "owned", Now: at(0)}); err != nil || rec.State != retrysafe.StateProcessing {
+		t.Errorf("owned after the terminated batch: %+v, %v; want still processing", rec, err)
+	}
+	// The store works on.
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "owned", Token: owned.Token, Now: at(0), TTL: ttl, Response: &retrysafe.Response{Status: 200}}); err != nil {
+		t.Fatalf("Complete after the terminated batch: %v", err)
+	}
+	for _, k := range []string{"fresh", "held", "plug"} {
+		if res := mustClaim(t, s, claimP(k, fpA, at(0))); !res.Claimed {
+			t.Errorf("claim of %s after the terminated batch lost", k)
+		}
+	}
+}
+
+// TestBatchDoesNotWaitForHeldRow: a row held by another transaction (an
+// uncommitted CompleteTx) does not hold up the batch: the extension of that
+// row runs alone and waits, while the claims batched with it are answered.
+func TestBatchDoesNotWaitForHeldRow(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := newBatchStore(t, sharedPool(t), schema)
+	ctx := t.Context()
+	p := claimP("held", fpA, at(0))
+	mustClaim(t, s, p)
+	tx, err := sharedPool(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if err := s.CompleteTx(ctx, tx, &retrysafe.CompleteParams{Scope: scope, Key: "held", Token: p.Token, Now: at(0), TTL: ttl, Response: &retrysafe.Response{Status: 200}}); err != nil {
+		t.Fatal(err)
+	}
+
+	release := holdKeys(t, schema, "plug")
+	plugErr, _ := plug(t, s, schema)
+	extendErr := make(chan error, 1)
+	go func() {
+		extendErr <- s.Extend(ctx, &retrysafe.ExtendParams{Scope: scope, Key: "held", Token: p.Token, Now: at(0), Lease: lease})
+	}()
+	waitQueuedOps(t, s, 1)
+	var calls []func() error
+	for i := range 5 {
+		calls = append(calls, func() error {
+			res, err := s.Claim(ctx, claimP(fmt.Sprint("other-", i), fpA, at(0)))
+			if err == nil && !res.Claimed {
+				err = errors.New("not claimed")
+			}
+			return err
+		})
+	}
+	errs := make(chan error, len(calls))
+	for i, call := range calls {
+		go func() { errs <- call() }()
+		waitQueuedOps(t, s, i+2)
+	}
+	release()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("plug: %v", err)
+	}
+	for range calls {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("claim batched with the held row: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("claims batched with a row another transaction holds waited for that transaction")
+		}
+	}
+	select {
+	case err := <-extendErr:
+		t.Fatalf("Extend of the held row returned %v while the row is held", err)
+	default:
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-extendErr; !errors.Is(err, retrysafe.ErrLeaseLost) {
+		t.Fatalf("Extend after the CompleteTx committed: %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestBatchAbandoned: when every caller of a running batch gives up, the
+// batch is abandoned: the caller returns its context's error while the
+// batch's statement is still blocked (a caller whose item started would
+// otherwise wait for the batch's outcome, which cannot come while the key
+// is held). As with any statement cut by its context, whether the claim
+// took effect is unknown; the store goes on working.
+func TestBatchAbandoned(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := newBatchStore(t, sharedPool(t), schema)
+	release := holdKeys(t, schema, "k")
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(ctx, claimP("k", fpA, at(0)))
+		errc <- err
+	}()
+	waitForBlockedBackend(t, sharedPool(t), schema)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Claim abandoned in its batch: %v, want context.Canceled", err)
+	}
+	release()
+	if _, err := s.Claim(t.Context(), claimP("k", fpA, at(0))); err != nil {
+		t.Fatalf("Claim after the abandoned batch: %v", err)
+	}
+	if res := mustClaim(t, s, claimP("other", fpA, at(0))); !res.Claimed {
+		t.Fatal("claim of another key after the abandoned batch lost")
+	}
+}
+
+// TestClosedStoreFailsOperations: after Close, batched operations fail with
+// ErrStoreUnavailable.
+func TestClosedStoreFailsOperations(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	s.Close()
+	if _, err := s.Claim(t.Context(), claimP("k", fpA, at(0))); !errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Fatalf("Claim after Close: %v, want ErrStoreUnavailable", err)
+	}
+}
+
+// TestBatchesInFlight: with the default BatchesInFlight (2), an operation
+// sent while a batch is held in PostgreSQL runs in a second batch at once.
+func TestBatchesInFlight(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := newStoreOn(t, sharedPool(t), schema)
+	release := holdKeys(t, schema, "plug")
+	plugErr, _ := plug(t, s, schema)
+	if res := mustClaim(t, s, claimP("other", fpA, at(0))); !res.Claimed {
+		t.Fatal("claim beside a held batch not claimed")
+	}
+	select {
+	case err := <-plugErr:
+		t.Fatalf("the plug returned %v while its key is held", err)
+	default:
+	}
+	release()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("plug: %v", err)
+	}
+}
