@@ -50,7 +50,7 @@ func newBatchStore(t *testing.T, pool *pgxpool.Pool, schema string) *postgres.St
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
