@@ -230,6 +230,13 @@ const (
 	HeaderReplayed = "Idempotent-Replayed"
 )
 
+// WithDefaults returns c with every zero field set to its documented
+// default, or the error [NewMiddleware] would return for c, naming the
+// first invalid field. Code that wraps the middleware (the gateway, say)
+// reads effective values such as the lease from it instead of restating
+// the defaults.
+func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
+
 // withDefaults returns a copy of c with defaults applied, or an error naming
 // the first invalid field.
 func (c Config) withDefaults() (Config, error) {

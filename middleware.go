@@ -45,8 +45,9 @@ func NewMiddleware(cfg Config) (func(http.Handler) http.Handler, error) {
 		return nil, err
 	}
 	e := newEngine(&c)
+	ro, _ := c.Observer.(RequestObserver)
 	return func(next http.Handler) http.Handler {
-		return &protectedHandler{e: e, cfg: &c, next: next}
+		return &protectedHandler{e: e, cfg: &c, next: next, ro: ro}
 	}, nil
 }
 
@@ -54,6 +55,16 @@ type protectedHandler struct {
 	e    *engine
 	cfg  *Config
 	next http.Handler
+	ro   RequestObserver // cfg.Observer when it wants the request; else nil
+}
+
+// observe reports the outcome of r to the Observer.
+func (h *protectedHandler) observe(r *http.Request, o Outcome, d time.Duration) {
+	if h.ro != nil {
+		h.ro.RequestOutcome(r, o, d)
+		return
+	}
+	h.cfg.Observer.Outcome(o, d)
 }
 
 func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -64,7 +75,7 @@ func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	outcome := h.serve(w, r)
 	if outcome != "" {
-		h.cfg.Observer.Outcome(outcome, time.Since(start))
+		h.observe(r, outcome, time.Since(start))
 	}
 }
 
@@ -122,7 +133,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	if err != nil {
 		WriteProblem(w, &Problem{Type: "about:blank", Title: "Unauthorized", Status: http.StatusUnauthorized,
 			Detail: "The caller's identity could not be established: " + err.Error()}, 0)
-		return OutcomeInvalidKey
+		return OutcomeUnauthorized
 	}
 	fp, err := fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
 	if err != nil {
@@ -187,14 +198,14 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 		stopHeartbeat()
 		if v == http.ErrAbortHandler && cw.wroteHeader {
 			_ = e.complete(base, rec, h.notStored(cw, "the response was cut off before it was complete"))
-			h.cfg.Observer.Outcome(OutcomeNew, 0)
+			h.observe(r, OutcomeNew, 0)
 		} else if v == http.ErrAbortHandler {
-			h.cfg.Observer.Outcome(OutcomeAbandoned, 0)
+			h.observe(r, OutcomeAbandoned, 0)
 		} else {
 			if err := e.release(base, rec); err != nil {
 				c.Logger.ErrorContext(base, "retrysafe: release after panic failed; the key is blocked until its lease runs out", "err", err)
 			}
-			h.cfg.Observer.Outcome(OutcomeReleased, 0)
+			h.observe(r, OutcomeReleased, 0)
 		}
 		panic(v)
 	}()
