@@ -141,40 +141,47 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	}
 
 	rec, claimed, err := h.e.acquire(r.Context(), scope, key, fp)
-	var inProgress *InProgressError
 	switch {
 	case err == nil && claimed:
 		return h.execute(w, r, rec, body)
 	case err == nil:
 		h.replay(w, r, rec.Response)
 		return OutcomeReplayed
-	case errors.Is(err, ErrMismatch):
+	}
+	return h.refuse(w, r, err, body)
+}
+
+// refuse answers a request whose claim acquire refused with err.
+func (h *protectedHandler) refuse(w http.ResponseWriter, r *http.Request, err error, body []byte) Outcome {
+	c := h.cfg
+	outcome, inProgress := refusal(err)
+	switch {
+	case outcome == OutcomeMismatch:
 		WriteProblem(w, c.problem(ProblemMismatch, "Idempotency-Key reused", http.StatusUnprocessableEntity,
 			"This Idempotency-Key was already used with a different request (method, path, query or body). Use a new key for a new operation."), 0)
-		return OutcomeMismatch
-	case errors.As(err, &inProgress):
+		return outcome
+	case inProgress != nil:
 		WriteProblem(w, c.inProgressProblem(inProgress), inProgress.RetryAfter)
-		return OutcomeConflict
+		return outcome
 	case r.Context().Err() != nil:
 		return "" // the client went away while we waited; nothing ran
-	default:
-		c.Logger.ErrorContext(r.Context(), "retrysafe: store unavailable", "err", err)
-		// Only an unreachable store fails open. Any other store error
-		// (a stored response it cannot decrypt, say) may hide a completed
-		// record: running the handler could run the operation twice.
-		if c.FailOpen && errors.Is(err, ErrStoreUnavailable) {
-			h.next.ServeHTTP(w, withBody(r, r.Context(), body))
-			return OutcomeFailOpen
-		}
-		WriteProblem(w, c.problem(ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable,
-			"The request was not processed because its idempotency could not be guaranteed. Retry later with the same key."), 2*time.Second)
-		return OutcomeStoreError
 	}
+	c.Logger.ErrorContext(r.Context(), "retrysafe: store unavailable", "err", err)
+	// Only an unreachable store fails open. Any other store error
+	// (a stored response it cannot decrypt, say) may hide a completed
+	// record: running the handler could run the operation twice.
+	if c.FailOpen && errors.Is(err, ErrStoreUnavailable) {
+		h.next.ServeHTTP(w, withBody(r, r.Context(), body))
+		return OutcomeFailOpen
+	}
+	WriteProblem(w, c.problem(ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable,
+		"The request was not processed because its idempotency could not be guaranteed. Retry later with the same key."), 2*time.Second)
+	return outcome
 }
 
 // execute runs the handler for a record this request owns, stores the
 // result, then answers the client.
-func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) (outcome Outcome) {
+func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) Outcome {
 	c, e := h.cfg, h.e
 	x := &execution{}
 	op := &x.op
@@ -196,15 +203,15 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 			return
 		}
 		stopHeartbeat()
-		if v == http.ErrAbortHandler && cw.wroteHeader {
-			_ = e.complete(base, rec, h.notStored(cw, "the response was cut off before it was complete"))
-			h.observe(r, OutcomeNew, 0)
-		} else if v == http.ErrAbortHandler {
+		switch {
+		case v == http.ErrAbortHandler && cw.wroteHeader:
+			o, err := e.settle(base, rec, DispositionComplete, h.notStored(cw, "the response was cut off before it was complete"))
+			e.logNotStored(base, err)
+			h.observe(r, o, 0)
+		case v == http.ErrAbortHandler:
 			h.observe(r, OutcomeAbandoned, 0)
-		} else {
-			if err := e.release(base, rec); err != nil {
-				c.Logger.ErrorContext(base, "retrysafe: release after panic failed; the key is blocked until its lease runs out", "err", err)
-			}
+		default:
+			e.releaseAfterPanic(base, rec)
 			h.observe(r, OutcomeReleased, 0)
 		}
 		panic(v)
@@ -213,32 +220,19 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 	h.next.ServeHTTP(cw, negotiated(x.body.request(r, ctx, body)))
 	stopHeartbeat()
 
-	outcome = OutcomeNew
-	var err error
-	switch op.Disposition() {
-	case DispositionCompleted:
-	case DispositionAbandon:
-		outcome = OutcomeAbandoned
-	case DispositionRelease:
-		outcome, err = OutcomeReleased, e.release(base, rec)
-	default:
-		status := cw.statusCode()
-		switch {
+	d := op.Disposition()
+	var resp *Response // nil: release
+	if d == DispositionComplete {
+		switch status := cw.statusCode(); {
 		case !c.StoreStatus(status):
-			outcome, err = OutcomeReleased, e.release(base, rec)
 		case cw.overflow:
-			err = e.complete(base, rec, h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody)))
+			resp = h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody))
 		default:
-			err = e.complete(base, rec, cw.response(c.StoreHeader))
+			resp = cw.response(c.StoreHeader)
 		}
 	}
-	switch {
-	case errors.Is(err, ErrLeaseLost):
-		outcome = OutcomeLeaseLost
-		c.Logger.WarnContext(base, "retrysafe: result not stored: the lease was taken over by another request")
-	case err != nil:
-		c.Logger.ErrorContext(base, "retrysafe: result not stored; the key stays blocked until its lease runs out", "err", err)
-	}
+	outcome, err := e.settle(base, rec, d, resp)
+	e.logNotStored(base, err)
 	cw.flush()
 	cw.release()
 	return outcome
