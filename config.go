@@ -66,7 +66,7 @@ type Config struct {
 	MaxBody int64
 	// MaxResponseBody is the largest response body stored (default 8 MiB).
 	// A larger response still reaches the first caller in full, but the
-	// record stores a 500 problem response ("response-not-stored") instead:
+	// record stores a 502 problem response ("response-not-stored") instead:
 	// the operation ran and never runs again for this key.
 	MaxResponseBody int64
 

@@ -155,7 +155,7 @@ func DoWith[T any](ctx context.Context, cfg *DoConfig, key, fingerprint string, 
 // key until the record expires.
 func Run[T any](ctx context.Context, d *Doer, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	if err := validateDoKey(key); err != nil {
+	if err := checkKey(key); err != nil { // hash longer or binary message ids first
 		return zero, err
 	}
 	e := d.e
@@ -270,21 +270,4 @@ func (d *DoConfig) config() (Config, error) {
 		return c, fmt.Errorf("%w (in DoConfig)", err)
 	}
 	return c, nil
-}
-
-// validateDoKey applies the Idempotency-Key rules to a key given to Do: 1 to
-// 255 printable ASCII characters. Hash longer or binary message ids first.
-func validateDoKey(key string) error {
-	if key == "" {
-		return &KeyError{Reason: "the key is empty"}
-	}
-	if len(key) > 255 {
-		return &KeyError{Reason: fmt.Sprintf("the key has %d characters; at most 255 are allowed", len(key))}
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return &KeyError{Reason: fmt.Sprintf("byte %d (0x%02x) is not printable ASCII", i, key[i])}
-		}
-	}
-	return nil
 }

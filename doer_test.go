@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,5 +154,26 @@ func TestDoLeaseLostOnRelease(t *testing.T) {
 	defer obs.mu.Unlock()
 	if len(obs.outcomes) != 1 || obs.outcomes[0] != retrysafe.OutcomeLeaseLost {
 		t.Fatalf("outcomes %v, want [lease_lost]", obs.outcomes)
+	}
+}
+
+// TestDoKeyRulesAreParseKeys checks that Do accepts exactly the keys an
+// Idempotency-Key header can carry: 1 to MaxKeyLength printable ASCII
+// characters.
+func TestDoKeyRulesAreParseKeys(t *testing.T) {
+	t.Parallel()
+	s := newMemory(t)
+	for _, key := range []string{
+		"a", "order 1", `q"uote\`, strings.Repeat("k", retrysafe.MaxKeyLength),
+		"", strings.Repeat("k", retrysafe.MaxKeyLength+1), "tab\tkey", "caf\u00e9", "del\x7f",
+	} {
+		_, parseErr := retrysafe.ParseKey(retrysafe.FormatKey(key))
+		_, doErr := retrysafe.Do(context.Background(), s, key, "", func(context.Context) (int, error) { return 1, nil })
+		if (parseErr == nil) != (doErr == nil) {
+			t.Errorf("key %q: ParseKey error %v, Do error %v; want both or neither", key, parseErr, doErr)
+		}
+		if doErr != nil && !errors.Is(doErr, retrysafe.ErrInvalidKey) {
+			t.Errorf("key %q: Do error %v does not match ErrInvalidKey", key, doErr)
+		}
 	}
 }

@@ -103,7 +103,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 		detail := err.Error()
 		var ke *KeyError
 		if errors.As(err, &ke) {
-			detail = "The Idempotency-Key header is invalid: " + ke.Reason + ". Use 1 to 255 printable ASCII characters, such as a UUID."
+			detail = fmt.Sprintf("The Idempotency-Key header is invalid: %s. Use 1 to %d printable ASCII characters, such as a UUID.", ke.Reason, MaxKeyLength)
 		}
 		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid Idempotency-Key", http.StatusBadRequest, detail), 0)
 		return OutcomeInvalidKey
@@ -111,7 +111,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	body, buf, err := readBody(r, c.MaxBody)
 	defer putBodyBuffer(buf)
 	if err != nil {
-		if errors.Is(err, ErrBodyTooLarge) {
+		if errors.Is(err, errBodyTooLarge) {
 			WriteProblem(w, c.problem(ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("The request body exceeds the limit of %d bytes; nothing was processed.", c.MaxBody)), 0)
 			return OutcomeTooLarge
@@ -287,7 +287,7 @@ func putBodyBuffer(buf *[]byte) {
 // used; buf may be nil.
 func readBody(r *http.Request, limit int64) (body []byte, buf *[]byte, err error) {
 	if r.ContentLength > limit {
-		return nil, nil, ErrBodyTooLarge
+		return nil, nil, errBodyTooLarge
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil, nil
@@ -305,7 +305,7 @@ func readBody(r *http.Request, limit int64) (body []byte, buf *[]byte, err error
 		b = b[:len(b)+n]
 		if int64(len(b)) > limit {
 			*buf = b
-			return nil, buf, ErrBodyTooLarge
+			return nil, buf, errBodyTooLarge
 		}
 		if rerr == io.EOF {
 			break
