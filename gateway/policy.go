@@ -66,9 +66,9 @@ func DefaultPolicy() Policy {
 // Zero fields stay zero, so the middleware's defaults apply; read the
 // effective values from [retrysafe.Config.WithDefaults].
 func (p *Policy) middlewareConfig(g *Gateway) retrysafe.Config {
-	scopeHeader := p.ScopeHeader
-	if scopeHeader == "" {
-		scopeHeader = "Authorization"
+	var scope func(*http.Request) (string, error) // nil: the middleware's default, Authorization
+	if p.ScopeHeader != "" {
+		scope = retrysafe.ScopeFromHeader(p.ScopeHeader)
 	}
 	var storeStatus func(int) bool
 	if p.StoreStatuses != nil {
@@ -87,7 +87,7 @@ func (p *Policy) middlewareConfig(g *Gateway) retrysafe.Config {
 		StoreTimeout:    g.cfg.StoreTimeout,
 		FailOpen:        g.cfg.FailOpen,
 		StoreStatus:     storeStatus,
-		Scope:           retrysafe.ScopeFromHeader(scopeHeader),
+		Scope:           scope,
 		IgnoreFields:    p.IgnoreFields,
 		Now:             g.cfg.Now,
 		Logger:          g.logger,
