@@ -22,7 +22,7 @@ const maxJSONDepth = 1000
 // names the same member twice.
 var errDuplicateKey = errors.New("duplicate object key")
 
-// CanonicalJSON returns a canonical encoding of the JSON document doc (RFC
+// canonicalJSON returns a canonical encoding of the JSON document doc (RFC
 // 8259), so that documents that mean the same thing encode to the same bytes:
 //
 //   - no insignificant whitespace;
@@ -53,7 +53,7 @@ var errDuplicateKey = errors.New("duplicate object key")
 // canonical form), if
 // objects and arrays nest deeper than 1000 levels, or if an ignore entry is not
 // a valid JSON Pointer (see [ValidatePointer]). It does not panic on any input.
-func CanonicalJSON(doc []byte, ignore []string) ([]byte, error) {
+func canonicalJSON(doc []byte, ignore []string) ([]byte, error) {
 	return appendCanonicalJSON(make([]byte, 0, len(doc)), doc, ignore)
 }
 

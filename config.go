@@ -66,7 +66,7 @@ type Config struct {
 	MaxBody int64
 	// MaxResponseBody is the largest response body stored (default 8 MiB).
 	// A larger response still reaches the first caller in full, but the
-	// record stores a 500 problem response ("response-not-stored") instead:
+	// record stores a 502 problem response ("response-not-stored") instead:
 	// the operation ran and never runs again for this key.
 	MaxResponseBody int64
 
@@ -229,6 +229,13 @@ const (
 	HeaderKey      = "Idempotency-Key"
 	HeaderReplayed = "Idempotent-Replayed"
 )
+
+// WithDefaults returns c with every zero field set to its documented
+// default, or the error [NewMiddleware] would return for c, naming the
+// first invalid field. Code that wraps the middleware (the gateway, say)
+// reads effective values such as the lease from it instead of restating
+// the defaults.
+func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
 
 // withDefaults returns a copy of c with defaults applied, or an error naming
 // the first invalid field.

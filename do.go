@@ -69,8 +69,52 @@ type FailedError struct {
 // Error returns the stored message of the original failure.
 func (e *FailedError) Error() string { return e.Message }
 
-// doStatusFailed marks a stored permanent failure; a stored success has 200.
-const doStatusFailed = 500
+// A permanent failure is stored as a text/plain-like response with the
+// Content-Type failureType, the error's message as its body, and status
+// 500 (so that older versions of this package, which told failures by
+// their status alone, still read it as one). Records stored by those
+// versions (status 500, no headers) still decode as *FailedError.
+const failureType = "application/vnd.retrysafe.failure"
+
+// failureResponse is how Do stores the permanent failure err.
+func failureResponse(err error) *Response {
+	return &Response{
+		Status: http.StatusInternalServerError,
+		Header: http.Header{"Content-Type": {failureType}},
+		Body:   []byte(err.Error()),
+	}
+}
+
+// isFailure reports whether resp is a stored permanent failure: one with
+// the failure marker, or one stored before the marker existed (status 500
+// and no headers; a stored success always has a Content-Type).
+func isFailure(resp *Response) bool {
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		return ct == failureType
+	}
+	return resp.Status == http.StatusInternalServerError && len(resp.Header) == 0
+}
+
+// Doer runs functions at most once per key under one validated
+// [DoConfig]. Make one with [NewDoer] and use it with [Run] for every call,
+// instead of [DoWith], which validates its config and prepares a new
+// Doer on each call. A Doer is safe for concurrent use.
+type Doer struct {
+	e     *engine
+	cfg   Config
+	scope string
+}
+
+// NewDoer validates cfg and returns a Doer for it.
+func NewDoer(cfg DoConfig) (*Doer, error) {
+	d := &Doer{scope: cfg.Scope}
+	var err error
+	if d.cfg, err = cfg.config(); err != nil {
+		return nil, err
+	}
+	d.e = newEngine(&d.cfg)
+	return d, nil
+}
 
 // Do runs fn at most once per key in store, with the default [DoConfig]. See
 // [DoWith].
@@ -94,44 +138,49 @@ func Do[T any](ctx context.Context, store Store, key, fingerprint string, fn fun
 //     Any other error releases the key: a redelivery runs fn again. A
 //     failed attempt is never marked done.
 //   - fn panics: the key is released and the panic continues.
+//
+// DoWith validates cfg on every call; for many calls with one config,
+// prepare a [Doer] once and call [Run].
 func DoWith[T any](ctx context.Context, cfg *DoConfig, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
-	var zero T
-	c, err := cfg.config()
+	d, err := NewDoer(*cfg)
 	if err != nil {
+		var zero T
 		return zero, err
 	}
-	if err := validateDoKey(key); err != nil {
+	return Run(ctx, d, key, fingerprint, fn)
+}
+
+// Run is [DoWith] with a prepared [Doer]: it runs fn at most once per key
+// (within the Doer's scope) and returns its result to every call with that
+// key until the record expires.
+func Run[T any](ctx context.Context, d *Doer, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := checkKey(key); err != nil { // hash longer or binary message ids first
 		return zero, err
 	}
-	e := newEngine(&c)
+	e := d.e
 	start := time.Now()
 	outcome := OutcomeNew
-	defer func() { c.Observer.Outcome(outcome, time.Since(start)) }()
+	defer func() { e.cfg.Observer.Outcome(outcome, time.Since(start)) }()
 
-	rec, claimed, err := e.acquire(ctx, cfg.Scope, key, fingerprint)
-	var inProgress *InProgressError
+	rec, claimed, err := e.acquire(ctx, d.scope, key, fingerprint)
 	switch {
-	case err == nil && !claimed:
+	case err != nil:
+		outcome, _ = refusal(err)
+		return zero, err
+	case !claimed:
 		outcome = OutcomeReplayed
 		return decodeResult[T](rec.Response)
-	case errors.Is(err, ErrMismatch):
-		outcome = OutcomeMismatch
-		return zero, err
-	case errors.As(err, &inProgress):
-		outcome = OutcomeConflict
-		return zero, err
-	case err != nil:
-		outcome = OutcomeStoreError
-		return zero, err
 	}
 	return runOnce(ctx, e, rec, fn, &outcome)
 }
 
 func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context.Context) (T, error), outcome *Outcome) (v T, err error) {
 	c := e.cfg
-	op := NewOperation(rec, c.TTL, c.Now)
+	op := &Operation{}
+	op.init(rec, c.TTL, c.Now)
 	base := context.WithoutCancel(ctx)
-	fctx, cancel := context.WithCancelCause(ContextWithOperation(ctx, op))
+	fctx, cancel := context.WithCancelCause(context.WithValue(ctx, operationKey{}, op))
 	defer cancel(nil)
 	stopHeartbeat := e.heartbeat(base, rec, cancel)
 	c.Observer.InFlight(1)
@@ -140,9 +189,7 @@ func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context
 		if p := recover(); p != nil {
 			stopHeartbeat()
 			*outcome = OutcomeReleased
-			if rerr := e.release(base, rec); rerr != nil {
-				c.Logger.ErrorContext(base, "retrysafe: release after panic failed; the key is blocked until its lease runs out", "err", rerr)
-			}
+			e.releaseAfterPanic(base, rec)
 			panic(p)
 		}
 	}()
@@ -150,38 +197,33 @@ func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context
 	v, err = fn(fctx)
 	stopHeartbeat()
 
+	d := op.Disposition()
+	var resp *Response // nil: release
+	var merr error
+	switch {
+	case d != DispositionComplete:
+	case err != nil && !IsPermanent(err):
+	case err != nil:
+		resp = failureResponse(err)
+	default:
+		resp, merr = ResultResponse(v)
+	}
 	var finishErr error
-	switch d := op.Disposition(); {
-	case d == DispositionCompleted:
+	*outcome, finishErr = e.settle(base, rec, d, resp)
+	switch {
+	case merr != nil:
+		return v, merr // the result could not be encoded: the key was released
+	case d == DispositionCompleted || d == DispositionAbandon:
 		return v, err
-	case d == DispositionAbandon:
-		*outcome = OutcomeAbandoned
-		return v, err
-	case d == DispositionRelease || (err != nil && !IsPermanent(err)):
-		*outcome = OutcomeReleased
-		finishErr = e.release(base, rec)
-		if err == nil {
-			return v, finishErr
-		}
+	case resp == nil && err != nil:
+		// Released after a failure: the failure is the answer.
 		if finishErr != nil {
 			c.Logger.ErrorContext(base, "retrysafe: release failed; the key is blocked until its lease runs out", "err", finishErr)
 		}
 		return v, err
-	case err != nil:
-		finishErr = e.complete(base, rec, &Response{Status: doStatusFailed, Body: []byte(err.Error())})
-	default:
-		resp, merr := ResultResponse(v)
-		if merr != nil {
-			*outcome = OutcomeReleased
-			_ = e.release(base, rec)
-			return v, merr
-		}
-		finishErr = e.complete(base, rec, resp)
-	}
-	if errors.Is(finishErr, ErrLeaseLost) {
-		*outcome = OutcomeLeaseLost
-	}
-	if finishErr != nil {
+	case resp == nil:
+		return v, finishErr // released on request
+	case finishErr != nil:
 		finishErr = fmt.Errorf("%w: %w", ErrResultNotStored, finishErr)
 		if err != nil {
 			return v, errors.Join(err, finishErr)
@@ -205,7 +247,7 @@ func ResultResponse[T any](v T) (*Response, error) {
 
 func decodeResult[T any](resp *Response) (T, error) {
 	var v T
-	if resp.Status == doStatusFailed {
+	if isFailure(resp) {
 		return v, &FailedError{Message: string(resp.Body)}
 	}
 	if err := json.Unmarshal(resp.Body, &v); err != nil {
@@ -228,21 +270,4 @@ func (d *DoConfig) config() (Config, error) {
 		return c, fmt.Errorf("%w (in DoConfig)", err)
 	}
 	return c, nil
-}
-
-// validateDoKey applies the Idempotency-Key rules to a key given to Do: 1 to
-// 255 printable ASCII characters. Hash longer or binary message ids first.
-func validateDoKey(key string) error {
-	if key == "" {
-		return &KeyError{Reason: "the key is empty"}
-	}
-	if len(key) > 255 {
-		return &KeyError{Reason: fmt.Sprintf("the key has %d characters; at most 255 are allowed", len(key))}
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return &KeyError{Reason: fmt.Sprintf("byte %d (0x%02x) is not printable ASCII", i, key[i])}
-		}
-	}
-	return nil
 }

@@ -50,5 +50,10 @@
 //     closed), unless Config.FailOpen.
 //
 // [Do] applies the same state machine to any function, for queue consumers
-// and webhook handlers.
+// and webhook handlers; [NewDoer] and [Run] prepare one policy for many calls.
+//
+// An [Observer] receives each protected request's [Outcome] for metrics; a
+// [RequestObserver] also receives the request, so that request logs, metrics
+// and traces read one account of what happened. Tests of handlers that use
+// the [Operation] get one from package retrysafetest.
 package retrysafe

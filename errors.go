@@ -9,9 +9,6 @@ import (
 
 // Sentinel errors. Match them with errors.Is.
 var (
-	// ErrMissingKey: a protected request carried no Idempotency-Key and the
-	// policy requires one.
-	ErrMissingKey = errors.New("retrysafe: idempotency key required")
 	// ErrInvalidKey: the Idempotency-Key is malformed. Returned wrapped in a
 	// *KeyError that says why.
 	ErrInvalidKey = errors.New("retrysafe: invalid idempotency key")
@@ -21,8 +18,6 @@ var (
 	// ErrInProgress: the original request with this key is still being
 	// processed. Returned wrapped in an *InProgressError.
 	ErrInProgress = errors.New("retrysafe: request with this idempotency key is in progress")
-	// ErrBodyTooLarge: the request body exceeds the configured limit.
-	ErrBodyTooLarge = errors.New("retrysafe: request body too large")
 	// ErrStoreUnavailable: the store could not be reached or failed. Stores
 	// wrap backend errors with it.
 	ErrStoreUnavailable = errors.New("retrysafe: store unavailable")
@@ -33,6 +28,10 @@ var (
 	// record was released, or it never existed.
 	ErrLeaseLost = errors.New("retrysafe: lease lost: record is owned by another claimant")
 )
+
+// errBodyTooLarge: the request body exceeds Config.MaxBody. The middleware
+// answers 413; it never reaches a caller.
+var errBodyTooLarge = errors.New("retrysafe: request body too large")
 
 // KeyError describes why an Idempotency-Key is invalid. It matches
 // ErrInvalidKey with errors.Is.

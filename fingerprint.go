@@ -28,7 +28,7 @@ const fingerprintVersion = "retrysafe-fingerprint-v1"
 //     of a repeated name keep their request order, since most frameworks
 //     read ?acct=1&acct=2 as the list [1 2] or take its first or last value;
 //     a query that does not parse is covered as raw text instead;
-//   - the body: [CanonicalJSON](body, ignore) when that succeeds, so key
+//   - the body: the canonical JSON of body without ignore's fields (canonicaljson.go) when that succeeds, so key
 //     order, whitespace, number spelling and the ignored members do not
 //     matter; otherwise the raw bytes. An empty body and an absent body are
 //     the same.

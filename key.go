@@ -36,7 +36,7 @@ func ParseKey(v string) (string, error) {
 		end--
 	}
 	if start == end {
-		return "", keyErr("empty key: send a value of 1 to %d printable ASCII characters", MaxKeyLength)
+		return "", checkKey("")
 	}
 	if v[start] == '"' {
 		return parseQuotedKey(v, start, end)
@@ -60,7 +60,7 @@ func parseBareKey(v string, start, end int) (string, error) {
 		}
 	}
 	if n := end - start; n > MaxKeyLength {
-		return "", keyErr("too long: %d characters > %d", n, MaxKeyLength)
+		return "", tooLong(n)
 	}
 	return v[start:end], nil
 }
@@ -96,7 +96,7 @@ func parseQuotedKey(v string, start, end int) (string, error) {
 				return "", keyErr("empty key: the quoted string \"\" holds no characters")
 			}
 			if n > MaxKeyLength {
-				return "", keyErr("too long: %d characters > %d", n, MaxKeyLength)
+				return "", tooLong(n)
 			}
 			if rest := i + 1; rest < end {
 				switch v[rest] {
@@ -133,6 +133,27 @@ func nonPrintable(v string, i int) error {
 	}
 	return keyErr("non-ASCII byte 0x%02X at position %d: keys must be printable ASCII (0x20-0x7E)", c, i)
 }
+
+// checkKey applies the rules every decoded key meets: 1 to [MaxKeyLength]
+// printable ASCII characters (0x20-0x7E). ParseKey enforces them while it
+// decodes a header value; [Do] applies them to the key it is given.
+func checkKey(key string) error {
+	if key == "" {
+		return keyErr("empty key: send a value of 1 to %d printable ASCII characters", MaxKeyLength)
+	}
+	if len(key) > MaxKeyLength {
+		return tooLong(len(key))
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7E {
+			return nonPrintable(key, i)
+		}
+	}
+	return nil
+}
+
+// tooLong describes a key of n > MaxKeyLength characters.
+func tooLong(n int) error { return keyErr("too long: %d characters > %d", n, MaxKeyLength) }
 
 func keyErr(format string, args ...any) error {
 	return &KeyError{Reason: fmt.Sprintf(format, args...)}

@@ -45,8 +45,9 @@ func NewMiddleware(cfg Config) (func(http.Handler) http.Handler, error) {
 		return nil, err
 	}
 	e := newEngine(&c)
+	ro, _ := c.Observer.(RequestObserver)
 	return func(next http.Handler) http.Handler {
-		return &protectedHandler{e: e, cfg: &c, next: next}
+		return &protectedHandler{e: e, cfg: &c, next: next, ro: ro}
 	}, nil
 }
 
@@ -54,6 +55,16 @@ type protectedHandler struct {
 	e    *engine
 	cfg  *Config
 	next http.Handler
+	ro   RequestObserver // cfg.Observer when it wants the request; else nil
+}
+
+// observe reports the outcome of r to the Observer.
+func (h *protectedHandler) observe(r *http.Request, o Outcome, d time.Duration) {
+	if h.ro != nil {
+		h.ro.RequestOutcome(r, o, d)
+		return
+	}
+	h.cfg.Observer.Outcome(o, d)
 }
 
 func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -64,7 +75,7 @@ func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	outcome := h.serve(w, r)
 	if outcome != "" {
-		h.cfg.Observer.Outcome(outcome, time.Since(start))
+		h.observe(r, outcome, time.Since(start))
 	}
 }
 
@@ -92,7 +103,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 		detail := err.Error()
 		var ke *KeyError
 		if errors.As(err, &ke) {
-			detail = "The Idempotency-Key header is invalid: " + ke.Reason + ". Use 1 to 255 printable ASCII characters, such as a UUID."
+			detail = fmt.Sprintf("The Idempotency-Key header is invalid: %s. Use 1 to %d printable ASCII characters, such as a UUID.", ke.Reason, MaxKeyLength)
 		}
 		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid Idempotency-Key", http.StatusBadRequest, detail), 0)
 		return OutcomeInvalidKey
@@ -100,7 +111,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	body, buf, err := readBody(r, c.MaxBody)
 	defer putBodyBuffer(buf)
 	if err != nil {
-		if errors.Is(err, ErrBodyTooLarge) {
+		if errors.Is(err, errBodyTooLarge) {
 			WriteProblem(w, c.problem(ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("The request body exceeds the limit of %d bytes; nothing was processed.", c.MaxBody)), 0)
 			return OutcomeTooLarge
@@ -122,7 +133,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	if err != nil {
 		WriteProblem(w, &Problem{Type: "about:blank", Title: "Unauthorized", Status: http.StatusUnauthorized,
 			Detail: "The caller's identity could not be established: " + err.Error()}, 0)
-		return OutcomeInvalidKey
+		return OutcomeUnauthorized
 	}
 	fp, err := fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
 	if err != nil {
@@ -130,40 +141,47 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	}
 
 	rec, claimed, err := h.e.acquire(r.Context(), scope, key, fp)
-	var inProgress *InProgressError
 	switch {
 	case err == nil && claimed:
 		return h.execute(w, r, rec, body)
 	case err == nil:
 		h.replay(w, r, rec.Response)
 		return OutcomeReplayed
-	case errors.Is(err, ErrMismatch):
+	}
+	return h.refuse(w, r, err, body)
+}
+
+// refuse answers a request whose claim acquire refused with err.
+func (h *protectedHandler) refuse(w http.ResponseWriter, r *http.Request, err error, body []byte) Outcome {
+	c := h.cfg
+	outcome, inProgress := refusal(err)
+	switch {
+	case outcome == OutcomeMismatch:
 		WriteProblem(w, c.problem(ProblemMismatch, "Idempotency-Key reused", http.StatusUnprocessableEntity,
 			"This Idempotency-Key was already used with a different request (method, path, query or body). Use a new key for a new operation."), 0)
-		return OutcomeMismatch
-	case errors.As(err, &inProgress):
+		return outcome
+	case inProgress != nil:
 		WriteProblem(w, c.inProgressProblem(inProgress), inProgress.RetryAfter)
-		return OutcomeConflict
+		return outcome
 	case r.Context().Err() != nil:
 		return "" // the client went away while we waited; nothing ran
-	default:
-		c.Logger.ErrorContext(r.Context(), "retrysafe: store unavailable", "err", err)
-		// Only an unreachable store fails open. Any other store error
-		// (a stored response it cannot decrypt, say) may hide a completed
-		// record: running the handler could run the operation twice.
-		if c.FailOpen && errors.Is(err, ErrStoreUnavailable) {
-			h.next.ServeHTTP(w, withBody(r, r.Context(), body))
-			return OutcomeFailOpen
-		}
-		WriteProblem(w, c.problem(ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable,
-			"The request was not processed because its idempotency could not be guaranteed. Retry later with the same key."), 2*time.Second)
-		return OutcomeStoreError
 	}
+	c.Logger.ErrorContext(r.Context(), "retrysafe: store unavailable", "err", err)
+	// Only an unreachable store fails open. Any other store error
+	// (a stored response it cannot decrypt, say) may hide a completed
+	// record: running the handler could run the operation twice.
+	if c.FailOpen && errors.Is(err, ErrStoreUnavailable) {
+		h.next.ServeHTTP(w, withBody(r, r.Context(), body))
+		return OutcomeFailOpen
+	}
+	WriteProblem(w, c.problem(ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable,
+		"The request was not processed because its idempotency could not be guaranteed. Retry later with the same key."), 2*time.Second)
+	return outcome
 }
 
 // execute runs the handler for a record this request owns, stores the
 // result, then answers the client.
-func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) (outcome Outcome) {
+func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) Outcome {
 	c, e := h.cfg, h.e
 	x := &execution{}
 	op := &x.op
@@ -185,16 +203,16 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 			return
 		}
 		stopHeartbeat()
-		if v == http.ErrAbortHandler && cw.wroteHeader {
-			_ = e.complete(base, rec, h.notStored(cw, "the response was cut off before it was complete"))
-			h.cfg.Observer.Outcome(OutcomeNew, 0)
-		} else if v == http.ErrAbortHandler {
-			h.cfg.Observer.Outcome(OutcomeAbandoned, 0)
-		} else {
-			if err := e.release(base, rec); err != nil {
-				c.Logger.ErrorContext(base, "retrysafe: release after panic failed; the key is blocked until its lease runs out", "err", err)
-			}
-			h.cfg.Observer.Outcome(OutcomeReleased, 0)
+		switch {
+		case v == http.ErrAbortHandler && cw.wroteHeader:
+			o, err := e.settle(base, rec, DispositionComplete, h.notStored(cw, "the response was cut off before it was complete"))
+			e.logNotStored(base, err)
+			h.observe(r, o, 0)
+		case v == http.ErrAbortHandler:
+			h.observe(r, OutcomeAbandoned, 0)
+		default:
+			e.releaseAfterPanic(base, rec)
+			h.observe(r, OutcomeReleased, 0)
 		}
 		panic(v)
 	}()
@@ -202,32 +220,19 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 	h.next.ServeHTTP(cw, negotiated(x.body.request(r, ctx, body)))
 	stopHeartbeat()
 
-	outcome = OutcomeNew
-	var err error
-	switch op.Disposition() {
-	case DispositionCompleted:
-	case DispositionAbandon:
-		outcome = OutcomeAbandoned
-	case DispositionRelease:
-		outcome, err = OutcomeReleased, e.release(base, rec)
-	default:
-		status := cw.statusCode()
-		switch {
+	d := op.Disposition()
+	var resp *Response // nil: release
+	if d == DispositionComplete {
+		switch status := cw.statusCode(); {
 		case !c.StoreStatus(status):
-			outcome, err = OutcomeReleased, e.release(base, rec)
 		case cw.overflow:
-			err = e.complete(base, rec, h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody)))
+			resp = h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody))
 		default:
-			err = e.complete(base, rec, cw.response(c.StoreHeader))
+			resp = cw.response(c.StoreHeader)
 		}
 	}
-	switch {
-	case errors.Is(err, ErrLeaseLost):
-		outcome = OutcomeLeaseLost
-		c.Logger.WarnContext(base, "retrysafe: result not stored: the lease was taken over by another request")
-	case err != nil:
-		c.Logger.ErrorContext(base, "retrysafe: result not stored; the key stays blocked until its lease runs out", "err", err)
-	}
+	outcome, err := e.settle(base, rec, d, resp)
+	e.logNotStored(base, err)
 	cw.flush()
 	cw.release()
 	return outcome
@@ -282,7 +287,7 @@ func putBodyBuffer(buf *[]byte) {
 // used; buf may be nil.
 func readBody(r *http.Request, limit int64) (body []byte, buf *[]byte, err error) {
 	if r.ContentLength > limit {
-		return nil, nil, ErrBodyTooLarge
+		return nil, nil, errBodyTooLarge
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil, nil
@@ -300,7 +305,7 @@ func readBody(r *http.Request, limit int64) (body []byte, buf *[]byte, err error
 		b = b[:len(b)+n]
 		if int64(len(b)) > limit {
 			*buf = b
-			return nil, buf, ErrBodyTooLarge
+			return nil, buf, errBodyTooLarge
 		}
 		if rerr == io.EOF {
 			break

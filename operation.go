@@ -43,14 +43,6 @@ type Operation struct {
 	disposition Disposition
 }
 
-// NewOperation returns an Operation for a claimed record. It is used by the
-// engine and by custom integrations that drive a [Store] directly.
-func NewOperation(rec *Record, ttl time.Duration, now func() time.Time) *Operation {
-	o := &Operation{}
-	o.init(rec, ttl, now)
-	return o
-}
-
 // init sets up a zero Operation (one embedded in a larger allocation).
 func (o *Operation) init(rec *Record, ttl time.Duration, now func() time.Time) {
 	if now == nil {
@@ -118,14 +110,9 @@ func (o *Operation) setDisposition(d Disposition) {
 
 type operationKey struct{}
 
-// ContextWithOperation returns a copy of ctx carrying op.
-func ContextWithOperation(ctx context.Context, op *Operation) context.Context {
-	return context.WithValue(ctx, operationKey{}, op)
-}
-
 // operationContext is context.WithoutCancel(parent) carrying op, in one
-// value that can be embedded: what ContextWithOperation gives on a
-// WithoutCancel context. It is never cancelled and has no deadline.
+// value that can be embedded: context.WithValue(context.WithoutCancel(parent),
+// operationKey{}, op). It is never cancelled and has no deadline.
 type operationContext struct {
 	parent context.Context
 	op     *Operation

@@ -27,7 +27,7 @@ const (
 	ProblemInProgress        = "request-in-progress" // 409
 	ProblemBodyTooLarge      = "body-too-large"      // 413
 	ProblemStoreUnavailable  = "store-unavailable"   // 503
-	ProblemResponseNotStored = "response-not-stored" // 500, replayed
+	ProblemResponseNotStored = "response-not-stored" // 502, replayed
 	ProblemOutcomeUnknown    = "outcome-unknown"     // 409: the first attempt's outcome is unknown; the key is held until its lease ends
 	ProblemReplayUndecodable = "replay-undecodable"  // 502: the stored coding is not accepted by the retry and cannot be decoded
 	ProblemRequestTimeout    = "request-timeout"     // 408: the body did not arrive within the server's read timeout; nothing ran

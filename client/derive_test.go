@@ -9,13 +9,17 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/retrysafetest"
 )
 
 var derivedKeyFormat = regexp.MustCompile(`^rsd_[A-Za-z0-9_-]{43}$`)
 
 func opContext(scope, key string) context.Context {
-	op := retrysafe.NewOperation(&retrysafe.Record{Scope: scope, Key: key, Token: retrysafe.NewToken()}, time.Hour, nil)
-	return retrysafe.ContextWithOperation(context.Background(), op)
+	ctx, _, err := retrysafetest.OperationContext(context.Background(), &retrysafe.Record{Scope: scope, Key: key, Token: retrysafe.NewToken()}, time.Hour, nil)
+	if err != nil {
+		panic(err)
+	}
+	return ctx
 }
 
 func mustDerive(t *testing.T, ctx context.Context, label string) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/client"
+	"github.com/retrysafe/retrysafe/retrysafetest"
 )
 
 // A server that is unavailable once, then creates the charge. The transport
@@ -73,10 +74,13 @@ func ExampleNewKey() {
 // incoming request, the provider sees the same key again and does not charge
 // twice.
 func ExampleDeriveKey() {
-	// The middleware puts the operation in the handler's context; here it is
-	// built by hand.
-	op := retrysafe.NewOperation(&retrysafe.Record{Scope: "tenant-a", Key: "order-1"}, time.Hour, nil)
-	ctx := retrysafe.ContextWithOperation(context.Background(), op)
+	// The middleware puts the operation in the handler's context; here
+	// retrysafetest builds one, as in a test of the handler.
+	ctx, _, err := retrysafetest.OperationContext(context.Background(),
+		&retrysafe.Record{Scope: "tenant-a", Key: "order-1"}, time.Hour, nil)
+	if err != nil {
+		panic(err)
+	}
 
 	charge, _ := client.DeriveKey(ctx, "psp-charge")
 	again, _ := client.DeriveKey(ctx, "psp-charge")

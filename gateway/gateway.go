@@ -107,7 +107,8 @@ type Gateway struct {
 type routeHandler struct {
 	pattern string // "" for the defaults
 	policy  Policy
-	h       http.Handler // the middleware around the proxy
+	lease   time.Duration // the effective lease; zero when bypassed
+	h       http.Handler  // the middleware around the proxy
 }
 
 func (rh *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { rh.h.ServeHTTP(w, r) }
@@ -164,21 +165,21 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.proxy = g.newProxy(cfg.Upstream, transport)
 
-	if err := g.checkLease("the default lease", cfg.Defaults); err != nil {
-		return nil, err
-	}
 	if g.def, err = g.newRouteHandler("", cfg.Defaults); err != nil {
 		return nil, fmt.Errorf("gateway: defaults: %w", err)
+	}
+	if err := g.checkLease("the default lease", g.def); err != nil {
+		return nil, err
 	}
 	if len(cfg.Routes) > 0 {
 		g.mux = http.NewServeMux()
 		for i, rt := range cfg.Routes {
 			name := fmt.Sprintf("route %q", rt.Pattern)
-			if err := g.checkLease(name+": lease", rt.Policy); err != nil {
-				return nil, err
-			}
 			rh, err := g.newRouteHandler(rt.Pattern, rt.Policy)
 			if err == nil {
+				if err := g.checkLease(name+": lease", rh); err != nil {
+					return nil, err
+				}
 				err = registerPattern(g.mux, muxPattern(rt.Pattern), rh)
 			}
 			if err != nil {
@@ -191,11 +192,11 @@ func New(cfg Config) (*Gateway, error) {
 
 // checkLease enforces UpstreamTimeout < lease: an upstream call must end
 // (or be given up) while its claim still holds.
-func (g *Gateway) checkLease(what string, p Policy) error {
-	if p.Bypass {
+func (g *Gateway) checkLease(what string, rh *routeHandler) error {
+	if rh.policy.Bypass {
 		return nil
 	}
-	if lease := p.lease(); g.cfg.UpstreamTimeout >= lease {
+	if lease := rh.lease; g.cfg.UpstreamTimeout >= lease {
 		return fmt.Errorf("gateway: %s (%s) must be longer than the upstream timeout (%s): lengthen the lease or shorten the upstream timeout",
 			what, lease, g.cfg.UpstreamTimeout)
 	}
@@ -209,34 +210,12 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 		rh.h = forward
 		return rh, nil
 	}
-	scopeHeader := p.ScopeHeader
-	if scopeHeader == "" {
-		scopeHeader = "Authorization"
+	cfg, err := p.middlewareConfig(g).WithDefaults()
+	if err != nil {
+		return nil, err
 	}
-	var storeStatus func(int) bool
-	if p.StoreStatuses != nil {
-		storeStatus = p.StoreStatuses.Contains
-	}
-	mw, err := retrysafe.NewMiddleware(retrysafe.Config{
-		Store:           g.cfg.Store,
-		Methods:         p.Methods,
-		RequireKey:      p.RequireKey,
-		TTL:             p.TTL,
-		Lease:           p.Lease,
-		InFlight:        p.InFlight,
-		WaitTimeout:     p.WaitTimeout,
-		MaxBody:         p.MaxBody,
-		MaxResponseBody: p.MaxResponseBody,
-		StoreTimeout:    g.cfg.StoreTimeout,
-		FailOpen:        g.cfg.FailOpen,
-		StoreStatus:     storeStatus,
-		Scope:           retrysafe.ScopeFromHeader(scopeHeader),
-		IgnoreFields:    p.IgnoreFields,
-		Now:             g.cfg.Now,
-		Logger:          g.logger,
-		Observer:        g.metrics,
-		ProblemBase:     g.problemBase,
-	})
+	rh.lease = cfg.Lease
+	mw, err := retrysafe.NewMiddleware(cfg)
 	if err != nil {
 		return nil, err
 	}

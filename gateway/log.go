@@ -15,6 +15,7 @@ import (
 // request's own goroutine, so it needs no lock.
 type requestInfo struct {
 	route     *routeHandler
+	outcome   retrysafe.Outcome    // the middleware's account; "" when it gave none
 	forwarded bool                 // the request reached the proxy
 	op        *retrysafe.Operation // non-nil when it ran as a claimed operation
 
@@ -67,7 +68,8 @@ func (w *statusWriter) Flush() {
 // Unwrap returns the underlying writer, for http.ResponseController.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Outcomes the gateway logs besides [retrysafe.Outcome]'s.
+// Outcomes the gateway logs for requests the middleware did not account
+// for, besides [retrysafe.Outcome]'s.
 const (
 	outcomeUnprotected = "unprotected" // method or route not protected
 	outcomeNoKey       = "no_key"      // protected method without a key, key optional: passed through
@@ -75,51 +77,31 @@ const (
 	outcomeOther       = "other"
 )
 
-// outcome classifies a request for the log. The engine reports the same
-// outcomes to the metrics through the Observer; here they are derived from
-// what the request went through, since the Observer carries no request.
-func outcome(r *http.Request, rh *routeHandler, info *requestInfo, status int, h http.Header) string {
-	if !rh.policy.protects(r.Method) {
+// requestObserver gives the metrics each protected request's outcome and
+// records it in the request's requestInfo for its log line, so that the
+// log and the metrics read the same account.
+type requestObserver struct{ *Metrics }
+
+// RequestOutcome implements [retrysafe.RequestObserver].
+func (o requestObserver) RequestOutcome(r *http.Request, oc retrysafe.Outcome, d time.Duration) {
+	if info := infoFrom(r.Context()); info != nil {
+		info.outcome = oc
+	}
+	o.Outcome(oc, d)
+}
+
+// logOutcome is the outcome logged for a request: the middleware's when it
+// reported one, else what the gateway saw.
+func logOutcome(r *http.Request, rh *routeHandler, info *requestInfo, status int) string {
+	switch {
+	case info.outcome != "":
+		return string(info.outcome)
+	case !rh.policy.protects(r.Method):
 		return outcomeUnprotected
-	}
-	hasKey := len(r.Header.Values(retrysafe.HeaderKey)) > 0
-	if info.forwarded {
-		switch {
-		case info.op == nil && hasKey:
-			return string(retrysafe.OutcomeFailOpen)
-		case info.op == nil:
-			return outcomeNoKey
-		}
-		switch info.op.Disposition() {
-		case retrysafe.DispositionRelease:
-			return string(retrysafe.OutcomeReleased)
-		case retrysafe.DispositionAbandon:
-			return string(retrysafe.OutcomeAbandoned)
-		}
-		if info.upstreamStatus != 0 && !rh.policy.stores(info.upstreamStatus) {
-			return string(retrysafe.OutcomeReleased)
-		}
-		return string(retrysafe.OutcomeNew)
-	}
-	if h.Get(retrysafe.HeaderReplayed) == "true" {
-		return string(retrysafe.OutcomeReplayed)
-	}
-	switch status {
-	case 0:
+	case info.forwarded:
+		return outcomeNoKey
+	case status == 0:
 		return outcomeClientGone
-	case http.StatusConflict:
-		return string(retrysafe.OutcomeConflict)
-	case http.StatusUnprocessableEntity:
-		return string(retrysafe.OutcomeMismatch)
-	case http.StatusBadRequest:
-		if hasKey {
-			return string(retrysafe.OutcomeInvalidKey)
-		}
-		return string(retrysafe.OutcomeMissingKey)
-	case http.StatusRequestEntityTooLarge:
-		return string(retrysafe.OutcomeTooLarge)
-	case http.StatusServiceUnavailable:
-		return string(retrysafe.OutcomeStoreError)
 	}
 	return outcomeOther
 }
@@ -136,7 +118,7 @@ func (g *Gateway) logRequest(r *http.Request, rh *routeHandler, info *requestInf
 	if !g.logger.Enabled(ctx, level) {
 		return
 	}
-	o := outcome(r, rh, info, sw.status, sw.Header())
+	o := logOutcome(r, rh, info, sw.status)
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs,
 		slog.String("method", r.Method),

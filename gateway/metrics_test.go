@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
 )
 
@@ -219,4 +220,64 @@ func TestClientGoneUnprotected(t *testing.T) {
 		return metricValue(t, text, `retrysafe_upstream_duration_seconds_count{result="canceled"}`) == 1 &&
 			metricValue(t, text, `retrysafe_upstream_errors_total{kind="unknown"}`) == 0
 	})
+}
+
+// lostLeaseStore is a real store whose Complete, for keys starting with
+// "lost-", answers as a store does after another claimant took the lease
+// over.
+type lostLeaseStore struct{ retrysafe.Store }
+
+func (s *lostLeaseStore) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	if strings.HasPrefix(p.Key, "lost-") {
+		return retrysafe.ErrLeaseLost
+	}
+	return s.Store.Complete(ctx, p)
+}
+
+// TestLogAgreesWithMetrics checks that the request log and the metrics
+// give every protected request the same outcome: both read the
+// middleware's account. A completion that hit a lost lease was once
+// logged as new while counted as lease_lost.
+func TestLogAgreesWithMetrics(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL),
+		Store: &lostLeaseStore{storeKinds()[0].open(t)}, Logger: logger})
+
+	key := newKey()
+	send(t, gw.URL, "POST", "/payments", key, `{"amount":1}`)                  // new
+	send(t, gw.URL, "POST", "/payments", key, `{"amount":1}`)                  // replayed
+	send(t, gw.URL, "POST", "/payments", key, `{"amount":2}`)                  // mismatch
+	send(t, gw.URL, "POST", "/payments", "a,b", `{}`)                          // invalid key
+	send(t, gw.URL, "POST", "/payments", "lost-"+newKey(), `{"a":1}`)          // lease lost
+	send(t, gw.URL, "POST", "/payments", "", `{}`)                             // no key: not counted
+	send(t, gw.URL, "POST", "/payments", newKey(), strings.Repeat("x", 2<<20)) // too large
+
+	logged := map[string]float64{}
+	for _, l := range buf.lines(t) {
+		if l["msg"] == "request" {
+			logged[l["outcome"].(string)]++
+		}
+	}
+	if logged["lease_lost"] != 1 {
+		t.Errorf("logged outcomes %v, want one lease_lost", logged)
+	}
+	text := string(send(t, gw.AdminURL, "GET", "/metrics", "", "").Body)
+	for _, o := range []retrysafe.Outcome{
+		retrysafe.OutcomeNew, retrysafe.OutcomeReplayed, retrysafe.OutcomeConflict,
+		retrysafe.OutcomeMismatch, retrysafe.OutcomeInvalidKey, retrysafe.OutcomeMissingKey,
+		retrysafe.OutcomeUnauthorized, retrysafe.OutcomeTooLarge, retrysafe.OutcomeStoreError,
+		retrysafe.OutcomeFailOpen, retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned,
+		retrysafe.OutcomeLeaseLost,
+	} {
+		series := `retrysafe_requests_total{outcome="` + string(o) + `"}`
+		if got := metricValue(t, text, series); got != logged[string(o)] {
+			t.Errorf("%s = %v, but %v request(s) logged with outcome %s", series, got, logged[string(o)], o)
+		}
+	}
+	if logged["no_key"] != 1 {
+		t.Errorf("logged outcomes %v, want one no_key", logged)
+	}
 }

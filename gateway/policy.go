@@ -61,17 +61,39 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// lease returns the effective lease.
-func (p *Policy) lease() time.Duration {
-	if p.Lease > 0 {
-		return p.Lease
+// middlewareConfig is the middleware's configuration for p under the
+// gateway's settings: the one place a Policy becomes a [retrysafe.Config].
+// Zero fields stay zero, so the middleware's defaults apply; read the
+// effective values from [retrysafe.Config.WithDefaults].
+func (p *Policy) middlewareConfig(g *Gateway) retrysafe.Config {
+	var scope func(*http.Request) (string, error) // nil: the middleware's default, Authorization
+	if p.ScopeHeader != "" {
+		scope = retrysafe.ScopeFromHeader(p.ScopeHeader)
 	}
-	return retrysafe.DefaultLease
-}
-
-// stores reports whether a response with status is stored under p.
-func (p *Policy) stores(status int) bool {
-	return p.StoreStatuses == nil || p.StoreStatuses.Contains(status)
+	var storeStatus func(int) bool
+	if p.StoreStatuses != nil {
+		storeStatus = p.StoreStatuses.Contains
+	}
+	return retrysafe.Config{
+		Store:           g.cfg.Store,
+		Methods:         p.Methods,
+		RequireKey:      p.RequireKey,
+		TTL:             p.TTL,
+		Lease:           p.Lease,
+		InFlight:        p.InFlight,
+		WaitTimeout:     p.WaitTimeout,
+		MaxBody:         p.MaxBody,
+		MaxResponseBody: p.MaxResponseBody,
+		StoreTimeout:    g.cfg.StoreTimeout,
+		FailOpen:        g.cfg.FailOpen,
+		StoreStatus:     storeStatus,
+		Scope:           scope,
+		IgnoreFields:    p.IgnoreFields,
+		Now:             g.cfg.Now,
+		Logger:          g.logger,
+		Observer:        requestObserver{g.metrics},
+		ProblemBase:     g.problemBase,
+	}
 }
 
 // protects reports whether method is protected under p, by the same rule as

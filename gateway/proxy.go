@@ -251,9 +251,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	var retryAfter time.Duration
 	if op != nil {
 		op.Abandon()
-		lease := g.def.policy.lease()
+		lease := g.def.lease
 		if info != nil && info.route != nil {
-			lease = info.route.policy.lease()
+			lease = info.route.lease
 		}
 		retryAfter = lease
 		p.Detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown. "+

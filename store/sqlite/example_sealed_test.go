@@ -59,18 +59,21 @@ func ExampleStore_CompleteTx_sealed() {
 		return res
 	}
 	first := claim()
-	op := retrysafe.NewOperation(first.Record, 24*time.Hour, nil)
 
 	tx, err := inner.DB().BeginTx(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	// ... the business write in tx, then the completion in the same tx:
-	params, err := ring.SealComplete(op.CompleteParams(&retrysafe.Response{
-		Status: http.StatusCreated,
-		Header: http.Header{"Content-Type": {"application/json"}},
-		Body:   []byte(`{"order":"ord_7","name":"Jane Doe"}`),
-	}))
+	params, err := ring.SealComplete(&retrysafe.CompleteParams{
+		Scope: first.Record.Scope, Key: first.Record.Key, Token: first.Record.Token,
+		Now: time.Now(), TTL: 24 * time.Hour,
+		Response: &retrysafe.Response{
+			Status: http.StatusCreated,
+			Header: http.Header{"Content-Type": {"application/json"}},
+			Body:   []byte(`{"order":"ord_7","name":"Jane Doe"}`),
+		},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +83,6 @@ func ExampleStore_CompleteTx_sealed() {
 	if err := tx.Commit(); err != nil {
 		log.Fatal(err)
 	}
-	op.MarkCompleted()
 
 	raw, err := inner.Get(ctx, &retrysafe.GetParams{Scope: "customer-42", Key: "order-7", Now: time.Now()})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/retrysafe/retrysafe/client"
 	"github.com/retrysafe/retrysafe/examples/payments/provider"
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
+	"github.com/retrysafe/retrysafe/retrysafetest"
 )
 
 // TestCrashAfterChargeRecovers: a process claimed a payment's key, recorded
@@ -43,8 +44,11 @@ func TestCrashAfterChargeRecovers(t *testing.T) {
 		}
 		// Its phase 1 (the pending payment, with the provider key derived
 		// from the operation) and its charge, whose answer was lost.
-		op := retrysafe.NewOperation(claim.Record, time.Hour, nil)
-		providerKey, _ := client.DeriveKey(retrysafe.ContextWithOperation(ctx, op), "psp-charge")
+		opCtx, _, err := retrysafetest.OperationContext(ctx, claim.Record, time.Hour, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		providerKey, _ := client.DeriveKey(opCtx, "psp-charge")
 		sum := sha256.Sum256([]byte("\n" + key)) // the operation key: scope (none) and key
 		pay := &repo.Payment{ID: repo.NewID("pay", past), OrderID: order, OpKey: hex.EncodeToString(sum[:]),
 			ProviderKey: providerKey, Amount: 4200, Currency: "EUR", CreatedAt: past}

@@ -1,0 +1,71 @@
+package retrysafe
+
+import (
+	"context"
+	"errors"
+)
+
+// The second half of the engine, shared by the middleware and Do: what
+// becomes of a refused claim, of a record whose operation returned, and of
+// one whose operation panicked.
+
+// refusal classifies an error of engine.acquire: ErrMismatch, an
+// *InProgressError (returned, for its Retry-After), or anything else (a
+// store failure, or the caller's context ending), reported as
+// OutcomeStoreError. It is called only on the error path, so the
+// errors.As target costs nothing on a request that was not refused.
+func refusal(err error) (Outcome, *InProgressError) {
+	if errors.Is(err, ErrMismatch) {
+		return OutcomeMismatch, nil
+	}
+	var inProgress *InProgressError
+	if errors.As(err, &inProgress) {
+		return OutcomeConflict, inProgress
+	}
+	return OutcomeStoreError, nil
+}
+
+// settle ends the record rec after its operation's code returned with
+// disposition d. The operation's own choice wins: DispositionCompleted
+// writes nothing, DispositionAbandon leaves the record to its lease,
+// DispositionRelease deletes it. Under DispositionComplete resp is stored,
+// or, when resp is nil (a result that is not kept), the record is
+// released. A fenced write that finds the lease taken over is reported as
+// OutcomeLeaseLost; the write's error is returned for the caller to log or
+// return.
+func (e *engine) settle(ctx context.Context, rec *Record, d Disposition, resp *Response) (Outcome, error) {
+	outcome := OutcomeNew
+	var err error
+	switch {
+	case d == DispositionCompleted:
+	case d == DispositionAbandon:
+		outcome = OutcomeAbandoned
+	case d == DispositionRelease || resp == nil:
+		outcome, err = OutcomeReleased, e.release(ctx, rec)
+	default:
+		err = e.complete(ctx, rec, resp)
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		outcome = OutcomeLeaseLost
+	}
+	return outcome, err
+}
+
+// releaseAfterPanic releases rec after its operation's code panicked, as
+// if the process had crashed before answering but without making a retry
+// wait for the lease. The caller re-panics.
+func (e *engine) releaseAfterPanic(ctx context.Context, rec *Record) {
+	if err := e.release(ctx, rec); err != nil {
+		e.cfg.Logger.ErrorContext(ctx, "retrysafe: release after panic failed; the key is blocked until its lease runs out", "err", err)
+	}
+}
+
+// logNotStored logs why the result of an operation that ran was not kept.
+func (e *engine) logNotStored(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		e.cfg.Logger.WarnContext(ctx, "retrysafe: result not stored: the lease was taken over by another request")
+	case err != nil:
+		e.cfg.Logger.ErrorContext(ctx, "retrysafe: result not stored; the key stays blocked until its lease runs out", "err", err)
+	}
+}
