@@ -1,6 +1,6 @@
 // Package headercodec encodes an http.Header as bytes that keep every byte
-// of every name and value: the SQLite and Redis stores keep response headers
-// in this form. (PostgreSQL's header column holds the same format.)
+// of every name and value: the SQLite, PostgreSQL and Redis stores keep
+// response headers in this form.
 //
 // The encoding is a version byte ([Version]), then the number of names,
 // then for each name (in sorted order) its length and bytes, the number of
