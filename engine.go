@@ -20,6 +20,8 @@ type engine struct {
 
 	spare      sync.Pool // *string: owner tokens of claims that did not win
 	spareBoxes sync.Pool // *string: empty boxes for spare
+
+	beats heartbeats // the lease renewals due
 }
 
 func newEngine(cfg *Config) *engine {
@@ -239,10 +241,10 @@ func (e *engine) inProgress(rec *Record) *InProgressError {
 // heartbeat renews the lease every Lease/3 until stop is called. When the
 // store says the lease is lost, it calls lose(ErrLeaseLost) once and ends.
 //
-// No goroutine waits for the handler: a timer fires only once a third of
-// the lease has passed, so a handler that returns sooner costs one timer
-// start and stop. Each renewal runs on the timer's goroutine and re-arms
-// the timer when it is done.
+// No goroutine or timer is made per operation: the engine's heartbeat
+// loop (see heartbeats) starts a renewal only for an operation that
+// outlives a third of the lease, so a handler that returns sooner costs
+// two short critical sections.
 func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.CancelCauseFunc) (stop func()) {
 	h := &heartbeat{}
 	e.startHeartbeat(h, ctx, rec, lose)
@@ -253,38 +255,124 @@ func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.Cancel
 // in a larger allocation); h.stop ends it.
 func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, lose context.CancelCauseFunc) {
 	h.e, h.ctx, h.rec, h.lose = e, ctx, rec, lose
-	h.mu.Lock()
-	h.timer = time.AfterFunc(e.cfg.Lease/3, h.beat)
-	h.mu.Unlock()
+	s := &e.beats
+	s.mu.Lock()
+	s.scheduleLocked(h, e)
+	s.mu.Unlock()
 }
 
-// heartbeat is the state of one operation's lease renewals.
+// heartbeats is an engine's queue of the operations whose next lease
+// renewal is due, and the one goroutine that starts those renewals.
+//
+// Every renewal is due Lease/3 after its operation started or its last
+// renewal ended, with the same Lease for all, and it is queued at the
+// time read under mu: so the queue is in order of due time by
+// construction, a linked list with the earliest first, appended at the
+// tail and unlinked anywhere in O(1), without a heap.
+//
+// The loop sleeps until the head is due. A heartbeat queued later is due
+// later, so nothing needs to wake the loop early; it exits when it wakes
+// to an empty queue and the next scheduleLocked starts it again. Each due
+// renewal runs on a goroutine of its own (a slow store delays no other
+// renewal) and, when it is done, queues its heartbeat again.
+type heartbeats struct {
+	mu         sync.Mutex
+	head, tail *heartbeat
+	running    bool // the loop goroutine is running
+}
+
+// scheduleLocked queues h's next renewal a third of the lease from now
+// and starts the loop if it is not running.
+func (s *heartbeats) scheduleLocked(h *heartbeat, e *engine) {
+	h.due = time.Now().Add(e.cfg.Lease / 3)
+	h.prev, h.next, h.queued = s.tail, nil, true
+	if s.tail != nil {
+		s.tail.next = h
+	} else {
+		s.head = h
+	}
+	s.tail = h
+	if !s.running {
+		s.running = true
+		go s.loop()
+	}
+}
+
+// removeLocked unlinks a queued h.
+func (s *heartbeats) removeLocked(h *heartbeat) {
+	if h.prev != nil {
+		h.prev.next = h.next
+	} else {
+		s.head = h.next
+	}
+	if h.next != nil {
+		h.next.prev = h.prev
+	} else {
+		s.tail = h.prev
+	}
+	h.prev, h.next, h.queued = nil, nil, false
+}
+
+// loop starts the renewals as they fall due, until the queue is empty.
+func (s *heartbeats) loop() {
+	var timer *time.Timer
+	for {
+		s.mu.Lock()
+		now := time.Now()
+		for h := s.head; h != nil && !now.Before(h.due); h = s.head {
+			s.removeLocked(h)
+			go h.beat()
+		}
+		if s.head == nil {
+			s.running = false
+			s.mu.Unlock()
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		}
+		wait := s.head.due.Sub(now)
+		s.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		<-timer.C
+	}
+}
+
+// heartbeat is the state of one operation's lease renewals. The fields
+// after lose are guarded by e.beats.mu.
 type heartbeat struct {
 	e    *engine
 	ctx  context.Context
 	rec  *Record
 	lose context.CancelCauseFunc
 
-	mu      sync.Mutex
-	timer   *time.Timer
-	stopped bool
-	cancel  context.CancelFunc // ends the renewal in flight; nil when none
-	done    chan struct{}      // closed when the renewal in flight returns
+	due        time.Time // when the next renewal starts, while queued
+	prev, next *heartbeat
+	queued     bool
+	stopped    bool
+	cancel     context.CancelFunc // ends the renewal in flight; nil when none
+	done       chan struct{}      // closed when the renewal in flight returns
 }
 
-// beat renews the lease once and, unless stopped or lost, re-arms the timer.
+// beat renews the lease once and, unless stopped or lost, queues the next
+// renewal.
 func (h *heartbeat) beat() {
-	h.mu.Lock()
+	e := h.e
+	s := &e.beats
+	s.mu.Lock()
 	if h.stopped {
-		h.mu.Unlock()
+		s.mu.Unlock()
 		return
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
 	h.cancel, h.done = cancel, done
-	h.mu.Unlock()
+	s.mu.Unlock()
 
-	e := h.e
 	err := e.call(ctx, "extend", func(ctx context.Context) error {
 		return e.store.Extend(ctx, &ExtendParams{
 			Scope: h.rec.Scope, Key: h.rec.Key, Token: h.rec.Token,
@@ -293,32 +381,36 @@ func (h *heartbeat) beat() {
 	})
 	cancelled := ctx.Err() != nil
 	cancel()
-
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cancel, h.done = nil, nil
-	close(done)
+	lost := errors.Is(err, ErrLeaseLost)
 	switch {
-	case errors.Is(err, ErrLeaseLost):
+	case lost:
 		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease lost while the operation ran; another claimant took it over")
 		h.lose(ErrLeaseLost)
-		return
 	case err != nil && !cancelled:
 		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease renewal failed; will retry", "err", err)
 	}
-	if !h.stopped {
-		h.timer.Reset(e.cfg.Lease / 3)
+
+	s.mu.Lock()
+	h.cancel, h.done = nil, nil
+	close(done) // after lose: stop returns only once it is done
+	if !lost && !h.stopped {
+		s.scheduleLocked(h, e)
 	}
+	s.mu.Unlock()
 }
 
-// stop ends the renewals: it disarms the timer, cancels a renewal in
-// flight and waits for it to return, so no renewal runs after stop.
+// stop ends the renewals: it takes the next one off the queue, cancels a
+// renewal in flight and waits for it to return, so no renewal runs after
+// stop.
 func (h *heartbeat) stop() {
-	h.mu.Lock()
+	s := &h.e.beats
+	s.mu.Lock()
 	h.stopped = true
-	h.timer.Stop()
+	if h.queued {
+		s.removeLocked(h)
+	}
 	cancel, done := h.cancel, h.done
-	h.mu.Unlock()
+	s.mu.Unlock()
 	if cancel != nil {
 		cancel()
 		<-done

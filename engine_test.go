@@ -3,6 +3,7 @@ package retrysafe
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -69,4 +70,85 @@ func TestCallStoreTimeout(t *testing.T) {
 			t.Fatalf("err = %v; a NonBlocking store's call must run without a StoreTimeout deadline", err)
 		}
 	})
+}
+
+// countingExtends is a Store that counts lease renewals per key.
+type countingExtends struct {
+	Store // nil: only Extend is called
+	mu    sync.Mutex
+	n     map[string]int
+}
+
+func (s *countingExtends) Extend(_ context.Context, p *ExtendParams) error {
+	s.mu.Lock()
+	s.n[p.Key]++
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *countingExtends) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[key]
+}
+
+// TestHeartbeatsShareOneQueue: the engine's heartbeat queue renews every
+// running operation again and again, however the ones around it in the
+// queue were stopped (head, middle, tail), never renews a stopped one,
+// is empty once all are stopped, and its loop goroutine then exits.
+func TestHeartbeatsShareOneQueue(t *testing.T) {
+	t.Parallel()
+	s := &countingExtends{n: map[string]int{}}
+	cfg, err := Config{Store: s, Lease: 60 * time.Millisecond}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(&cfg)
+	stops := map[string]func(){}
+	for _, key := range []string{"k0", "k1", "k2", "k3", "k4", "k5"} {
+		stops[key] = e.heartbeat(context.Background(), &Record{Key: key, Token: "t-" + key}, func(error) {})
+	}
+	for _, key := range []string{"k0", "k2", "k5"} { // the head, one in the middle, the tail
+		stops[key]()
+	}
+	running := []string{"k1", "k3", "k4"}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		renewed := 0
+		for _, key := range running {
+			if s.count(key) >= 3 {
+				renewed++
+			}
+		}
+		if renewed == len(running) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s: renewals k1 %d, k3 %d, k4 %d; want each renewed at least 3 times", s.count("k1"), s.count("k3"), s.count("k4"))
+		}
+	}
+	for _, key := range []string{"k0", "k2", "k5"} {
+		if n := s.count(key); n != 0 {
+			t.Errorf("%s renewed %d times after stop", key, n)
+		}
+	}
+	for _, key := range running {
+		stops[key]()
+	}
+	e.beats.mu.Lock()
+	head, tail := e.beats.head, e.beats.tail
+	e.beats.mu.Unlock()
+	if head != nil || tail != nil {
+		t.Fatalf("every heartbeat stopped, but the queue still holds %q ... %q", head.rec.Key, tail.rec.Key)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		e.beats.mu.Lock()
+		running := e.beats.running
+		e.beats.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat loop still runs 30s after the last heartbeat stopped")
+		}
+	}
 }
