@@ -72,17 +72,37 @@ func deadlineBefore(ctx context.Context, t time.Time) bool {
 	return ok && !d.After(t)
 }
 
+// claimParams and completeParams recycle the params of calls to
+// NonBlocking stores, which keep no params once a call returns (see
+// [NonBlocking]). Other stores get new params every call: one may still
+// hold them after a call that timed out.
+var (
+	claimParams    = sync.Pool{New: func() any { return new(ClaimParams) }}
+	completeParams = sync.Pool{New: func() any { return new(CompleteParams) }}
+)
+
 func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult, error) {
 	var res *ClaimResult
 	token := e.token()
+	var p *ClaimParams
+	if e.nonBlocking {
+		p = claimParams.Get().(*ClaimParams)
+	} else {
+		p = new(ClaimParams)
+	}
+	*p = ClaimParams{
+		Scope: scope, Key: key, Fingerprint: fp,
+		Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease,
+	}
 	err := e.call(ctx, "claim", func(ctx context.Context) error {
 		var err error
-		res, err = e.store.Claim(ctx, &ClaimParams{
-			Scope: scope, Key: key, Fingerprint: fp,
-			Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease,
-		})
+		res, err = e.store.Claim(ctx, p)
 		return err
 	})
+	if e.nonBlocking {
+		*p = ClaimParams{}
+		claimParams.Put(p)
+	}
 	if err == nil && !res.Claimed {
 		e.spareToken(token)
 	}
@@ -424,12 +444,25 @@ const finishAttempts = 3
 // from the caller's cancellation (a client hang-up must not lose the
 // result) and retries transient store failures a few times.
 func (e *engine) complete(ctx context.Context, rec *Record, resp *Response) error {
-	return e.finish(ctx, "complete", func(ctx context.Context) error {
-		return e.store.Complete(ctx, &CompleteParams{
+	if !e.nonBlocking {
+		return e.finish(ctx, "complete", func(ctx context.Context) error {
+			return e.store.Complete(ctx, &CompleteParams{
+				Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
+				Now: e.cfg.Now(), TTL: e.cfg.TTL, Response: resp,
+			})
+		})
+	}
+	p := completeParams.Get().(*CompleteParams)
+	err := e.finish(ctx, "complete", func(ctx context.Context) error {
+		*p = CompleteParams{
 			Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
 			Now: e.cfg.Now(), TTL: e.cfg.TTL, Response: resp,
-		})
+		}
+		return e.store.Complete(ctx, p)
 	})
+	*p = CompleteParams{}
+	completeParams.Put(p)
+	return err
 }
 
 // release deletes the owned record so that a retry runs again.

@@ -152,3 +152,46 @@ func TestHeartbeatsShareOneQueue(t *testing.T) {
 		}
 	}
 }
+
+// keepingStore is a blocking Store that keeps the params of its calls.
+type keepingStore struct {
+	Store // nil: only Claim and Complete are called
+	claims    []*ClaimParams
+	completes []*CompleteParams
+}
+
+func (s *keepingStore) Claim(_ context.Context, p *ClaimParams) (*ClaimResult, error) {
+	s.claims = append(s.claims, p)
+	return &ClaimResult{Claimed: true, Record: p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))}, nil
+}
+
+func (s *keepingStore) Complete(_ context.Context, p *CompleteParams) error {
+	s.completes = append(s.completes, p)
+	return nil
+}
+
+// TestParamsNotReusedForBlockingStores: only a NonBlocking store, which
+// promises not to keep them, gets recycled params; any other store may
+// keep the params of every call and finds them as it was given them.
+func TestParamsNotReusedForBlockingStores(t *testing.T) {
+	t.Parallel()
+	s := &keepingStore{}
+	e := newTestEngine(t, s)
+	for _, key := range []string{"a", "b", "c"} {
+		res, err := e.claim(context.Background(), "s", key, "fp-"+key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.complete(context.Background(), res.Record, &Response{Status: 201}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, key := range []string{"a", "b", "c"} {
+		if c := s.claims[i]; c.Key != key || c.Fingerprint != "fp-"+key || c.Token == "" {
+			t.Errorf("claim %d's params changed after the call: %+v", i, c)
+		}
+		if c := s.completes[i]; c.Key != key || c.Response == nil || c.Response.Status != 201 {
+			t.Errorf("complete %d's params changed after the call: %+v", i, c)
+		}
+	}
+}
