@@ -138,7 +138,45 @@ func (c *captureWriter) response(keep func(string) bool) *Response {
 			h[k] = v[:len(v):len(v)]
 		}
 	}
-	return &Response{Status: c.statusCode(), Header: h, Body: bytes.Clone(c.body.Bytes())}
+	r := newResponse(c.body.Bytes())
+	r.Status, r.Header = c.statusCode(), h
+	return r
+}
+
+// newResponse returns a new Response whose Body is a copy of body (nil
+// when body is nil; len == cap). A body of up to 216 bytes, as most API
+// answers, lives in the same allocation as the Response, in one of three
+// sizes (64, 128 and 256 bytes in all), so that it wastes little.
+func newResponse(body []byte) *Response {
+	var r *Response
+	var buf []byte
+	switch n := len(body); {
+	case body == nil:
+		return &Response{}
+	case n <= 24:
+		s := new(struct {
+			r Response
+			b [24]byte
+		})
+		r, buf = &s.r, s.b[:n:n]
+	case n <= 88:
+		s := new(struct {
+			r Response
+			b [88]byte
+		})
+		r, buf = &s.r, s.b[:n:n]
+	case n <= 216:
+		s := new(struct {
+			r Response
+			b [216]byte
+		})
+		r, buf = &s.r, s.b[:n:n]
+	default:
+		r, buf = new(Response), make([]byte, n)
+	}
+	copy(buf, body)
+	r.Body = buf
+	return r
 }
 
 // flush sends the captured response to the client (unless it already went

@@ -155,7 +155,7 @@ func TestHeartbeatsShareOneQueue(t *testing.T) {
 
 // keepingStore is a blocking Store that keeps the params of its calls.
 type keepingStore struct {
-	Store // nil: only Claim and Complete are called
+	Store     // nil: only Claim and Complete are called
 	claims    []*ClaimParams
 	completes []*CompleteParams
 }
