@@ -21,14 +21,15 @@ type engine struct {
 	spare      sync.Pool // *string: owner tokens of claims that did not win
 	spareBoxes sync.Pool // *string: empty boxes for spare
 
-	beats heartbeats // the lease renewals due
+	beats *heartbeats // the queue of lease renewals, shared by every engine with this Lease
 }
 
 func newEngine(cfg *Config) *engine {
 	n, _ := cfg.Store.(Notifier)
 	nb, _ := cfg.Store.(NonBlocking)
 	_, nop := cfg.Observer.(nopObserver)
-	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop}
+	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop,
+		beats: heartbeatQueue(cfg.Lease / 3)}
 }
 
 // call runs one store operation under StoreTimeout and reports it to the
@@ -275,20 +276,22 @@ func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.Cancel
 // in a larger allocation); h.stop ends it.
 func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, lose context.CancelCauseFunc) {
 	h.e, h.ctx, h.rec, h.lose = e, ctx, rec, lose
-	s := &e.beats
+	s := e.beats
 	s.mu.Lock()
-	s.scheduleLocked(h, e)
+	s.scheduleLocked(h)
 	s.mu.Unlock()
 }
 
-// heartbeats is an engine's queue of the operations whose next lease
-// renewal is due, and the one goroutine that starts those renewals.
+// heartbeats is a queue of the operations whose next lease renewal is
+// due, and the one goroutine that starts those renewals. Every engine
+// whose Lease gives the same period shares one (see heartbeatQueue): DoWith
+// makes an engine per call, and one queue per engine would start a
+// goroutine per call.
 //
-// Every renewal is due Lease/3 after its operation started or its last
-// renewal ended, with the same Lease for all, and it is queued at the
-// time read under mu: so the queue is in order of due time by
-// construction, a linked list with the earliest first, appended at the
-// tail and unlinked anywhere in O(1), without a heap.
+// Every renewal is due period after it is queued, the same for all, and
+// it is queued at the time read under mu: so the queue is in order of due
+// time by construction, a linked list with the earliest first, appended
+// at the tail and unlinked anywhere in O(1), without a heap.
 //
 // The loop sleeps until the head is due. A heartbeat queued later is due
 // later, so nothing needs to wake the loop early; it exits when it wakes
@@ -296,15 +299,36 @@ func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, 
 // renewal runs on a goroutine of its own (a slow store delays no other
 // renewal) and, when it is done, queues its heartbeat again.
 type heartbeats struct {
+	period time.Duration // Lease/3
+
 	mu         sync.Mutex
 	head, tail *heartbeat
 	running    bool // the loop goroutine is running
 }
 
-// scheduleLocked queues h's next renewal a third of the lease from now
-// and starts the loop if it is not running.
-func (s *heartbeats) scheduleLocked(h *heartbeat, e *engine) {
-	h.due = time.Now().Add(e.cfg.Lease / 3)
+var (
+	heartbeatQueuesMu sync.Mutex
+	heartbeatQueues   = map[time.Duration]*heartbeats{}
+)
+
+// heartbeatQueue returns the process's queue for renewals every period.
+// Queues are kept for the life of the process, one per period in use (a
+// few bytes each; an idle queue has no goroutine).
+func heartbeatQueue(period time.Duration) *heartbeats {
+	heartbeatQueuesMu.Lock()
+	defer heartbeatQueuesMu.Unlock()
+	q := heartbeatQueues[period]
+	if q == nil {
+		q = &heartbeats{period: period}
+		heartbeatQueues[period] = q
+	}
+	return q
+}
+
+// scheduleLocked queues h's next renewal a period from now and starts the
+// loop if it is not running.
+func (s *heartbeats) scheduleLocked(h *heartbeat) {
+	h.due = time.Now().Add(s.period)
 	h.prev, h.next, h.queued = s.tail, nil, true
 	if s.tail != nil {
 		s.tail.next = h
@@ -382,7 +406,7 @@ type heartbeat struct {
 // renewal.
 func (h *heartbeat) beat() {
 	e := h.e
-	s := &e.beats
+	s := e.beats
 	s.mu.Lock()
 	if h.stopped {
 		s.mu.Unlock()
@@ -414,7 +438,7 @@ func (h *heartbeat) beat() {
 	h.cancel, h.done = nil, nil
 	close(done) // after lose: stop returns only once it is done
 	if !lost && !h.stopped {
-		s.scheduleLocked(h, e)
+		s.scheduleLocked(h)
 	}
 	s.mu.Unlock()
 }
@@ -423,7 +447,7 @@ func (h *heartbeat) beat() {
 // renewal in flight and waits for it to return, so no renewal runs after
 // stop.
 func (h *heartbeat) stop() {
-	s := &h.e.beats
+	s := h.e.beats
 	s.mu.Lock()
 	h.stopped = true
 	if h.queued {

@@ -92,18 +92,29 @@ func (s *countingExtends) count(key string) int {
 	return s.n[key]
 }
 
-// TestHeartbeatsShareOneQueue: the engine's heartbeat queue renews every
+// TestHeartbeatsShareOneQueue: the heartbeat queue renews every
 // running operation again and again, however the ones around it in the
 // queue were stopped (head, middle, tail), never renews a stopped one,
 // is empty once all are stopped, and its loop goroutine then exits.
 func TestHeartbeatsShareOneQueue(t *testing.T) {
 	t.Parallel()
 	s := &countingExtends{n: map[string]int{}}
-	cfg, err := Config{Store: s, Lease: 60 * time.Millisecond}.withDefaults()
+	// A lease no other test uses: engines with the same one share a queue.
+	cfg, err := Config{Store: s, Lease: 57*time.Millisecond + 123}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newEngine(&cfg)
+	// DoWith makes an engine per call: engines with the same Lease share
+	// the queue (and its one goroutine), others do not.
+	if other := newEngine(&cfg); other.beats != e.beats {
+		t.Fatal("two engines with the same Lease have heartbeat queues of their own")
+	}
+	cfg2 := cfg
+	cfg2.Lease = 2 * cfg.Lease
+	if newEngine(&cfg2).beats == e.beats {
+		t.Fatal("engines with different leases share a heartbeat queue")
+	}
 	stops := map[string]func(){}
 	for _, key := range []string{"k0", "k1", "k2", "k3", "k4", "k5"} {
 		stops[key] = e.heartbeat(context.Background(), &Record{Key: key, Token: "t-" + key}, func(error) {})
