@@ -262,8 +262,8 @@ func (e *engine) inProgress(rec *Record) *InProgressError {
 // heartbeat renews the lease every Lease/3 until stop is called. When the
 // store says the lease is lost, it calls lose(ErrLeaseLost) once and ends.
 //
-// No goroutine or timer is made per operation: the engine's heartbeat
-// loop (see heartbeats) starts a renewal only for an operation that
+// No goroutine or timer is made per operation: the heartbeat loop for
+// the engine's Lease (see heartbeats) starts a renewal only for one that
 // outlives a third of the lease, so a handler that returns sooner costs
 // two short critical sections.
 func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.CancelCauseFunc) (stop func()) {
