@@ -81,7 +81,7 @@ func (c *captureWriter) Write(p []byte) (int, error) {
 	}
 	if int64(c.body.Len()+len(p)) > c.limit {
 		c.overflow = true
-		copyHeader(c.w.Header(), c.header)
+		copyHeader(c.w.Header(), c.header, 0)
 		c.w.WriteHeader(c.status)
 		c.passThrough(c.body.Bytes())
 		c.body = bytes.Buffer{}
@@ -138,7 +138,45 @@ func (c *captureWriter) response(keep func(string) bool) *Response {
 			h[k] = v[:len(v):len(v)]
 		}
 	}
-	return &Response{Status: c.statusCode(), Header: h, Body: bytes.Clone(c.body.Bytes())}
+	r := newResponse(c.body.Bytes())
+	r.Status, r.Header = c.statusCode(), h
+	return r
+}
+
+// newResponse returns a new Response whose Body is a copy of body (nil
+// when body is nil; len == cap). A body of up to 216 bytes, as most API
+// answers, lives in the same allocation as the Response, in one of three
+// sizes (64, 128 and 256 bytes in all), so that it wastes little.
+func newResponse(body []byte) *Response {
+	var r *Response
+	var buf []byte
+	switch n := len(body); {
+	case body == nil:
+		return &Response{}
+	case n <= 24:
+		s := new(struct {
+			r Response
+			b [24]byte
+		})
+		r, buf = &s.r, s.b[:n:n]
+	case n <= 88:
+		s := new(struct {
+			r Response
+			b [88]byte
+		})
+		r, buf = &s.r, s.b[:n:n]
+	case n <= 216:
+		s := new(struct {
+			r Response
+			b [216]byte
+		})
+		r, buf = &s.r, s.b[:n:n]
+	default:
+		r, buf = new(Response), make([]byte, n)
+	}
+	copy(buf, body)
+	r.Body = buf
+	return r
 }
 
 // flush sends the captured response to the client (unless it already went
@@ -147,33 +185,48 @@ func (c *captureWriter) flush() {
 	if c.overflow {
 		return
 	}
-	copyHeader(c.w.Header(), c.header)
-	writeBody(c.w, c.statusCode(), c.body.Bytes())
+	spare := copyHeader(c.w.Header(), c.header, 1)
+	writeBody(c.w, c.statusCode(), c.body.Bytes(), spare)
 }
 
 // copyHeader sets dst's values to copies of src's, all in one allocation:
 // what is written to the client's header never shares memory with the
 // captured or stored response, whatever a server or outer middleware does
-// to it.
-func copyHeader(dst, src http.Header) {
+// to it. The same allocation holds extra more values, returned as spare
+// (each a one-element slice of capacity one, for the caller's own headers).
+func copyHeader(dst, src http.Header, extra int) (spare []string) {
 	n := 0
 	for _, v := range src {
 		n += len(v)
 	}
-	values := make([]string, n)
+	values := make([]string, n+extra)
 	for k, v := range src {
 		m := copy(values, v)
 		dst[k] = values[:m:m]
 		values = values[m:]
 	}
+	return values
 }
 
-func writeBody(w http.ResponseWriter, status int, body []byte) {
+// writeBody writes status and body with their Content-Length. Its value
+// goes into spare[0] when spare has room (see copyHeader).
+func writeBody(w http.ResponseWriter, status int, body []byte, spare []string) {
 	if status != http.StatusNoContent && status != http.StatusNotModified && status >= 200 {
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		setOne(w.Header(), "Content-Length", strconv.Itoa(len(body)), spare)
 	}
 	w.WriteHeader(status)
 	if len(body) > 0 {
 		_, _ = w.Write(body)
 	}
+}
+
+// setOne sets h[key] (key in canonical form) to the single value v, kept
+// in spare[0] when spare has room: Header.Set without its allocation.
+func setOne(h http.Header, key, v string, spare []string) {
+	if len(spare) == 0 {
+		h[key] = []string{v}
+		return
+	}
+	spare[0] = v
+	h[key] = spare[:1:1]
 }

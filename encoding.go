@@ -311,9 +311,10 @@ func (h *protectedHandler) replay(w http.ResponseWriter, r *http.Request, resp *
 		}
 	}
 	if !identity {
-		copyHeader(w.Header(), resp.Header)
-		w.Header().Set(HeaderReplayed, "true")
-		writeBody(w, resp.Status, resp.Body)
+		header := w.Header()
+		spare := copyHeader(header, resp.Header, 2)
+		setOne(header, HeaderReplayed, "true", spare[0:1])
+		writeBody(w, resp.Status, resp.Body, spare[1:])
 		return
 	}
 	n, err := decodedLength(codings, resp.Body, decodedLimitFactor*h.cfg.MaxResponseBody)
@@ -327,7 +328,7 @@ func (h *protectedHandler) replay(w http.ResponseWriter, r *http.Request, resp *
 		return
 	}
 	header := w.Header()
-	copyHeader(header, resp.Header)
+	copyHeader(header, resp.Header, 0)
 	for _, k := range encodedOnlyHeaders {
 		header.Del(k)
 	}

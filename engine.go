@@ -20,13 +20,16 @@ type engine struct {
 
 	spare      sync.Pool // *string: owner tokens of claims that did not win
 	spareBoxes sync.Pool // *string: empty boxes for spare
+
+	beats *heartbeats // the queue of lease renewals, shared by every engine with this Lease
 }
 
 func newEngine(cfg *Config) *engine {
 	n, _ := cfg.Store.(Notifier)
 	nb, _ := cfg.Store.(NonBlocking)
 	_, nop := cfg.Observer.(nopObserver)
-	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop}
+	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop,
+		beats: heartbeatQueue(cfg.Lease / 3)}
 }
 
 // call runs one store operation under StoreTimeout and reports it to the
@@ -70,17 +73,37 @@ func deadlineBefore(ctx context.Context, t time.Time) bool {
 	return ok && !d.After(t)
 }
 
+// claimParams and completeParams recycle the params of calls to
+// NonBlocking stores, which keep no params once a call returns (see
+// [NonBlocking]). Other stores get new params every call: one may still
+// hold them after a call that timed out.
+var (
+	claimParams    = sync.Pool{New: func() any { return new(ClaimParams) }}
+	completeParams = sync.Pool{New: func() any { return new(CompleteParams) }}
+)
+
 func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult, error) {
 	var res *ClaimResult
 	token := e.token()
+	var p *ClaimParams
+	if e.nonBlocking {
+		p = claimParams.Get().(*ClaimParams)
+	} else {
+		p = new(ClaimParams)
+	}
+	*p = ClaimParams{
+		Scope: scope, Key: key, Fingerprint: fp,
+		Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease,
+	}
 	err := e.call(ctx, "claim", func(ctx context.Context) error {
 		var err error
-		res, err = e.store.Claim(ctx, &ClaimParams{
-			Scope: scope, Key: key, Fingerprint: fp,
-			Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease,
-		})
+		res, err = e.store.Claim(ctx, p)
 		return err
 	})
+	if e.nonBlocking {
+		*p = ClaimParams{}
+		claimParams.Put(p)
+	}
 	if err == nil && !res.Claimed {
 		e.spareToken(token)
 	}
@@ -239,10 +262,10 @@ func (e *engine) inProgress(rec *Record) *InProgressError {
 // heartbeat renews the lease every Lease/3 until stop is called. When the
 // store says the lease is lost, it calls lose(ErrLeaseLost) once and ends.
 //
-// No goroutine waits for the handler: a timer fires only once a third of
-// the lease has passed, so a handler that returns sooner costs one timer
-// start and stop. Each renewal runs on the timer's goroutine and re-arms
-// the timer when it is done.
+// No goroutine or timer is made per operation: the heartbeat loop for
+// the engine's Lease (see heartbeats) starts a renewal only for one that
+// outlives a third of the lease, so a handler that returns sooner costs
+// two short critical sections.
 func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.CancelCauseFunc) (stop func()) {
 	h := &heartbeat{}
 	e.startHeartbeat(h, ctx, rec, lose)
@@ -253,38 +276,147 @@ func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.Cancel
 // in a larger allocation); h.stop ends it.
 func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, lose context.CancelCauseFunc) {
 	h.e, h.ctx, h.rec, h.lose = e, ctx, rec, lose
-	h.mu.Lock()
-	h.timer = time.AfterFunc(e.cfg.Lease/3, h.beat)
-	h.mu.Unlock()
+	s := e.beats
+	s.mu.Lock()
+	s.scheduleLocked(h)
+	s.mu.Unlock()
 }
 
-// heartbeat is the state of one operation's lease renewals.
+// heartbeats is a queue of the operations whose next lease renewal is
+// due, and the one goroutine that starts those renewals. Every engine
+// whose Lease gives the same period shares one (see heartbeatQueue): DoWith
+// makes an engine per call, and one queue per engine would start a
+// goroutine per call.
+//
+// Every renewal is due period after it is queued, the same for all, and
+// it is queued at the time read under mu: so the queue is in order of due
+// time by construction, a linked list with the earliest first, appended
+// at the tail and unlinked anywhere in O(1), without a heap.
+//
+// The loop sleeps until the head is due. A heartbeat queued later is due
+// later, so nothing needs to wake the loop early; it exits when it wakes
+// to an empty queue and the next scheduleLocked starts it again. Each due
+// renewal runs on a goroutine of its own (a slow store delays no other
+// renewal) and, when it is done, queues its heartbeat again.
+type heartbeats struct {
+	period time.Duration // Lease/3
+
+	mu         sync.Mutex
+	head, tail *heartbeat
+	running    bool // the loop goroutine is running
+}
+
+var (
+	heartbeatQueuesMu sync.Mutex
+	heartbeatQueues   = map[time.Duration]*heartbeats{}
+)
+
+// heartbeatQueue returns the process's queue for renewals every period.
+// Queues are kept for the life of the process, one per period in use (a
+// few bytes each; an idle queue has no goroutine).
+func heartbeatQueue(period time.Duration) *heartbeats {
+	heartbeatQueuesMu.Lock()
+	defer heartbeatQueuesMu.Unlock()
+	q := heartbeatQueues[period]
+	if q == nil {
+		q = &heartbeats{period: period}
+		heartbeatQueues[period] = q
+	}
+	return q
+}
+
+// scheduleLocked queues h's next renewal a period from now and starts the
+// loop if it is not running.
+func (s *heartbeats) scheduleLocked(h *heartbeat) {
+	h.due = time.Now().Add(s.period)
+	h.prev, h.next, h.queued = s.tail, nil, true
+	if s.tail != nil {
+		s.tail.next = h
+	} else {
+		s.head = h
+	}
+	s.tail = h
+	if !s.running {
+		s.running = true
+		go s.loop()
+	}
+}
+
+// removeLocked unlinks a queued h.
+func (s *heartbeats) removeLocked(h *heartbeat) {
+	if h.prev != nil {
+		h.prev.next = h.next
+	} else {
+		s.head = h.next
+	}
+	if h.next != nil {
+		h.next.prev = h.prev
+	} else {
+		s.tail = h.prev
+	}
+	h.prev, h.next, h.queued = nil, nil, false
+}
+
+// loop starts the renewals as they fall due, until the queue is empty.
+func (s *heartbeats) loop() {
+	var timer *time.Timer
+	for {
+		s.mu.Lock()
+		now := time.Now()
+		for h := s.head; h != nil && !now.Before(h.due); h = s.head {
+			s.removeLocked(h)
+			go h.beat()
+		}
+		if s.head == nil {
+			s.running = false
+			s.mu.Unlock()
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		}
+		wait := s.head.due.Sub(now)
+		s.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		<-timer.C
+	}
+}
+
+// heartbeat is the state of one operation's lease renewals. The fields
+// after lose are guarded by e.beats.mu.
 type heartbeat struct {
 	e    *engine
 	ctx  context.Context
 	rec  *Record
 	lose context.CancelCauseFunc
 
-	mu      sync.Mutex
-	timer   *time.Timer
-	stopped bool
-	cancel  context.CancelFunc // ends the renewal in flight; nil when none
-	done    chan struct{}      // closed when the renewal in flight returns
+	due        time.Time // when the next renewal starts, while queued
+	prev, next *heartbeat
+	queued     bool
+	stopped    bool
+	cancel     context.CancelFunc // ends the renewal in flight; nil when none
+	done       chan struct{}      // closed when the renewal in flight returns
 }
 
-// beat renews the lease once and, unless stopped or lost, re-arms the timer.
+// beat renews the lease once and, unless stopped or lost, queues the next
+// renewal.
 func (h *heartbeat) beat() {
-	h.mu.Lock()
+	e := h.e
+	s := e.beats
+	s.mu.Lock()
 	if h.stopped {
-		h.mu.Unlock()
+		s.mu.Unlock()
 		return
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
 	h.cancel, h.done = cancel, done
-	h.mu.Unlock()
+	s.mu.Unlock()
 
-	e := h.e
 	err := e.call(ctx, "extend", func(ctx context.Context) error {
 		return e.store.Extend(ctx, &ExtendParams{
 			Scope: h.rec.Scope, Key: h.rec.Key, Token: h.rec.Token,
@@ -293,32 +425,36 @@ func (h *heartbeat) beat() {
 	})
 	cancelled := ctx.Err() != nil
 	cancel()
-
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cancel, h.done = nil, nil
-	close(done)
+	lost := errors.Is(err, ErrLeaseLost)
 	switch {
-	case errors.Is(err, ErrLeaseLost):
+	case lost:
 		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease lost while the operation ran; another claimant took it over")
 		h.lose(ErrLeaseLost)
-		return
 	case err != nil && !cancelled:
 		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease renewal failed; will retry", "err", err)
 	}
-	if !h.stopped {
-		h.timer.Reset(e.cfg.Lease / 3)
+
+	s.mu.Lock()
+	h.cancel, h.done = nil, nil
+	close(done) // after lose: stop returns only once it is done
+	if !lost && !h.stopped {
+		s.scheduleLocked(h)
 	}
+	s.mu.Unlock()
 }
 
-// stop ends the renewals: it disarms the timer, cancels a renewal in
-// flight and waits for it to return, so no renewal runs after stop.
+// stop ends the renewals: it takes the next one off the queue, cancels a
+// renewal in flight and waits for it to return, so no renewal runs after
+// stop.
 func (h *heartbeat) stop() {
-	h.mu.Lock()
+	s := h.e.beats
+	s.mu.Lock()
 	h.stopped = true
-	h.timer.Stop()
+	if h.queued {
+		s.removeLocked(h)
+	}
 	cancel, done := h.cancel, h.done
-	h.mu.Unlock()
+	s.mu.Unlock()
 	if cancel != nil {
 		cancel()
 		<-done
@@ -332,12 +468,25 @@ const finishAttempts = 3
 // from the caller's cancellation (a client hang-up must not lose the
 // result) and retries transient store failures a few times.
 func (e *engine) complete(ctx context.Context, rec *Record, resp *Response) error {
-	return e.finish(ctx, "complete", func(ctx context.Context) error {
-		return e.store.Complete(ctx, &CompleteParams{
+	if !e.nonBlocking {
+		return e.finish(ctx, "complete", func(ctx context.Context) error {
+			return e.store.Complete(ctx, &CompleteParams{
+				Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
+				Now: e.cfg.Now(), TTL: e.cfg.TTL, Response: resp,
+			})
+		})
+	}
+	p := completeParams.Get().(*CompleteParams)
+	err := e.finish(ctx, "complete", func(ctx context.Context) error {
+		*p = CompleteParams{
 			Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
 			Now: e.cfg.Now(), TTL: e.cfg.TTL, Response: resp,
-		})
+		}
+		return e.store.Complete(ctx, p)
 	})
+	*p = CompleteParams{}
+	completeParams.Put(p)
+	return err
 }
 
 // release deletes the owned record so that a retry runs again.

@@ -3,6 +3,7 @@ package retrysafe
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -69,4 +70,139 @@ func TestCallStoreTimeout(t *testing.T) {
 			t.Fatalf("err = %v; a NonBlocking store's call must run without a StoreTimeout deadline", err)
 		}
 	})
+}
+
+// countingExtends is a Store that counts lease renewals per key.
+type countingExtends struct {
+	Store // nil: only Extend is called
+	mu    sync.Mutex
+	n     map[string]int
+}
+
+func (s *countingExtends) Extend(_ context.Context, p *ExtendParams) error {
+	s.mu.Lock()
+	s.n[p.Key]++
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *countingExtends) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[key]
+}
+
+// TestHeartbeatsShareOneQueue: the heartbeat queue renews every
+// running operation again and again, however the ones around it in the
+// queue were stopped (head, middle, tail), never renews a stopped one,
+// is empty once all are stopped, and its loop goroutine then exits.
+func TestHeartbeatsShareOneQueue(t *testing.T) {
+	t.Parallel()
+	s := &countingExtends{n: map[string]int{}}
+	// A lease no other test uses: engines with the same one share a queue.
+	cfg, err := Config{Store: s, Lease: 57*time.Millisecond + 123}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(&cfg)
+	// DoWith makes an engine per call: engines with the same Lease share
+	// the queue (and its one goroutine), others do not.
+	if other := newEngine(&cfg); other.beats != e.beats {
+		t.Fatal("two engines with the same Lease have heartbeat queues of their own")
+	}
+	cfg2 := cfg
+	cfg2.Lease = 2 * cfg.Lease
+	if newEngine(&cfg2).beats == e.beats {
+		t.Fatal("engines with different leases share a heartbeat queue")
+	}
+	stops := map[string]func(){}
+	for _, key := range []string{"k0", "k1", "k2", "k3", "k4", "k5"} {
+		stops[key] = e.heartbeat(context.Background(), &Record{Key: key, Token: "t-" + key}, func(error) {})
+	}
+	for _, key := range []string{"k0", "k2", "k5"} { // the head, one in the middle, the tail
+		stops[key]()
+	}
+	running := []string{"k1", "k3", "k4"}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		renewed := 0
+		for _, key := range running {
+			if s.count(key) >= 3 {
+				renewed++
+			}
+		}
+		if renewed == len(running) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s: renewals k1 %d, k3 %d, k4 %d; want each renewed at least 3 times", s.count("k1"), s.count("k3"), s.count("k4"))
+		}
+	}
+	for _, key := range []string{"k0", "k2", "k5"} {
+		if n := s.count(key); n != 0 {
+			t.Errorf("%s renewed %d times after stop", key, n)
+		}
+	}
+	for _, key := range running {
+		stops[key]()
+	}
+	e.beats.mu.Lock()
+	head, tail := e.beats.head, e.beats.tail
+	e.beats.mu.Unlock()
+	if head != nil || tail != nil {
+		t.Fatalf("every heartbeat stopped, but the queue still holds %q ... %q", head.rec.Key, tail.rec.Key)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		e.beats.mu.Lock()
+		running := e.beats.running
+		e.beats.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat loop still runs 30s after the last heartbeat stopped")
+		}
+	}
+}
+
+// keepingStore is a blocking Store that keeps the params of its calls.
+type keepingStore struct {
+	Store     // nil: only Claim and Complete are called
+	claims    []*ClaimParams
+	completes []*CompleteParams
+}
+
+func (s *keepingStore) Claim(_ context.Context, p *ClaimParams) (*ClaimResult, error) {
+	s.claims = append(s.claims, p)
+	return &ClaimResult{Claimed: true, Record: p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))}, nil
+}
+
+func (s *keepingStore) Complete(_ context.Context, p *CompleteParams) error {
+	s.completes = append(s.completes, p)
+	return nil
+}
+
+// TestParamsNotReusedForBlockingStores: only a NonBlocking store, which
+// promises not to keep them, gets recycled params; any other store may
+// keep the params of every call and finds them as it was given them.
+func TestParamsNotReusedForBlockingStores(t *testing.T) {
+	t.Parallel()
+	s := &keepingStore{}
+	e := newTestEngine(t, s)
+	for _, key := range []string{"a", "b", "c"} {
+		res, err := e.claim(context.Background(), "s", key, "fp-"+key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.complete(context.Background(), res.Record, &Response{Status: 201}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, key := range []string{"a", "b", "c"} {
+		if c := s.claims[i]; c.Key != key || c.Fingerprint != "fp-"+key || c.Token == "" {
+			t.Errorf("claim %d's params changed after the call: %+v", i, c)
+		}
+		if c := s.completes[i]; c.Key != key || c.Response == nil || c.Response.Status != 201 {
+			t.Errorf("complete %d's params changed after the call: %+v", i, c)
+		}
+	}
 }

@@ -47,8 +47,11 @@ func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) st
 // work on a large body ends when the client goes away. Every step takes
 // time linear in the size of the request (sorting the query's names aside).
 func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte, ignore []string) (string, error) {
-	// The small fields are framed into one buffer, then the body follows.
-	b := make([]byte, 0, 128+len(method)+len(path)+2*len(rawQuery))
+	// The small fields are framed into one pooled buffer, the canonical
+	// body appended after them, and the whole hashed at once.
+	buf := bodyPool.Get().(*[]byte)
+	defer putBody(buf)
+	b := (*buf)[:0]
 	b = appendField(b, fingerprintVersion)
 	b = appendField(b, CanonicalMethod(method))
 	b = appendField(b, path)
@@ -74,40 +77,62 @@ func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte
 		b = appendField(b, rawQuery)
 	}
 
-	kind, data := "body-raw", body
-	if len(body) == 0 {
-		kind, data = "body-empty", nil
-	} else {
-		buf := bodyPool.Get().(*[]byte)
-		defer putBody(buf)
-		canon, err := appendCanonicalJSONContext(ctx, (*buf)[:0], body, ignore)
+	// The body's frame is its kind and length, then its bytes. The length
+	// is known only once the body is canonicalised, after the frame: a
+	// placeholder is written and filled in.
+	var data []byte // a raw body, hashed from where it is
+	switch {
+	case len(body) == 0:
+		b = appendField(b, "body-empty")
+		b = binary.BigEndian.AppendUint64(b, 0)
+	default:
+		mark := len(b)
+		b = appendField(b, "body-json")
+		lenAt := len(b)
+		b = binary.BigEndian.AppendUint64(b, 0)
+		canon, err := appendCanonicalJSONContext(ctx, b, body, ignore)
 		switch {
 		case err == nil:
-			kind, data = "body-json", canon
-			*buf = canon
+			binary.BigEndian.PutUint64(canon[lenAt:], uint64(len(canon)-lenAt-8))
+			b = canon
 		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			*buf = b
 			return "", err
+		default:
+			b = appendField(b[:mark], "body-raw")
+			b = binary.BigEndian.AppendUint64(b, uint64(len(body)))
+			data = body
 		}
 	}
-	b = appendField(b, kind)
-	b = binary.BigEndian.AppendUint64(b, uint64(len(data)))
+	if len(data) > 0 && len(b)+len(data) <= pollEvery {
+		b, data = append(b, data...), nil // small: hashed in one call
+	}
+	*buf = b
 
-	h := sha256.New()
-	h.Write(b)
-	for len(data) > pollEvery {
-		h.Write(data[:pollEvery])
-		data = data[pollEvery:]
-		if err := ctx.Err(); err != nil {
-			return "", err
-		}
-	}
-	h.Write(data)
 	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])), nil
+	if len(b)+len(data) <= pollEvery {
+		sum = sha256.Sum256(b)
+	} else {
+		h := sha256.New()
+		for _, part := range [2][]byte{b, data} {
+			for len(part) > pollEvery {
+				h.Write(part[:pollEvery])
+				part = part[pollEvery:]
+				if err := ctx.Err(); err != nil {
+					return "", err
+				}
+			}
+			h.Write(part)
+		}
+		h.Sum(sum[:0])
+	}
+	var hexSum [2 * sha256.Size]byte
+	hex.Encode(hexSum[:], sum[:])
+	return string(hexSum[:]), nil
 }
 
-// bodyPool recycles the buffers that hold canonical bodies while they are
-// hashed.
+// bodyPool recycles the buffers that hold a fingerprint's input (the
+// framed fields and the canonical body) while it is hashed.
 var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
 
 func putBody(buf *[]byte) {

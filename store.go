@@ -231,6 +231,11 @@ const DefaultProcessingRetention = 7 * 24 * time.Hour
 // a Config.StoreTimeout deadline, which could never fire. A store that can
 // block (on a network, a disk, or a lock that another process holds) must
 // not implement it, or must return false.
+//
+// A NonBlocking store must not keep its params (the *ClaimParams,
+// *CompleteParams and the like) once a call returns: the engine reuses
+// them for later calls. What they point to, such as
+// CompleteParams.Response, it may keep as the [Store] contract allows.
 type NonBlocking interface {
 	NonBlocking() bool
 }
