@@ -256,6 +256,9 @@ func TestScriptFlush(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	c.AddHook(recorder{func(name string, err error) {
+		if name == "hgetall" {
+			return // Claim's plain read: this test is about the scripts
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil && !errors.Is(err, goredis.Nil) {

@@ -52,6 +52,9 @@ type Store struct {
 	retention  time.Duration
 	ownsClient bool
 	notify     *notifier
+	// afterRead, when set by a test, runs in Claim between the plain read
+	// and the claim script.
+	afterRead func()
 }
 
 var (
