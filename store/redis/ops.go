@@ -40,7 +40,7 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		return nil, err
 	}
 	k := s.recordKey(params.Scope, params.Key)
-	h, err := s.client.HGetAll(ctx, k).Result()
+	h, err := s.pipe.HGetAll(ctx, k).Result()
 	if err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, s.fail(ctx, "claim", err)
 	}
@@ -57,7 +57,7 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		s.afterRead()
 	}
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
-	reply, err := claimScript.Run(ctx, s.client, []string{k},
+	reply, err := claimScript.Run(ctx, s.pipe, []string{k},
 		params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce()).Slice()
 	if err != nil {
 		return nil, s.fail(ctx, "claim", err)
@@ -116,7 +116,7 @@ func (s *Store) Get(ctx context.Context, params *retrysafe.GetParams) (*retrysaf
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	h, err := s.client.HGetAll(ctx, s.recordKey(params.Scope, params.Key)).Result()
+	h, err := s.pipe.HGetAll(ctx, s.recordKey(params.Scope, params.Key)).Result()
 	if errors.Is(err, goredis.Nil) || (err == nil && len(h) == 0) {
 		return nil, retrysafe.ErrNotFound
 	}
@@ -149,7 +149,7 @@ func (s *Store) Extend(ctx context.Context, params *retrysafe.ExtendParams) erro
 		return err
 	}
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
-	n, err := extendScript.Run(ctx, s.client, []string{s.recordKey(params.Scope, params.Key)},
+	n, err := extendScript.Run(ctx, s.pipe, []string{s.recordKey(params.Scope, params.Key)},
 		params.Token, now, lease, px).Int64()
 	if err != nil {
 		return s.fail(ctx, "extend", err)
@@ -188,7 +188,7 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 	} else {
 		args = append(args, "0", "", "", "0", "")
 	}
-	n, err := completeScript.Run(ctx, s.client, []string{k}, args...).Int64()
+	n, err := completeScript.Run(ctx, s.pipe, []string{k}, args...).Int64()
 	if err != nil {
 		return s.fail(ctx, "complete", err)
 	}
@@ -206,7 +206,7 @@ func (s *Store) Release(ctx context.Context, params *retrysafe.ReleaseParams) er
 		return err
 	}
 	k := s.recordKey(params.Scope, params.Key)
-	n, err := releaseScript.Run(ctx, s.client, []string{k}, params.Token, k).Int64()
+	n, err := releaseScript.Run(ctx, s.pipe, []string{k}, params.Token, k).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)
 	}
