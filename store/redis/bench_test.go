@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,6 +153,88 @@ func BenchmarkThroughput32(b *testing.B) {
 			c.Set(ctx, fmt.Sprint(prefix, "raw-", i), value, time.Minute)
 		}
 		parallel(b, func(i int64) {
+			if err := c.Get(ctx, fmt.Sprint(prefix, "raw-", i%benchConcurrency)).Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// BenchmarkRatio32 measures, at 32 concurrent callers, the store against
+// its raw floor in interleaved rounds (store, then raw, ratioRounds times),
+// so that a machine whose speed drifts during the run affects both sides
+// of each ratio alike. x-raw is the median of the rounds' ratios of
+// requests per second: new requests against raw SET NX + SET, replays
+// against raw GET. Use -benchtime Nx with N a few thousand.
+func BenchmarkRatio32(b *testing.B) {
+	const ratioRounds = 8
+	resp := benchResponse()
+	value := string(resp.Body) + "Content-Type: application/json\r\nLocation: /payments/pay_123\r\n"
+	// run performs n calls of op from benchConcurrency goroutines and
+	// returns the calls per second.
+	run := func(n int, op func(i int64)) float64 {
+		var seq atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range benchConcurrency {
+			wg.Go(func() {
+				for {
+					i := seq.Add(1)
+					if i > int64(n) {
+						return
+					}
+					op(i)
+				}
+			})
+		}
+		wg.Wait()
+		return float64(n) / time.Since(start).Seconds()
+	}
+	measure := func(b *testing.B, storeOp, rawOp func(round int, i int64)) {
+		per := max(b.N/ratioRounds, 1)
+		var ratios []float64
+		var storeRPS float64
+		for round, done := 0, 0; done < b.N; round, done = round+1, done+per {
+			n := min(per, b.N-done)
+			st := run(n, func(i int64) { storeOp(round, i) })
+			raw := run(n, func(i int64) { rawOp(round, i) })
+			storeRPS += st
+			ratios = append(ratios, st/raw)
+		}
+		slices.Sort(ratios)
+		b.ReportMetric(storeRPS/float64(len(ratios)), "store-req/s")
+		b.ReportMetric(ratios[len(ratios)/2], "x-raw")
+		b.ReportMetric(ratios[0], "x-raw-min")
+		b.ReportMetric(ratios[len(ratios)-1], "x-raw-max")
+	}
+	b.Run("new", func(b *testing.B) {
+		s, c, _, prefix := benchSetup(b)
+		ctx := b.Context()
+		newRequest(b, s, "warm-up", resp)
+		b.ResetTimer()
+		measure(b, func(round int, i int64) {
+			newRequest(b, s, fmt.Sprint("new-", round, "-", i), resp)
+		}, func(round int, i int64) {
+			k := fmt.Sprint(prefix, "raw-", round, "-", i)
+			if err := c.SetNX(ctx, k, "processing", 30*time.Second).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Set(ctx, k, value, time.Minute).Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("replay", func(b *testing.B) {
+		s, c, _, prefix := benchSetup(b)
+		ctx := b.Context()
+		for i := range benchConcurrency {
+			newRequest(b, s, fmt.Sprint("done-", i), resp)
+			c.Set(ctx, fmt.Sprint(prefix, "raw-", i), value, time.Minute)
+		}
+		b.ResetTimer()
+		measure(b, func(_ int, i int64) {
+			replay(b, s, fmt.Sprint("done-", i%benchConcurrency))
+		}, func(_ int, i int64) {
 			if err := c.Get(ctx, fmt.Sprint(prefix, "raw-", i%benchConcurrency)).Err(); err != nil {
 				b.Fatal(err)
 			}

@@ -23,10 +23,16 @@
 //
 // # Atomicity and round trips
 //
-// Claim, Extend, Complete and Release are Lua scripts run with EVALSHA
-// (falling back to EVAL, which caches the script, when the server answers
-// NOSCRIPT). Each is one round trip. Complete, Release and Extend are fenced
-// by the owner token inside the script. Get is one HGETALL. The scripts only
+// Claim first reads the record with one plain HGETALL; a record that blocks
+// the claim (a replay, an in-flight or a mismatching duplicate) is returned
+// from that read, without a script. Otherwise Claim runs the claim script,
+// which re-checks the record atomically. Extend, Complete and Release are
+// Lua scripts, one round trip each. All of them run with EVALSHA (falling
+// back to EVAL, which caches the script, when the server answers
+// NOSCRIPT). Complete, Release and Extend are fenced by the owner token
+// inside the script. Get is one HGETALL. With a *redis.Client, concurrent
+// calls share round trips through the client's autopipeliner (see
+// [Config.DisableAutoPipeline]). The scripts only
 // use HGETALL, HMGET, HSET, DEL, PEXPIRE and PUBLISH, and nothing a real
 // Redis 7 rejects.
 //

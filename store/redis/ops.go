@@ -13,9 +13,19 @@ import (
 	"github.com/retrysafe/retrysafe"
 )
 
-// Claim claims (params.Scope, params.Key) in one round trip. See
-// [retrysafe.Store] for the rules. The loser gets the blocking record in
-// the same reply.
+// Claim claims (params.Scope, params.Key). See [retrysafe.Store] for the
+// rules.
+//
+// It first reads the record with one plain HGETALL. When that record blocks
+// the claim (completed and unexpired, processing with a live lease, or
+// processing with an expired lease and another fingerprint) Claim returns it
+// without running a script: a replay or an in-flight answer is one cheap
+// round trip. A blocking outcome writes nothing, so it is exactly what the
+// claim script would have answered at the moment of the read. Otherwise (the
+// key is absent, the result expired, or the lease may be taken over) the
+// claim script decides, re-checking everything atomically: the read is only
+// a shortcut, and a record that changed since cannot make it claim wrongly.
+// The loser of the script gets the blocking record in the same reply.
 func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -29,9 +39,25 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	if err != nil {
 		return nil, err
 	}
-	px := pxMillis(params.Lease) + pxMillis(s.retention)
 	k := s.recordKey(params.Scope, params.Key)
-	reply, err := claimScript.Run(ctx, s.client, []string{k},
+	h, err := s.pipe.HGetAll(ctx, k).Result()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, s.fail(ctx, "claim", err)
+	}
+	if len(h) > 0 {
+		rec, err := decodeRecord(h)
+		if err != nil {
+			return nil, retrysafe.Unavailable("claim", err)
+		}
+		if blocksClaim(rec, params) {
+			return &retrysafe.ClaimResult{Record: rec}, nil
+		}
+	}
+	if s.afterRead != nil {
+		s.afterRead()
+	}
+	px := pxMillis(params.Lease) + pxMillis(s.retention)
+	reply, err := claimScript.Run(ctx, s.pipe, []string{k},
 		params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce()).Slice()
 	if err != nil {
 		return nil, s.fail(ctx, "claim", err)
@@ -70,6 +96,19 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt, created, nowT, leaseT)}, nil
 }
 
+// blocksClaim reports whether rec, read at params.Now, makes a claim with
+// params fail without writing: the claim script's {0, record} answers for a
+// call that is not a retry of itself.
+func blocksClaim(rec *retrysafe.Record, params *retrysafe.ClaimParams) bool {
+	switch rec.State {
+	case retrysafe.StateCompleted:
+		return !rec.Expired(params.Now)
+	case retrysafe.StateProcessing:
+		return !rec.LeaseExpired(params.Now) || rec.Fingerprint != params.Fingerprint
+	}
+	return false
+}
+
 // Get returns the record of (params.Scope, params.Key) with one HGETALL, or
 // [retrysafe.ErrNotFound] when it is absent or completed with
 // ExpiresAt <= params.Now.
@@ -77,7 +116,7 @@ func (s *Store) Get(ctx context.Context, params *retrysafe.GetParams) (*retrysaf
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	h, err := s.client.HGetAll(ctx, s.recordKey(params.Scope, params.Key)).Result()
+	h, err := s.pipe.HGetAll(ctx, s.recordKey(params.Scope, params.Key)).Result()
 	if errors.Is(err, goredis.Nil) || (err == nil && len(h) == 0) {
 		return nil, retrysafe.ErrNotFound
 	}
@@ -110,7 +149,7 @@ func (s *Store) Extend(ctx context.Context, params *retrysafe.ExtendParams) erro
 		return err
 	}
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
-	n, err := extendScript.Run(ctx, s.client, []string{s.recordKey(params.Scope, params.Key)},
+	n, err := extendScript.Run(ctx, s.pipe, []string{s.recordKey(params.Scope, params.Key)},
 		params.Token, now, lease, px).Int64()
 	if err != nil {
 		return s.fail(ctx, "extend", err)
@@ -149,7 +188,7 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 	} else {
 		args = append(args, "0", "", "", "0", "")
 	}
-	n, err := completeScript.Run(ctx, s.client, []string{k}, args...).Int64()
+	n, err := completeScript.Run(ctx, s.pipe, []string{k}, args...).Int64()
 	if err != nil {
 		return s.fail(ctx, "complete", err)
 	}
@@ -167,7 +206,7 @@ func (s *Store) Release(ctx context.Context, params *retrysafe.ReleaseParams) er
 		return err
 	}
 	k := s.recordKey(params.Scope, params.Key)
-	n, err := releaseScript.Run(ctx, s.client, []string{k}, params.Token, k).Int64()
+	n, err := releaseScript.Run(ctx, s.pipe, []string{k}, params.Token, k).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)
 	}

@@ -256,6 +256,9 @@ func TestScriptFlush(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	c.AddHook(recorder{func(name string, err error) {
+		if name == "hgetall" || name == "hello" || name == "client" {
+			return // Claim's plain read, connection setup: this test is about the scripts
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil && !errors.Is(err, goredis.Nil) {
@@ -374,7 +377,9 @@ func (r recorder) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 func (r recorder) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		err := next(ctx, cmds)
-		r.f("pipeline", err)
+		for _, cmd := range cmds { // the store's autopipelined commands
+			r.f(cmd.Name(), cmd.Err())
+		}
 		return err
 	}
 }

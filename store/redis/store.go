@@ -38,6 +38,18 @@ type Config struct {
 	// is absent and a retry runs as a new request (Attempt 1). Zero means
 	// [DefaultProcessingRetention]; negative is an error.
 	ProcessingRetention time.Duration
+
+	// DisableAutoPipeline makes the store send each command on its own
+	// instead of through the client's autopipeliner. By default, when the
+	// client is a *goredis.Client, the store sends the commands of Claim,
+	// Get, Complete, Release and Extend through client.AutoPipeline(), so
+	// that concurrent callers share pipelined round trips (see
+	// docs/performance-redis.md). That autopipeliner is go-redis's
+	// (experimental) shared instance of the client: the store never
+	// closes it, and closing the client stops it. A command it has queued
+	// runs to its end whatever its context says, bounded by the client's
+	// read and write timeouts.
+	DisableAutoPipeline bool
 }
 
 // Store is a [retrysafe.Store] on Redis. It also implements
@@ -52,6 +64,19 @@ type Store struct {
 	retention  time.Duration
 	ownsClient bool
 	notify     *notifier
+	// afterRead, when set by a test, runs in Claim between the plain read
+	// and the claim script.
+	afterRead func()
+	// pipe sends the commands of Claim, Get, Complete, Release and
+	// Extend: the client's autopipeliner (see Config.DisableAutoPipeline),
+	// or the client itself.
+	pipe pipe
+}
+
+// pipe is what the record operations need of a client.
+type pipe interface {
+	goredis.Scripter
+	HGetAll(ctx context.Context, key string) *goredis.MapStringStringCmd
 }
 
 var (
@@ -90,6 +115,15 @@ func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
 		retention: cfg.ProcessingRetention,
 	}
 	s.notify = newNotifier(client)
+	s.pipe = client
+	if c, ok := client.(*goredis.Client); ok && !cfg.DisableAutoPipeline {
+		// An error (a closed client, invalid AutoPipelineOptions in the
+		// client's options) leaves the plain client: its commands then
+		// report the problem.
+		if ap, err := c.AutoPipeline(); err == nil {
+			s.pipe = ap
+		}
+	}
 	return s, nil
 }
 
