@@ -121,13 +121,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // NewRegistry returns a Prometheus registry holding the Go runtime and
-// process collectors, renamed with [MetricPrefix] (retrysafe_go_goroutines,
-// retrysafe_process_cpu_seconds_total, …) so that every metric of the
-// gateway starts with it.
+// process collectors under their standard names (go_goroutines,
+// process_cpu_seconds_total, …), which every Go dashboard expects. The
+// gateway's own metrics, registered by [NewMetrics], start with
+// [MetricPrefix].
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	wrapped := prometheus.WrapRegistererWithPrefix(MetricPrefix, reg)
-	wrapped.MustRegister(
+	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
