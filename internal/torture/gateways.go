@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,10 +35,12 @@ func BuildBinary(ctx context.Context, dir string, race bool) (string, error) {
 type gatewayProc struct {
 	index  int
 	bin    string
+	flags  []string
 	args   []string
 	listen string // the gateway's own address (clients reach it through a proxy)
 	admin  string
 	log    *os.File
+	bound  bool // started once: its addresses are in use by proxies now
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -55,24 +58,58 @@ func freeAddr() (string, error) {
 }
 
 func newGateway(index int, bin, logPath string, flags []string) (*gatewayProc, error) {
-	listen, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	admin, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--listen", listen, "--admin-listen", admin}, flags...)
-	return &gatewayProc{index: index, bin: bin, args: args, listen: listen, admin: admin, log: f}, nil
+	g := &gatewayProc{index: index, bin: bin, flags: flags, log: f}
+	if err := g.pickAddrs(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return g, nil
 }
 
-// start starts the process and waits until its admin listener answers.
+// pickAddrs chooses the gateway's two addresses.
+func (g *gatewayProc) pickAddrs() error {
+	listen, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	g.listen, g.admin = listen, admin
+	g.args = append([]string{"serve", "--listen", listen, "--admin-listen", admin}, g.flags...)
+	return nil
+}
+
+// start starts the process and waits until its admin listener answers. An
+// address that was free a moment ago may be taken meanwhile (other tests
+// of the run open connections from the same port range): before the first
+// successful start, a gateway that could not bind gets new addresses and
+// starts again; later restarts keep the addresses the proxies point to.
 func (g *gatewayProc) start(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := g.startOnce(ctx)
+		if err == nil || g.bound || attempt == 5 || !errors.Is(err, errAddrInUse) {
+			if err == nil {
+				g.bound = true
+			}
+			return err
+		}
+		if err := g.pickAddrs(); err != nil {
+			return err
+		}
+	}
+}
+
+// errAddrInUse marks a start that failed because an address was taken.
+var errAddrInUse = errors.New("address already in use")
+
+// start starts the process and waits until its admin listener answers.
+func (g *gatewayProc) startOnce(ctx context.Context) error {
 	g.mu.Lock()
 	cmd := exec.Command(g.bin, g.args...)
 	cmd.Stdout, cmd.Stderr = g.log, g.log
@@ -89,7 +126,13 @@ func (g *gatewayProc) start(ctx context.Context) error {
 	for {
 		select {
 		case <-done:
-			return fmt.Errorf("gateway %d exited while starting (%v); see %s", g.index, cmd.ProcessState, g.log.Name())
+			log, _ := os.ReadFile(g.log.Name())
+			tail := log[max(0, len(log)-600):]
+			err := fmt.Errorf("gateway %d exited while starting (%v); the end of %s:\n%s", g.index, cmd.ProcessState, g.log.Name(), tail)
+			if bytes.Contains(tail, []byte("address already in use")) {
+				err = fmt.Errorf("%w: %w", err, errAddrInUse)
+			}
+			return err
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
