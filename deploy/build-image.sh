@@ -33,9 +33,10 @@ CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -C "$root/cmd/retrysafe" \
 	-o "$ctx/retrysafe" .
 
 cp "$ca_file" "$ctx/ca-certificates.crt"
-mkdir -p "$ctx/rootfs/tmp" "$ctx/rootfs/data"
+mkdir -p "$ctx/rootfs/tmp" "$ctx/data"
+chmod 0755 "$ctx/rootfs"
 chmod 1777 "$ctx/rootfs/tmp"
-chmod 0750 "$ctx/rootfs/data"
+chmod 0700 "$ctx/data"
 
 "$docker" build -f "$root/deploy/Dockerfile" \
 	--build-arg "VERSION=$version" --build-arg "REVISION=$revision" \
