@@ -44,7 +44,8 @@ It exits with status 1 if any expectation fails.`
 const demoExamples = `  go run ./cmd/retrysafe demo
   retrysafe demo --verbose     # also print every request and the gateway's log lines
   retrysafe demo --keep        # keep the SQLite file, then inspect its records:
-  retrysafe keys list --store sqlite:/tmp/retrysafe-demo-NNNN/retrysafe.db`
+  retrysafe keys list --store sqlite:/tmp/retrysafe-demo-NNNN/retrysafe.db
+  retrysafe demo --dir /data   # no /tmp (a FROM-scratch container): work in /data`
 
 // Demo timings. The upstream timeout must be shorter than the lease; the
 // slow answers must fit in the wait timeout.
@@ -58,8 +59,9 @@ const (
 
 // runDemo is the "demo" command.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo", "[--keep] [--verbose]", demoDescription, demoExamples, stdout, stderr)
+	fs := newFlagSet("demo", "[--keep] [--verbose] [--dir DIR]", demoDescription, demoExamples, stdout, stderr)
 	keep := fs.Bool("keep", false, "keep the temporary directory with the SQLite file")
+	parent := fs.String("dir", "", "`directory` in which the demo makes its temporary directory (default: $TMPDIR, or /tmp)")
 	verbose := fs.Bool("verbose", false, "print every request and the gateway's log lines")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -68,7 +70,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 
-	dir, err := os.MkdirTemp("", "retrysafe-demo-")
+	dir, err := makeTempDir(*parent, "retrysafe-demo-")
 	if err != nil {
 		return err
 	}
@@ -401,4 +403,26 @@ func (d *demo) logf(format string, args ...any) {
 	if d.verbose {
 		fmt.Fprintf(d.out, "      . "+format+"\n", args...)
 	}
+}
+
+// makeTempDir makes a new directory named pattern+random in parent, or in
+// the system's temporary directory when parent is empty. When that
+// directory is missing (a FROM-scratch container has no /tmp), the error
+// says how to choose another: set TMPDIR or pass --dir.
+func makeTempDir(parent, pattern string) (string, error) {
+	flagGiven := parent != ""
+	if !flagGiven {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, pattern)
+	if err == nil {
+		return dir, nil
+	}
+	if flagGiven {
+		return "", fmt.Errorf("--dir %s: cannot make a directory in it: %w", parent, err)
+	}
+	if _, statErr := os.Stat(parent); errors.Is(statErr, os.ErrNotExist) {
+		return "", fmt.Errorf("the temporary directory %s does not exist (a minimal container may have none): set TMPDIR to a writable directory, or pass --dir DIR", parent)
+	}
+	return "", fmt.Errorf("cannot make a directory in the temporary directory %s: %w; set TMPDIR to a writable directory, or pass --dir DIR", parent, err)
 }

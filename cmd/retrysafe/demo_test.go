@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +72,46 @@ func TestDemoUsage(t *testing.T) {
 	var ue *usageError
 	if err := runDemo(context.Background(), []string{"extra"}, &out, &out); !errors.As(err, &ue) {
 		t.Errorf("an extra argument: err %v, want a usage error", err)
+	}
+}
+
+// TestDemoNoTempDir checks that the demo, where the system's temporary
+// directory does not exist (a FROM-scratch container without /tmp), fails
+// with a message that says what to do, and that --dir makes it work.
+func TestDemoNoTempDir(t *testing.T) {
+	parent := t.TempDir()
+	missing := filepath.Join(parent, "missing")
+	t.Setenv("TMPDIR", missing)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	var out bytes.Buffer
+	err := runDemo(ctx, nil, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), missing+" does not exist") ||
+		!strings.Contains(err.Error(), "set TMPDIR") || !strings.Contains(err.Error(), "--dir") {
+		t.Fatalf("demo with a missing TMPDIR: %v; want an error naming %s, TMPDIR and --dir", err, missing)
+	}
+	if out.Len() != 0 {
+		t.Errorf("demo ran anyway:\n%s", out.String())
+	}
+
+	err = runDemo(ctx, []string{"--dir", filepath.Join(parent, "also-missing")}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "--dir") {
+		t.Fatalf("demo --dir MISSING: %v; want an error naming --dir", err)
+	}
+
+	work := filepath.Join(parent, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := runDemo(ctx, []string{"--dir", work, "--keep"}, &out, &out); err != nil {
+		t.Fatalf("demo --dir: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "Kept "+work+string(filepath.Separator)+"retrysafe-demo-") {
+		t.Errorf("demo --dir --keep did not work in %s:\n%s", work, out.String())
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the demo made TMPDIR %s: %v", missing, err)
 	}
 }

@@ -5,6 +5,7 @@
 //	retrysafe keys    inspect idempotency records
 //	retrysafe sweep   delete expired records
 //	retrysafe migrate apply the store's schema migrations
+//	retrysafe health  check a running gateway's /readyz (exit 0 when ready)
 //	retrysafe version print the module version and VCS revision
 //
 // Run "retrysafe COMMAND --help" for a command's flags and examples.
@@ -43,6 +44,7 @@ var commands = []*command{
 	{name: "keys", summary: "list, show or delete idempotency records", run: keysCommand(storeurl.Open)},
 	{name: "sweep", summary: "delete expired records once (stores without native expiry)", run: sweepCommand(storeurl.Open)},
 	{name: "migrate", summary: "apply the store's schema migrations (SQLite, PostgreSQL)", run: migrateCommand(storeurl.Open)},
+	{name: "health", summary: "exit 0 when a running gateway's /readyz answers 200 (container health check)", run: runHealth},
 	{name: "version", summary: "print the module version and VCS revision", run: runVersion},
 }
 

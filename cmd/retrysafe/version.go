@@ -17,8 +17,37 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	fmt.Fprintln(stdout, versionLine(debug.ReadBuildInfo()))
+	info, ok := debug.ReadBuildInfo()
+	fmt.Fprintln(stdout, versionLine(stamped(info, ok, buildVersion, buildRevision)))
 	return nil
+}
+
+// buildVersion and buildRevision are set by release builds
+// (deploy/release.sh, deploy/build-image.sh) with
+// -ldflags "-X main.buildVersion=v1.2.3 -X main.buildRevision=COMMIT":
+// the go command records no VCS information in a build from a git worktree
+// or in workspace mode, and "(devel)" as the version of a local build.
+var buildVersion, buildRevision string
+
+// stamped returns info with the stamped version and revision filled in
+// where the build information has none. It does not change info.
+func stamped(info *debug.BuildInfo, ok bool, version, revision string) (*debug.BuildInfo, bool) {
+	if !ok || (version == "" && revision == "") {
+		return info, ok
+	}
+	c := *info
+	if version != "" && (c.Main.Version == "" || c.Main.Version == "(devel)") {
+		c.Main.Version = version
+	}
+	if revision != "" {
+		for _, s := range c.Settings {
+			if s.Key == "vcs.revision" {
+				return &c, ok
+			}
+		}
+		c.Settings = append(append([]debug.BuildSetting(nil), c.Settings...), debug.BuildSetting{Key: "vcs.revision", Value: revision})
+	}
+	return &c, ok
 }
 
 // versionLine describes a build: "retrysafe VERSION (revision REV[, modified], TIME) GO".

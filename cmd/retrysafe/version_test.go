@@ -41,3 +41,27 @@ func TestVersionCommand(t *testing.T) {
 		t.Errorf("version extra: exit %d, want 2", code)
 	}
 }
+
+func TestVersionStamped(t *testing.T) {
+	t.Parallel()
+	devel := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}
+	vcs := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}}}
+	for name, tc := range map[string]struct {
+		info     *debug.BuildInfo
+		ok       bool
+		ver, rev string
+		want     string
+	}{
+		"stamped local build": {devel, true, "v0.4.0-3-gdeadbee", "deadbeef", "retrysafe v0.4.0-3-gdeadbee (revision deadbeef) go1.26.8"},
+		"not stamped":         {devel, true, "", "", "retrysafe (devel) go1.26.8"},
+		"build info wins":     {vcs, true, "v9", "fff", "retrysafe v1.2.3 (revision abc123) go1.26.8"},
+		"no info":             {nil, false, "v9", "fff", "retrysafe (no build information)"},
+	} {
+		if got := versionLine(stamped(tc.info, tc.ok, tc.ver, tc.rev)); got != tc.want {
+			t.Errorf("%s: got %q, want %q", name, got, tc.want)
+		}
+	}
+	if devel.Main.Version != "(devel)" || len(devel.Settings) != 0 {
+		t.Errorf("stamped changed its argument: %+v", devel)
+	}
+}

@@ -1,0 +1,35 @@
+#!/bin/sh
+# Release binaries of retrysafe, without make:
+#
+#	deploy/release.sh [VERSION]     # default: git describe --tags --always --dirty
+#
+# Builds static (CGO_ENABLED=0), trimmed binaries for linux/amd64,
+# linux/arm64 and darwin/arm64 into dist/retrysafe-VERSION-OS-ARCH, and
+# dist/SHA256SUMS. The version and the commit are stamped with -ldflags -X
+# (the go command records neither in a build from a git worktree or in
+# workspace mode); -buildvcs=true adds vcs.* to the build information
+# where the go command can read them (GOFLAGS may say -buildvcs=false).
+# "retrysafe version" prints them. TARGETS overrides the platform list.
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+version=${1:-$(git -C "$root" describe --tags --always --dirty)}
+revision=$(git -C "$root" rev-parse HEAD)
+targets=${TARGETS:-"linux/amd64 linux/arm64 darwin/arm64"}
+dist="$root/dist"
+mkdir -p "$dist"
+
+for target in $targets; do
+	goos=${target%/*}
+	goarch=${target#*/}
+	out="$dist/retrysafe-$version-$goos-$goarch"
+	CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -C "$root/cmd/retrysafe" \
+		-trimpath -buildvcs=true \
+		-ldflags "-s -w -X main.buildVersion=$version -X main.buildRevision=$revision" \
+		-o "$out" .
+	echo "built $out ($(wc -c < "$out") bytes)"
+done
+
+cd "$dist"
+sha256sum retrysafe-"$version"-* > SHA256SUMS
+cat SHA256SUMS
