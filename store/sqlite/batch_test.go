@@ -93,28 +93,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// plugWriter holds the test's write lock and sends one write (a claim of
-// key "plug") to s, waiting until the writer has taken it: the writer is
-// then stuck in that batch's BEGIN, and every write sent next queues into
-// one next batch. It returns the function that releases the lock and the
-// channel that receives the plug's error.
+// plugWriter sends one write (a claim of key "plug") to s and holds it in
+// the middle of its statement, with a trigger that pauses it, until the
+// returned unlock is called. Once the plug's statement has started the
+// writer is in the plug's batch, which has been taken and holds only the
+// plug, so every write sent next queues into one next batch. It returns
+// the function that lets the plug go on and the channel that receives the
+// plug's error.
 func plugWriter(t *testing.T, s *sqlite.Store, plain *sql.DB) (unlock func(), plugErr <-chan error) {
 	t.Helper()
-	unlock = holdWriteLock(t, plain)
+	name := t.Name() + "/plug"
+	p := &pause{entered: make(chan struct{}), release: make(chan struct{})}
+	pauses.Store(name, p)
+	if _, err := plain.ExecContext(context.Background(), `CREATE TRIGGER plug AFTER INSERT ON retrysafe_records
+WHEN NEW.idem_key = 'plug'
+BEGIN SELECT retrysafe_test_pause('`+name+`'); END`); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	unlock = func() { once.Do(func() { close(p.release) }) }
+	t.Cleanup(func() { unlock(); pauses.Delete(name) })
 	errc := make(chan error, 1)
 	go func() {
 		_, err := s.Claim(context.Background(), claimParams("plug", "fp", base))
 		errc <- err
 	}()
-	waitFor(t, "the writer takes the plug", func() bool {
-		queued, running := s.WriteQueue()
-		return running && queued == 0
-	})
+	<-p.entered
 	return unlock, errc
 }
 
 // sendAll runs each call on its own goroutine, waits until want writes are
-// queued behind the plug, releases the lock and returns the calls' errors.
+// queued behind the plug, lets the plug go on and returns the calls'
+// errors.
 func sendAll(t *testing.T, s *sqlite.Store, unlock func(), want int, calls []func() error) []error {
 	t.Helper()
 	errs := make([]error, len(calls))
@@ -123,8 +133,7 @@ func sendAll(t *testing.T, s *sqlite.Store, unlock func(), want int, calls []fun
 		wg.Go(func() { errs[i] = call() })
 	}
 	waitFor(t, fmt.Sprintf("%d writes are queued", want), func() bool {
-		queued, _ := s.WriteQueue()
-		return queued == want
+		return s.QueuedWrites() == want
 	})
 	unlock()
 	wg.Wait()
@@ -251,8 +260,10 @@ BEGIN SELECT RAISE(FAIL, 'poisoned completion'); END`); err != nil {
 		}
 	}
 	b1, o1 := s.BatchStats()
-	if b1-b0 != 2 || o1-o0 != int64(len(calls)) {
-		t.Errorf("%d writes in %d batches, want the plug alone, then the %d unpoisoned writes in one batch", o1-o0, b1-b0, len(calls)-1)
+	// The poisoned write started (and failed, and left the batch), so it
+	// counts among the writes the second batch ran.
+	if b1-b0 != 2 || o1-o0 != int64(len(calls))+1 {
+		t.Errorf("%d writes in %d batches, want the plug alone, then the %d writes in one batch", o1-o0, b1-b0, len(calls))
 	}
 	for _, k := range []string{"a", "b", "c", "d"} {
 		if st := stateOf(t, s, k); st != retrysafe.StateCompleted {
@@ -336,10 +347,7 @@ func TestBatchCancelWhileQueued(t *testing.T) {
 		_, err := s.Claim(ctx, claimParams("kept", "fp", base))
 		kept <- err
 	}()
-	waitFor(t, "both claims are queued", func() bool {
-		queued, _ := s.WriteQueue()
-		return queued == 2
-	})
+	waitFor(t, "both claims are queued", func() bool { return s.QueuedWrites() == 2 })
 	b0, o0 := s.BatchStats()
 	cancel()
 	// The lock is still held: the cancelled claim answers while queued.
@@ -392,7 +400,7 @@ BEGIN INSERT INTO child (pid) VALUES (42); END`); err != nil {
 		_, err := s.Claim(ctx, claimParams("new", "fp", base))
 		return err
 	})
-	b0, _ := s.BatchStats()
+	b0, o0 := s.BatchStats()
 	unlock, plugErr := plugWriter(t, s, plain)
 	errs := sendAll(t, s, unlock, len(calls), calls)
 	if err := <-plugErr; err != nil {
@@ -406,8 +414,8 @@ BEGIN INSERT INTO child (pid) VALUES (42); END`); err != nil {
 			t.Logf("write 0 of the batch whose COMMIT failed: %v", err)
 		}
 	}
-	if b1, _ := s.BatchStats(); b1-b0 != 1 {
-		t.Errorf("%d batches committed, want 1 (the plug)", b1-b0)
+	if b1, o1 := s.BatchStats(); b1-b0 != 2 || o1-o0 != int64(len(calls))+1 {
+		t.Errorf("%d writes in %d batches, want the plug alone, then the %d writes in one batch", o1-o0, b1-b0, len(calls))
 	}
 	for _, k := range keys {
 		if st := stateOf(t, s, k); st != retrysafe.StateProcessing {
@@ -452,10 +460,9 @@ func TestBatchCancelWhileBatchWaits(t *testing.T) {
 		_, err := s.Claim(cctx, claimParams("waiting", "fp", base))
 		errc <- err
 	}()
-	waitFor(t, "the writer takes the claim", func() bool {
-		queued, running := s.WriteQueue()
-		return running && queued == 0
-	})
+	// The writer takes a connection once it has taken the claim into a
+	// batch (no write came before), and then waits in BEGIN IMMEDIATE.
+	waitFor(t, "the writer takes the claim", func() bool { return s.DB().Stats().InUse == 1 })
 	b0, o0 := s.BatchStats()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
