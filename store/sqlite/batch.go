@@ -40,21 +40,23 @@ type writeOp struct {
 // is its error alone.
 type writeCommitter = groupcommit.Committer[*writeOp, struct{}]
 
-// newCommitter returns the committer of s's writes, whose idle writer
-// waits linger for more.
-func (s *Store) newCommitter(linger time.Duration) *writeCommitter {
-	return groupcommit.New(groupcommit.Config{
+// committerConfig is the configuration of the committer of s's writes,
+// whose idle writer waits linger for more. One batch runs at a time
+// (SQLite has one writer), so the hooks and runBatch share s.wc without a
+// lock. An idle writer keeps its connection (see holdWhileIdle); an
+// exiting one, including the idle writer that Close ends at once, gives
+// it back.
+func (s *Store) committerConfig(linger time.Duration) groupcommit.Config {
+	return groupcommit.Config{
 		MaxBatch: maxBatch,
 		Linger:   linger,
-		// One batch at a time (SQLite has one writer), so the hooks and
-		// runBatch share s.wc without a lock.
 		Idle: func() {
 			if !s.holdWhileIdle() {
 				s.releaseWriterConn(false)
 			}
 		},
 		Exit: func() { s.releaseWriterConn(false) },
-	}, s.runBatch)
+	}
 }
 
 // write runs fn as one of this Store's writes and returns its outcome.

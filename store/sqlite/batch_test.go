@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,6 +91,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// receive returns the value sent on ch (with a bound, as waitFor, so that
+// a bug fails instead of hanging).
+func receive[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
 	}
 }
 
@@ -536,13 +550,14 @@ func newLingeringStore(t *testing.T, maxConns int) (*sqlite.Store, *sql.DB) {
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s.SetWriterLinger(time.Hour)
+	s.SetWriter(time.Hour, nil)
+	t.Cleanup(func() { s.Close() })
 	return s, db
 }
 
 // TestWriterConnReleasedOnClose: the writer keeps its connection between
 // batches, and Close makes an idle writer give it back at once instead of
-// after its linger.
+// after its linger: when Close returns, the connection is back in the pool.
 func TestWriterConnReleasedOnClose(t *testing.T) {
 	t.Parallel()
 	s, db := newLingeringStore(t, 0)
@@ -553,7 +568,73 @@ func TestWriterConnReleasedOnClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the writer gives its connection back after Close", func() bool { return db.Stats().InUse == 0 })
+	if n := db.Stats().InUse; n != 0 {
+		t.Fatalf("%d connections in use after Close, want 0", n)
+	}
+}
+
+// TestWriteAfterClose: after Close, writes fail with ErrStoreUnavailable
+// and change nothing, even on the caller's *sql.DB (which Close leaves
+// open, so reads go on).
+func TestWriteAfterClose(t *testing.T) {
+	t.Parallel()
+	s, _ := newLingeringStore(t, 0)
+	p := claimParams("k", "fp", base)
+	mustClaim(t, s, p)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(context.Background(), claimParams("after", "fp", base)); !errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Errorf("Claim after Close: %v, want ErrStoreUnavailable", err)
+	}
+	if err := s.Complete(context.Background(), completeParams(p, base, "done")); !errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Errorf("Complete after Close: %v, want ErrStoreUnavailable", err)
+	}
+	if st := stateOf(t, s, "k"); st != retrysafe.StateProcessing {
+		t.Errorf("k is %q after a Complete after Close, want still processing", st)
+	}
+	if st := stateOf(t, s, "after"); st != "" {
+		t.Errorf("a Claim after Close left a %q record, want none", st)
+	}
+}
+
+// TestCloseFailsQueuedWrites: Close fails the writes still queued with
+// ErrStoreUnavailable at once (they change nothing), and waits for the
+// batch that is running, whose write commits.
+func TestCloseFailsQueuedWrites(t *testing.T) {
+	t.Parallel()
+	s, plain := openBatchStore(t)
+	unlock, plugErr := plugWriter(t, s, plain)
+	queued := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(context.Background(), claimParams("queued", "fp", base))
+		queued <- err
+	}()
+	waitFor(t, "the claim is queued", func() bool { return s.QueuedWrites() == 1 })
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	// The plug is still running: the queued claim is answered anyway.
+	if err := receive(t, "the answer of the claim queued at Close", queued); !errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Fatalf("Claim queued at Close: %v, want ErrStoreUnavailable", err)
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a batch was running", err)
+	default:
+	}
+	unlock()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("the write running at Close: %v, want its outcome (nil)", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, plain, `SELECT COUNT(*) FROM retrysafe_records WHERE idem_key = 'plug'`); n != 1 {
+		t.Errorf("%d plug records, want 1 (the batch running at Close committed)", n)
+	}
+	if n := countRows(t, plain, `SELECT COUNT(*) FROM retrysafe_records WHERE idem_key = 'queued'`); n != 0 {
+		t.Errorf("%d records of the claim queued at Close, want 0", n)
+	}
 }
 
 // TestWriterSmallPool: on a *sql.DB limited to one connection the idle
@@ -586,25 +667,37 @@ func TestWriterSmallPool(t *testing.T) {
 
 // TestWriterRestarts: with a writer that exits as soon as it is idle,
 // writes from a few goroutines keep ending one writer goroutine and
-// starting the next; each hands the connection over cleanly (the race
-// detector checks) and every write commits.
+// starting the next (each goroutine waits, now and then, until a writer
+// has exited after its write); each hands the connection over cleanly
+// (the race detector checks) and every write commits.
 func TestWriterRestarts(t *testing.T) {
 	t.Parallel()
 	s, _ := openStore(t)
-	s.SetWriterLinger(time.Nanosecond)
+	var exits atomic.Int64
+	s.SetWriter(time.Nanosecond, func() { exits.Add(1) })
 	const goroutines, rounds = 4, 100
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines*rounds)
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range rounds {
+				e := exits.Load()
 				p := claimParams(fmt.Sprintf("g%d-%d", g, i), "fp", base)
 				if _, err := s.Claim(context.Background(), p); err != nil {
 					errs <- err
 					return
 				}
 				if i%7 == 0 {
-					time.Sleep(50 * time.Microsecond) // let the writer go idle and exit
+					// The writer exits once no goroutine writes: every
+					// goroutine ends up here or done.
+					deadline := time.Now().Add(30 * time.Second)
+					for exits.Load() == e {
+						if time.Now().After(deadline) {
+							errs <- errors.New("timed out waiting for the writer to exit")
+							return
+						}
+						time.Sleep(10 * time.Microsecond)
+					}
 				}
 			}
 		})
@@ -613,6 +706,9 @@ func TestWriterRestarts(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	if n := exits.Load(); n < (rounds+6)/7 {
+		t.Errorf("the writer exited %d times, want at least %d", n, (rounds+6)/7)
 	}
 	recs, err := s.List(context.Background(), &retrysafe.ListParams{Limit: 1000})
 	if err != nil || len(recs) != goroutines*rounds {

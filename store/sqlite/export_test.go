@@ -1,6 +1,10 @@
 package sqlite
 
-import "time"
+import (
+	"time"
+
+	"github.com/retrysafe/retrysafe/internal/groupcommit"
+)
 
 // BatchStats returns how many batches this Store's writer has run (with at
 // least one write started) and how many writes they started.
@@ -13,6 +17,15 @@ func (s *Store) BatchStats() (batches, ops int64) {
 // batch by the writer.
 func (s *Store) QueuedWrites() int { return s.committer.Queued() }
 
-// SetWriterLinger replaces this Store's committer, before its first write,
-// with one whose idle writer waits d for more writes before it exits.
-func (s *Store) SetWriterLinger(d time.Duration) { s.committer = s.newCommitter(d) }
+// SetWriter replaces this Store's committer, before its first write, with
+// one whose idle writer waits linger for more writes before it exits and
+// which calls onExit (if not nil) after the Store's own Exit hook, each
+// time a writer exits.
+func (s *Store) SetWriter(linger time.Duration, onExit func()) {
+	cfg := s.committerConfig(linger)
+	if onExit != nil {
+		exit := cfg.Exit
+		cfg.Exit = func() { exit(); onExit() }
+	}
+	s.committer = groupcommit.New(cfg, s.runBatch)
+}

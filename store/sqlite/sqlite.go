@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
 // Compile-time interface guards.
@@ -217,7 +218,7 @@ func newStore(db *sql.DB, cfg Config) *Store {
 		q:     newQueries(cfg.Table),
 		stmts: make(map[string]*sql.Stmt),
 	}
-	s.committer = s.newCommitter(writerLinger)
+	s.committer = groupcommit.New(s.committerConfig(writerLinger), s.runBatch)
 	return s
 }
 
