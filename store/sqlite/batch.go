@@ -5,94 +5,94 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"math/rand/v2"
+	"time"
 
 	"github.com/retrysafe/retrysafe"
-	"math/rand/v2"
-	"sync"
-	"sync/atomic"
-	"time"
+	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
+
+// Group commit. Every write of a Store (Claim, Extend, Complete, Release,
+// Delete, Sweep) is an item of the Store's committer
+// (internal/groupcommit), which does the queueing, the batching and the
+// callers' cancellation. Its leader goroutine, the writer, runs each
+// batch through runBatch: one BEGIN IMMEDIATE transaction, on a
+// connection the writer holds while it has work, with the writes'
+// statements prepared on it once.
 
 // maxBatch caps the writes committed by one transaction, so that one
 // batch (and the wait of its first caller) stays short.
 const maxBatch = 64
 
-// States of a writeOp. A queued op may be cancelled by its caller; a
-// started one is answered with its outcome; a failed one has been answered
-// with its statement's error and left its batch.
-const (
-	opQueued int32 = iota
-	opStarted
-	opCancelled
-	opFailed
-)
+// writerLinger is how long an idle writer waits for the next write before
+// it exits. Keeping it alive between batches under load saves starting a
+// goroutine, and growing its stack to the SQLite engine's depth, for every
+// batch.
+const writerLinger = time.Second
 
-// writeOp is one caller's write waiting for, or running in, a batch.
+// writeOp is one caller's write: fn runs it in a batch's transaction.
 type writeOp struct {
-	ctx   context.Context // the caller's; only checked while queued
-	name  string          // the store operation, for errors
-	fn    func(b *batchTx) error
-	state atomic.Int32
-
-	result error         // fn's outcome in the current attempt
-	err    error         // the answer, set before done is closed
-	done   chan struct{} // closed once, by the writer
+	name string // the store operation, for errors
+	fn   func(b *batchTx) error
 }
 
-// live reports whether op is still wanted: not given up by its caller.
-// An op whose context ended while queued is answered with the context's
-// error here.
-func (op *writeOp) live(s *Store) bool {
-	switch op.state.Load() {
-	case opStarted:
-		return true // again, after a busy retry of the whole batch
-	case opCancelled, opFailed:
-		return false
+// writeCommitter is the committer of a Store's writes. A write's result
+// is its error alone.
+type writeCommitter = groupcommit.Committer[*writeOp, struct{}]
+
+// committerConfig is the configuration of the committer of s's writes,
+// whose idle writer waits linger for more. One batch runs at a time
+// (SQLite has one writer), so the hooks and runBatch share s.wc without a
+// lock. An idle writer keeps its connection (see holdWhileIdle); an
+// exiting one, including the idle writer that Close ends at once, gives
+// it back.
+func (s *Store) committerConfig(linger time.Duration) groupcommit.Config {
+	return groupcommit.Config{
+		MaxBatch: maxBatch,
+		Linger:   linger,
+		Idle: func() {
+			if !s.holdWhileIdle() {
+				s.releaseWriterConn(false)
+			}
+		},
+		Exit: func() { s.releaseWriterConn(false) },
 	}
-	if err := op.ctx.Err(); err != nil {
-		if op.state.CompareAndSwap(opQueued, opCancelled) {
-			op.answer(s.translate(op.ctx, op.name, err))
-		}
-		return false
+}
+
+// write runs fn as one of this Store's writes and returns its outcome.
+//
+// Group commit: the writer takes every queued write, up to maxBatch, and
+// runs them in one transaction on one connection. A write whose statement
+// fails (an SQL error, not a fenced statement that matched no row) is
+// answered with its error, and the batch is rolled back and run again
+// without it: the others never see its partial effects. Every caller is
+// answered only after the COMMIT that holds its write; if that COMMIT
+// fails, every write of the batch fails with an error matching
+// retrysafe.ErrStoreUnavailable. There is no delay to gather writes: the
+// writer takes what queued while the previous batch committed, and a lone
+// write commits at once.
+//
+// fn runs on the writer's goroutine, must do its work through b only, and
+// may run more than once (the whole batch is run again on SQLITE_BUSY, or
+// without a write that failed), so it must set its results afresh on each
+// run. fn must change nothing when it returns an error other than through
+// a failed statement (a fenced write that matched no row returns
+// retrysafe.ErrLeaseLost having changed nothing).
+//
+// Context: a write whose ctx ends before its statement starts (queued, or
+// in a batch still waiting for the write lock) is dropped and the call
+// returns the context's error. Once its statement has started it runs to
+// the end of the batch, and the call returns its outcome (nil or the
+// statement's error) even if ctx has ended meanwhile: the write may have
+// committed, and the caller must not be told otherwise. After Close,
+// write fails with an error matching retrysafe.ErrStoreUnavailable.
+func (s *Store) write(ctx context.Context, name string, fn func(b *batchTx) error) error {
+	_, err := s.committer.Do(ctx, &writeOp{name: name, fn: fn})
+	if errors.Is(err, groupcommit.ErrClosed) {
+		return retrysafe.Unavailable(name, errors.New("sqlite: store closed"))
 	}
-	return true
-}
-
-// start marks op as started, just before its statement runs, unless its
-// caller gave up first. It reports whether op is to run.
-func (op *writeOp) start(s *Store) bool {
-	return op.live(s) && (op.state.Load() == opStarted || op.state.CompareAndSwap(opQueued, opStarted))
-}
-
-func (op *writeOp) answer(err error) {
-	op.err = err
-	close(op.done)
-}
-
-// errRerun ends an attempt at a batch that is to run again at once,
-// without a write that failed.
-var errRerun = errors.New("sqlite: batch to run again without a failed write")
-
-// writer is a Store's group-commit state: the queue of writes and whether a
-// writer goroutine is draining it.
-type writer struct {
-	mu      sync.Mutex
-	queue   []*writeOp
-	running bool          // a writer goroutine exists
-	busy    bool          // it has taken a batch (tests wait on this)
-	wake    chan struct{} // signals a running, idle writer; buffered 1
-
-	closed bool          // Store.Close was called: the idle writer exits at once
-	linger time.Duration // writerLinger, or a test's value
-
-	// wc is the connection the writer goroutine commits on, kept from
-	// batch to batch while it runs (used by the writer goroutine only;
-	// handed over, as nil, under mu when a writer exits).
-	wc *writerConn
-
-	// Committed batches and the writes they held (tests check that
-	// batches form).
-	batches, ops atomic.Int64
+	// Not ctx: a write that started answers its own outcome.
+	return s.translate(context.Background(), name, err)
 }
 
 // batchTx is the transaction of one batch: the statements it may run,
@@ -114,50 +114,54 @@ const (
 	qRollback = "ROLLBACK"
 )
 
-// writerConn is a connection the writer goroutine holds while it has work,
-// with every statement of a batch prepared on it once. Keeping one
-// connection also keeps its page cache valid from batch to batch (only
-// the writer changes the pages it caches).
+// writeQueries are the statements batches run.
+func (s *Store) writeQueries() []string {
+	return []string{s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep, s.q.retire}
+}
+
+// writerConn is a connection the writer holds while it has work, with
+// every statement of a batch prepared on it once. Keeping one connection
+// also keeps its page cache valid from batch to batch (only the writer
+// changes the pages it caches).
 type writerConn struct {
-	conn  *sql.Conn
-	stmts map[string]*sql.Stmt
+	conn *sql.Conn
+	tx   batchTx
 }
 
 // writerConn returns the writer's connection, taking one from the pool and
 // preparing the batches' statements on it if it has none.
 func (s *Store) writerConn(ctx context.Context) (*writerConn, error) {
-	w := &s.writer
-	if w.wc != nil {
-		return w.wc, nil
+	if s.wc != nil {
+		return s.wc, nil
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	wc := &writerConn{conn: conn, stmts: make(map[string]*sql.Stmt)}
+	wc := &writerConn{conn: conn, tx: batchTx{stmts: make(map[string]*sql.Stmt)}}
 	for _, q := range append(s.writeQueries(), qBegin, qCommit, qRollback) {
 		st, err := conn.PrepareContext(ctx, q)
 		if err != nil {
 			wc.close(false)
 			return nil, err
 		}
-		wc.stmts[q] = st
+		wc.tx.stmts[q] = st
 	}
-	w.wc = wc
+	s.wc = wc
 	return wc, nil
 }
 
 // releaseWriterConn gives the writer's connection back to the pool (or,
 // if bad, has the pool discard it).
 func (s *Store) releaseWriterConn(bad bool) {
-	if wc := s.writer.wc; wc != nil {
-		s.writer.wc = nil
+	if wc := s.wc; wc != nil {
+		s.wc = nil
 		wc.close(bad)
 	}
 }
 
 func (wc *writerConn) close(bad bool) {
-	for _, st := range wc.stmts {
+	for _, st := range wc.tx.stmts {
 		_ = st.Close()
 	}
 	if bad {
@@ -174,253 +178,96 @@ func (s *Store) holdWhileIdle() bool {
 	return n == 0 || n >= 4
 }
 
-// write queues fn as one of this Store's writes and waits for its answer.
-//
-// Group commit: a writer goroutine (started on demand, gone once no write
-// has come for writerLinger) takes every queued write, up to maxBatch, and
-// runs them in one transaction on one connection. A write whose statement
-// fails (an SQL error, not a fenced statement that matched no row) is
-// answered with its error, and the batch is rolled back and run again
-// without it: the others never see its partial effects. Every caller is
-// answered only after the COMMIT that holds its write; if that COMMIT
-// fails, every write of the batch fails with an error matching
-// retrysafe.ErrStoreUnavailable. There is no delay to gather writes: the
-// writer takes what queued while the previous batch committed, and a lone
-// write commits at once.
-//
-// fn runs on the writer's goroutine, must do its work through b only, and
-// may run more than once (the whole batch is run again on SQLITE_BUSY, or
-// without a write that failed), so it must set its results afresh on each
-// run. fn must change nothing when it returns an error other than through
-// a failed statement (a fenced write that matched no row returns
-// retrysafe.ErrLeaseLost having changed nothing).
-//
-// Context: a write whose ctx ends while it is queued is dropped and the
-// call returns the context's error. Once its statement has started it
-// runs to the end of the batch, and the call returns its outcome (nil or
-// the statement's error) even if ctx has ended meanwhile: the write may
-// have committed, and the caller must not be told otherwise.
-func (s *Store) write(ctx context.Context, name string, fn func(b *batchTx) error) error {
-	if err := ctx.Err(); err != nil {
-		return s.translate(ctx, name, err)
-	}
-	op := &writeOp{ctx: ctx, name: name, fn: fn, done: make(chan struct{})}
-	w := &s.writer
-	w.mu.Lock()
-	w.queue = append(w.queue, op)
-	spawn := !w.running
-	w.running = true
-	if w.wake == nil {
-		w.wake = make(chan struct{}, 1)
-	}
-	wake := w.wake
-	w.mu.Unlock()
-	if spawn {
-		go s.drain()
-	} else {
-		select {
-		case wake <- struct{}{}:
-		default: // already signalled
-		}
-	}
-	select {
-	case <-op.done:
-		return op.err
-	case <-ctx.Done():
-		if op.state.CompareAndSwap(opQueued, opCancelled) {
-			return s.translate(ctx, name, ctx.Err())
-		}
-		<-op.done // started: its outcome is the answer
-		return op.err
-	}
-}
+// errRerun ends an attempt at a batch that is to run again at once,
+// without a write that failed.
+var errRerun = errors.New("sqlite: batch to run again without a failed write")
 
-// writerLinger is how long an idle writer goroutine waits for the next
-// write before it exits. Keeping it alive between batches under load saves
-// starting a goroutine, and growing its stack to the SQLite engine's depth,
-// for every batch.
-const writerLinger = time.Second
-
-// drain is the writer goroutine: it commits batches until no write has
-// been queued for writerLinger.
-func (s *Store) drain() {
-	w := &s.writer
-	linger := writerLinger
-	w.mu.Lock()
-	if w.linger > 0 {
-		linger = w.linger
-	}
-	w.mu.Unlock()
-	idle := time.NewTimer(linger)
-	defer idle.Stop()
-	for {
-		w.mu.Lock()
-		n := min(len(w.queue), maxBatch)
-		w.busy = n > 0
-		if n == 0 {
-			wake, closed := w.wake, w.closed
-			w.mu.Unlock()
-			if closed || !s.holdWhileIdle() {
-				s.releaseWriterConn(false)
-			}
-			wait := linger
-			if closed {
-				wait = 0 // exit now, unless a write is already waiting
-			}
-			idle.Reset(wait)
-			select {
-			case <-wake:
-				continue
-			case <-idle.C:
-			}
-			w.mu.Lock()
-			if len(w.queue) > 0 {
-				w.mu.Unlock()
-				continue
-			}
-			// Give the connection up under the lock: once running is
-			// false, a new writer goroutine may start and take one.
-			wc := w.wc
-			w.wc = nil
-			w.running = false
-			w.queue = nil
-			w.mu.Unlock()
-			if wc != nil {
-				wc.close(false)
-			}
-			return
-		}
-		batch := make([]*writeOp, n)
-		copy(batch, w.queue)
-		clear(w.queue[:n])
-		w.queue = w.queue[n:]
-		w.mu.Unlock()
-		s.runBatch(batch)
-	}
-}
-
-// runBatch commits ops in one transaction and answers each of them,
-// retrying the whole transaction on SQLITE_BUSY/SQLITE_LOCKED for up to
-// BusyTimeout (during that wait, callers whose write has not started may
-// still give up).
-func (s *Store) runBatch(ops []*writeOp) {
+// runBatch is the committer's batch function: it commits b's writes in one
+// transaction, retrying the whole transaction on SQLITE_BUSY/SQLITE_LOCKED
+// for up to BusyTimeout (during that wait, callers whose write has not
+// started may still give up). An error it returns (a failed COMMIT, say)
+// answers every write of b not answered yet.
+func (s *Store) runBatch(b *groupcommit.Batch[*writeOp, struct{}]) error {
 	deadline := time.Now().Add(s.cfg.BusyTimeout)
 	backoff := time.Millisecond
 	for {
-		err := s.commitBatch(ops)
-		if err == nil {
-			return
-		}
-		if errors.Is(err, errRerun) {
+		err := s.commitBatch(b)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errRerun):
 			continue // without the write that failed, already answered
+		case !isBusy(err) || time.Now().After(deadline):
+			return err
 		}
-		if !isBusy(err) || time.Now().After(deadline) {
-			s.failBatch(ops, err)
-			return
+		// Full jitter, as in retry; a batch whose callers all gave up
+		// ends at its next attempt.
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond)
+		select {
+		case <-t.C:
+		case <-b.Context().Done():
+			t.Stop()
 		}
-		// Full jitter, as in retry.
-		time.Sleep(time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond)
 		backoff = min(2*backoff, 50*time.Millisecond)
 	}
 }
 
-// failBatch answers every op whose caller is still waiting with err.
-func (s *Store) failBatch(ops []*writeOp, err error) {
-	for _, op := range ops {
-		if op.state.CompareAndSwap(opQueued, opStarted) || op.state.Load() == opStarted {
-			op.answer(s.translate(context.Background(), op.name, err))
-		}
+// commitBatch is one attempt at b's transaction. It returns nil when the
+// transaction committed (the writes' results are set) or nothing was left
+// to run; errRerun when a write failed, was answered, and the others are
+// to run again without it; otherwise it rolls back and returns the error
+// that ended the attempt.
+func (s *Store) commitBatch(b *groupcommit.Batch[*writeOp, struct{}]) error {
+	if b.Context().Err() != nil {
+		// Every caller gave up before its write started: a batch
+		// nobody waits for costs no transaction.
+		return nil
 	}
-}
-
-// commitBatch is one attempt at ops' transaction. It answers the ops and
-// returns nil when the transaction committed (or nothing was left to run);
-// errRerun when a write failed, was answered, and the others are to run
-// again without it; otherwise it rolls back, answers nothing, and returns
-// the error that ended the attempt.
-func (s *Store) commitBatch(ops []*writeOp) error {
 	ctx := context.Background() // a write that started runs to the end
-	var b *batchTx
+	wc, err := s.writerConn(ctx)
+	if err != nil {
+		return err
+	}
+	tx := &wc.tx
 	abort := func(err error) error {
-		if _, rerr := b.stmt(qRollback).Exec(); rollbackFailed(rerr) {
+		if _, rerr := tx.stmt(qRollback).Exec(); rollbackFailed(rerr) {
 			s.releaseWriterConn(true) // in an unknown state
 		}
 		return err
 	}
+	if _, err := tx.stmt(qBegin).Exec(); err != nil {
+		return abort(err)
+	}
+	// Writes start only after BEGIN IMMEDIATE: while the batch waits for
+	// the lock, their callers may give up.
 	started := 0
-	for _, op := range ops {
-		if !op.live(s) {
-			continue
-		}
-		if b == nil {
-			// The connection is used once a write is to run, so a batch
-			// whose callers all gave up costs nothing. Writes are marked
-			// started only after BEGIN IMMEDIATE: while the batch waits
-			// for the lock, their callers may give up.
-			wc, err := s.writerConn(ctx)
-			if err != nil {
-				return err
-			}
-			b = &batchTx{stmts: wc.stmts}
-			if _, err := b.stmt(qBegin).Exec(); err != nil {
-				return abort(err)
-			}
-		}
-		if !op.start(s) {
+	for i := range b.Len() {
+		if !b.Start(i) {
 			continue
 		}
 		started++
-		op.result = op.fn(b)
-		if op.result == nil || errors.Is(op.result, retrysafe.ErrLeaseLost) {
-			continue // a fenced write that matched no row changed nothing
+		err := b.Input(i).fn(tx)
+		if err == nil || errors.Is(err, retrysafe.ErrLeaseLost) {
+			// A fenced write that matched no row changed nothing.
+			b.Set(i, struct{}{}, err)
+			continue
 		}
-		if isBusy(op.result) {
-			return abort(op.result)
+		if isBusy(err) {
+			return abort(err)
 		}
 		// The statement failed. SQLite undid the statement (or, after
 		// some errors, the whole transaction); rather than tell which,
 		// the batch is rolled back and run again without this write,
 		// which is answered with its error now: nothing of it committed.
 		abort(nil)
-		op.state.Store(opFailed)
-		op.answer(s.translate(ctx, op.name, op.result))
+		b.Answer(i, struct{}{}, err)
 		return errRerun
 	}
 	if started == 0 {
-		if b != nil {
-			abort(nil) // every caller gave up while the batch began
-		}
-		return nil
+		return abort(nil) // every caller gave up while the batch began
 	}
-	if _, err := b.stmt(qCommit).Exec(); err != nil {
+	if _, err := tx.stmt(qCommit).Exec(); err != nil {
 		return abort(err)
 	}
-	s.writer.batches.Add(1)
-	s.writer.ops.Add(int64(started))
-	for _, op := range ops {
-		if op.state.Load() == opStarted {
-			op.answer(s.translate(ctx, op.name, op.result))
-		}
-	}
 	return nil
-}
-
-// writeQueries are the statements batches run.
-func (s *Store) writeQueries() []string {
-	return []string{s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep, s.q.retire}
-}
-
-// stop tells an idle writer goroutine to give back its connection and exit
-// now rather than after writerLinger.
-func (w *writer) stop() {
-	w.mu.Lock()
-	w.closed = true
-	wake := w.wake
-	w.mu.Unlock()
-	if wake != nil {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
 }

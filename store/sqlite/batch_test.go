@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,28 +94,51 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// plugWriter holds the test's write lock and sends one write (a claim of
-// key "plug") to s, waiting until the writer has taken it: the writer is
-// then stuck in that batch's BEGIN, and every write sent next queues into
-// one next batch. It returns the function that releases the lock and the
-// channel that receives the plug's error.
+// receive returns the value sent on ch (with a bound, as waitFor, so that
+// a bug fails instead of hanging).
+func receive[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// plugWriter sends one write (a claim of key "plug") to s and holds it in
+// the middle of its statement, with a trigger that pauses it, until the
+// returned unlock is called. Once the plug's statement has started the
+// writer is in the plug's batch, which has been taken and holds only the
+// plug, so every write sent next queues into one next batch. It returns
+// the function that lets the plug go on and the channel that receives the
+// plug's error.
 func plugWriter(t *testing.T, s *sqlite.Store, plain *sql.DB) (unlock func(), plugErr <-chan error) {
 	t.Helper()
-	unlock = holdWriteLock(t, plain)
+	name := t.Name() + "/plug"
+	p := &pause{entered: make(chan struct{}), release: make(chan struct{})}
+	pauses.Store(name, p)
+	if _, err := plain.ExecContext(context.Background(), `CREATE TRIGGER plug AFTER INSERT ON retrysafe_records
+WHEN NEW.idem_key = 'plug'
+BEGIN SELECT retrysafe_test_pause('`+name+`'); END`); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	unlock = func() { once.Do(func() { close(p.release) }) }
+	t.Cleanup(func() { unlock(); pauses.Delete(name) })
 	errc := make(chan error, 1)
 	go func() {
 		_, err := s.Claim(context.Background(), claimParams("plug", "fp", base))
 		errc <- err
 	}()
-	waitFor(t, "the writer takes the plug", func() bool {
-		queued, running := s.WriteQueue()
-		return running && queued == 0
-	})
+	<-p.entered
 	return unlock, errc
 }
 
 // sendAll runs each call on its own goroutine, waits until want writes are
-// queued behind the plug, releases the lock and returns the calls' errors.
+// queued behind the plug, lets the plug go on and returns the calls'
+// errors.
 func sendAll(t *testing.T, s *sqlite.Store, unlock func(), want int, calls []func() error) []error {
 	t.Helper()
 	errs := make([]error, len(calls))
@@ -123,8 +147,7 @@ func sendAll(t *testing.T, s *sqlite.Store, unlock func(), want int, calls []fun
 		wg.Go(func() { errs[i] = call() })
 	}
 	waitFor(t, fmt.Sprintf("%d writes are queued", want), func() bool {
-		queued, _ := s.WriteQueue()
-		return queued == want
+		return s.QueuedWrites() == want
 	})
 	unlock()
 	wg.Wait()
@@ -251,8 +274,10 @@ BEGIN SELECT RAISE(FAIL, 'poisoned completion'); END`); err != nil {
 		}
 	}
 	b1, o1 := s.BatchStats()
-	if b1-b0 != 2 || o1-o0 != int64(len(calls)) {
-		t.Errorf("%d writes in %d batches, want the plug alone, then the %d unpoisoned writes in one batch", o1-o0, b1-b0, len(calls)-1)
+	// The poisoned write started (and failed, and left the batch), so it
+	// counts among the writes the second batch ran.
+	if b1-b0 != 2 || o1-o0 != int64(len(calls))+1 {
+		t.Errorf("%d writes in %d batches, want the plug alone, then the %d writes in one batch", o1-o0, b1-b0, len(calls))
 	}
 	for _, k := range []string{"a", "b", "c", "d"} {
 		if st := stateOf(t, s, k); st != retrysafe.StateCompleted {
@@ -336,10 +361,7 @@ func TestBatchCancelWhileQueued(t *testing.T) {
 		_, err := s.Claim(ctx, claimParams("kept", "fp", base))
 		kept <- err
 	}()
-	waitFor(t, "both claims are queued", func() bool {
-		queued, _ := s.WriteQueue()
-		return queued == 2
-	})
+	waitFor(t, "both claims are queued", func() bool { return s.QueuedWrites() == 2 })
 	b0, o0 := s.BatchStats()
 	cancel()
 	// The lock is still held: the cancelled claim answers while queued.
@@ -392,7 +414,7 @@ BEGIN INSERT INTO child (pid) VALUES (42); END`); err != nil {
 		_, err := s.Claim(ctx, claimParams("new", "fp", base))
 		return err
 	})
-	b0, _ := s.BatchStats()
+	b0, o0 := s.BatchStats()
 	unlock, plugErr := plugWriter(t, s, plain)
 	errs := sendAll(t, s, unlock, len(calls), calls)
 	if err := <-plugErr; err != nil {
@@ -406,8 +428,8 @@ BEGIN INSERT INTO child (pid) VALUES (42); END`); err != nil {
 			t.Logf("write 0 of the batch whose COMMIT failed: %v", err)
 		}
 	}
-	if b1, _ := s.BatchStats(); b1-b0 != 1 {
-		t.Errorf("%d batches committed, want 1 (the plug)", b1-b0)
+	if b1, o1 := s.BatchStats(); b1-b0 != 2 || o1-o0 != int64(len(calls))+1 {
+		t.Errorf("%d writes in %d batches, want the plug alone, then the %d writes in one batch", o1-o0, b1-b0, len(calls))
 	}
 	for _, k := range keys {
 		if st := stateOf(t, s, k); st != retrysafe.StateProcessing {
@@ -452,10 +474,9 @@ func TestBatchCancelWhileBatchWaits(t *testing.T) {
 		_, err := s.Claim(cctx, claimParams("waiting", "fp", base))
 		errc <- err
 	}()
-	waitFor(t, "the writer takes the claim", func() bool {
-		queued, running := s.WriteQueue()
-		return running && queued == 0
-	})
+	// The writer takes a connection once it has taken the claim into a
+	// batch (no write came before), and then waits in BEGIN IMMEDIATE.
+	waitFor(t, "the writer takes the claim", func() bool { return s.DB().Stats().InUse == 1 })
 	b0, o0 := s.BatchStats()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -529,13 +550,14 @@ func newLingeringStore(t *testing.T, maxConns int) (*sqlite.Store, *sql.DB) {
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s.SetWriterLinger(time.Hour)
+	s.SetWriter(time.Hour, nil)
+	t.Cleanup(func() { s.Close() })
 	return s, db
 }
 
 // TestWriterConnReleasedOnClose: the writer keeps its connection between
 // batches, and Close makes an idle writer give it back at once instead of
-// after its linger.
+// after its linger: when Close returns, the connection is back in the pool.
 func TestWriterConnReleasedOnClose(t *testing.T) {
 	t.Parallel()
 	s, db := newLingeringStore(t, 0)
@@ -546,7 +568,73 @@ func TestWriterConnReleasedOnClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the writer gives its connection back after Close", func() bool { return db.Stats().InUse == 0 })
+	if n := db.Stats().InUse; n != 0 {
+		t.Fatalf("%d connections in use after Close, want 0", n)
+	}
+}
+
+// TestWriteAfterClose: after Close, writes fail with ErrStoreUnavailable
+// and change nothing, even on the caller's *sql.DB (which Close leaves
+// open, so reads go on).
+func TestWriteAfterClose(t *testing.T) {
+	t.Parallel()
+	s, _ := newLingeringStore(t, 0)
+	p := claimParams("k", "fp", base)
+	mustClaim(t, s, p)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(context.Background(), claimParams("after", "fp", base)); !errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Errorf("Claim after Close: %v, want ErrStoreUnavailable", err)
+	}
+	if err := s.Complete(context.Background(), completeParams(p, base, "done")); !errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Errorf("Complete after Close: %v, want ErrStoreUnavailable", err)
+	}
+	if st := stateOf(t, s, "k"); st != retrysafe.StateProcessing {
+		t.Errorf("k is %q after a Complete after Close, want still processing", st)
+	}
+	if st := stateOf(t, s, "after"); st != "" {
+		t.Errorf("a Claim after Close left a %q record, want none", st)
+	}
+}
+
+// TestCloseFailsQueuedWrites: Close fails the writes still queued with
+// ErrStoreUnavailable at once (they change nothing), and waits for the
+// batch that is running, whose write commits.
+func TestCloseFailsQueuedWrites(t *testing.T) {
+	t.Parallel()
+	s, plain := openBatchStore(t)
+	unlock, plugErr := plugWriter(t, s, plain)
+	queued := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(context.Background(), claimParams("queued", "fp", base))
+		queued <- err
+	}()
+	waitFor(t, "the claim is queued", func() bool { return s.QueuedWrites() == 1 })
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	// The plug is still running: the queued claim is answered anyway.
+	if err := receive(t, "the answer of the claim queued at Close", queued); !errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Fatalf("Claim queued at Close: %v, want ErrStoreUnavailable", err)
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a batch was running", err)
+	default:
+	}
+	unlock()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("the write running at Close: %v, want its outcome (nil)", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, plain, `SELECT COUNT(*) FROM retrysafe_records WHERE idem_key = 'plug'`); n != 1 {
+		t.Errorf("%d plug records, want 1 (the batch running at Close committed)", n)
+	}
+	if n := countRows(t, plain, `SELECT COUNT(*) FROM retrysafe_records WHERE idem_key = 'queued'`); n != 0 {
+		t.Errorf("%d records of the claim queued at Close, want 0", n)
+	}
 }
 
 // TestWriterSmallPool: on a *sql.DB limited to one connection the idle
@@ -579,25 +667,37 @@ func TestWriterSmallPool(t *testing.T) {
 
 // TestWriterRestarts: with a writer that exits as soon as it is idle,
 // writes from a few goroutines keep ending one writer goroutine and
-// starting the next; each hands the connection over cleanly (the race
-// detector checks) and every write commits.
+// starting the next (each goroutine waits, now and then, until a writer
+// has exited after its write); each hands the connection over cleanly
+// (the race detector checks) and every write commits.
 func TestWriterRestarts(t *testing.T) {
 	t.Parallel()
 	s, _ := openStore(t)
-	s.SetWriterLinger(time.Nanosecond)
+	var exits atomic.Int64
+	s.SetWriter(time.Nanosecond, func() { exits.Add(1) })
 	const goroutines, rounds = 4, 100
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines*rounds)
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range rounds {
+				e := exits.Load()
 				p := claimParams(fmt.Sprintf("g%d-%d", g, i), "fp", base)
 				if _, err := s.Claim(context.Background(), p); err != nil {
 					errs <- err
 					return
 				}
 				if i%7 == 0 {
-					time.Sleep(50 * time.Microsecond) // let the writer go idle and exit
+					// The writer exits once no goroutine writes: every
+					// goroutine ends up here or done.
+					deadline := time.Now().Add(30 * time.Second)
+					for exits.Load() == e {
+						if time.Now().After(deadline) {
+							errs <- errors.New("timed out waiting for the writer to exit")
+							return
+						}
+						time.Sleep(10 * time.Microsecond)
+					}
 				}
 			}
 		})
@@ -606,6 +706,9 @@ func TestWriterRestarts(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	if n := exits.Load(); n < (rounds+6)/7 {
+		t.Errorf("the writer exited %d times, want at least %d", n, (rounds+6)/7)
 	}
 	recs, err := s.List(context.Background(), &retrysafe.ListParams{Limit: 1000})
 	if err != nil || len(recs) != goroutines*rounds {

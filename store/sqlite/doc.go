@@ -63,6 +63,9 @@
 //     (success, or the statement's error) even if its context ended
 //     meanwhile, because the write may have committed. That wait is one
 //     batch, plus busy retries of it (below).
+//   - [Store.Close] fails the writes still queued with an error matching
+//     [retrysafe.ErrStoreUnavailable] (they change nothing), waits for the
+//     batch in progress, and makes later writes fail the same way.
 //
 // Against other processes the store relies on busy_timeout. Busy and
 // locked errors that still surface are retried with jittered backoff for

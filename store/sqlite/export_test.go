@@ -1,25 +1,31 @@
 package sqlite
 
-import "time"
+import (
+	"time"
 
-// BatchStats returns how many batches this Store has committed and how
-// many writes they held.
+	"github.com/retrysafe/retrysafe/internal/groupcommit"
+)
+
+// BatchStats returns how many batches this Store's writer has run (with at
+// least one write started) and how many writes they started.
 func (s *Store) BatchStats() (batches, ops int64) {
-	return s.writer.batches.Load(), s.writer.ops.Load()
+	st := s.committer.Stats()
+	return st.Batches, st.Items
 }
 
-// WriteQueue returns how many writes are queued (not yet taken by the
-// writer) and whether the writer goroutine is in a batch.
-func (s *Store) WriteQueue() (queued int, busy bool) {
-	s.writer.mu.Lock()
-	defer s.writer.mu.Unlock()
-	return len(s.writer.queue), s.writer.busy
-}
+// QueuedWrites returns how many writes are queued, not yet taken into a
+// batch by the writer.
+func (s *Store) QueuedWrites() int { return s.committer.Queued() }
 
-// SetWriterLinger sets how long this Store's idle writer goroutine waits
-// for more writes before it exits (before its first write).
-func (s *Store) SetWriterLinger(d time.Duration) {
-	s.writer.mu.Lock()
-	defer s.writer.mu.Unlock()
-	s.writer.linger = d
+// SetWriter replaces this Store's committer, before its first write, with
+// one whose idle writer waits linger for more writes before it exits and
+// which calls onExit (if not nil) after the Store's own Exit hook, each
+// time a writer exits.
+func (s *Store) SetWriter(linger time.Duration, onExit func()) {
+	cfg := s.committerConfig(linger)
+	if onExit != nil {
+		exit := cfg.Exit
+		cfg.Exit = func() { exit(); onExit() }
+	}
+	s.committer = groupcommit.New(cfg, s.runBatch)
 }

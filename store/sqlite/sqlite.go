@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
 // Compile-time interface guards.
@@ -98,14 +99,19 @@ type Store struct {
 	cfg    Config
 	q      queries
 
-	// writer batches this Store's writes (Claim, Extend, Complete,
+	// committer batches this Store's writes (Claim, Extend, Complete,
 	// Release, Delete, Sweep) into group commits: see Store.write.
 	// SQLite admits one writer at a time anyway; one transaction and one
 	// WAL sync for many callers' writes is what makes the durable default
 	// (synchronous=FULL) fast. Every decision is still made by a single
 	// atomic statement under SQLite's write lock, and writers in other
 	// processes (or other Stores) are handled by busy_timeout.
-	writer writer
+	committer *writeCommitter
+	// wc is the connection the committer's leader (the writer) commits
+	// on, kept from batch to batch while it has work. Only the batch
+	// function and the committer's Idle and Exit hooks use it, one at a
+	// time (one batch at a time, on one leader).
+	wc *writerConn
 
 	subs subscribers
 
@@ -206,12 +212,14 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 }
 
 func newStore(db *sql.DB, cfg Config) *Store {
-	return &Store{
+	s := &Store{
 		db:    db,
 		cfg:   cfg,
 		q:     newQueries(cfg.Table),
 		stmts: make(map[string]*sql.Stmt),
 	}
+	s.committer = groupcommit.New(s.committerConfig(writerLinger), s.runBatch)
+	return s
 }
 
 // DB returns the database the Store uses, for example to begin the
@@ -221,8 +229,12 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Close releases the Store's prepared statements and closes the database if
 // the Store opened it with [Open]; a Store from [New] leaves the caller's
 // database open. Close ends every subscription after a last wake-up.
+// Writes queued for a batch fail (with an error wrapping
+// [retrysafe.ErrStoreUnavailable]), a batch already running is waited
+// for, the idle writer gives its connection back at once, and later
+// writes (Claim, Extend, Complete, Release, Delete, Sweep) fail.
 func (s *Store) Close() error {
-	s.writer.stop()
+	s.committer.Close()
 	s.subs.Close()
 	s.stmtMu.Lock()
 	var errs []error
