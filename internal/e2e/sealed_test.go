@@ -139,7 +139,7 @@ func TestSealedCompleteNilResponse(t *testing.T) {
 	}
 }
 
-// TestSealedRawStoreHoldsNoPlaintext (store/sealed): what every store keeps (as its own Get
+// TestSealedRawStoreHoldsNoPlaintext: what every store keeps (as its own Get
 // returns it) holds neither the body nor a header value in the clear, only
 // the header names; and the SQLite file holds no plaintext either.
 func TestSealedRawStoreHoldsNoPlaintext(t *testing.T) {
