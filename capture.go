@@ -6,8 +6,10 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // captureWriter records the handler's response so it can be stored before
@@ -130,17 +132,54 @@ func (c *captureWriter) statusCode() int {
 
 // response returns the captured result, its headers filtered by keep. The
 // header value slices are shared, not copied: the handler has returned, so
-// nothing changes them any more (see copyHeader).
-func (c *captureWriter) response(keep func(string) bool) *Response {
-	h := make(http.Header, len(c.header))
-	for k, v := range c.header {
-		if keep(k) {
-			h[k] = v[:len(v):len(v)]
+// nothing changes them any more (see copyHeader). When the kept headers
+// equal those of the response stored before through the same last (most
+// answers of an API carry the same few headers), the earlier map is
+// reused: stored responses are read-only, so one map serves many records,
+// which saves a map per stored response and the collector's work on it.
+func (c *captureWriter) response(keep func(string) bool, last *sharedHeader) *Response {
+	h := last.reuse(c.header, keep)
+	if h == nil {
+		h = make(http.Header, len(c.header))
+		for k, v := range c.header {
+			if keep(k) {
+				h[k] = v[:len(v):len(v)]
+			}
 		}
+		last.v.Store(h)
 	}
 	r := newResponse(c.body.Bytes())
 	r.Status, r.Header = c.statusCode(), h
 	return r
+}
+
+// sharedHeader holds the header map of the last response stored through
+// it, read-only, for [captureWriter.response] to reuse. It is safe for
+// concurrent use.
+type sharedHeader struct{ v atomic.Value } // http.Header
+
+// reuse returns the held map when its fields and values equal those of h
+// that keep accepts, and nil otherwise.
+func (s *sharedHeader) reuse(h http.Header, keep func(string) bool) http.Header {
+	last, _ := s.v.Load().(http.Header)
+	if last == nil || len(last) > len(h) {
+		return nil
+	}
+	n := 0
+	for k, v := range h {
+		if !keep(k) {
+			continue
+		}
+		w, ok := last[k]
+		if !ok || !slices.Equal(v, w) {
+			return nil
+		}
+		n++
+	}
+	if n != len(last) {
+		return nil
+	}
+	return last
 }
 
 // newResponse returns a new Response whose Body is a copy of body (nil

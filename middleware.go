@@ -56,6 +56,9 @@ type protectedHandler struct {
 	cfg  *Config
 	next http.Handler
 	ro   RequestObserver // cfg.Observer when it wants the request; else nil
+	// header is the header map of the last stored response, reused by
+	// the next one with the same headers (see captureWriter.response).
+	header sharedHeader
 }
 
 // observe reports the outcome of r to the Observer.
@@ -228,7 +231,7 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 		case cw.overflow:
 			resp = h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody))
 		default:
-			resp = cw.response(c.StoreHeader)
+			resp = cw.response(c.StoreHeader, &h.header)
 		}
 	}
 	outcome, err := e.settle(base, rec, d, resp)

@@ -1,0 +1,81 @@
+package retrysafe
+
+import (
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestSharedHeaderReuse: a captured response reuses the previous stored
+// header map only when the kept fields and values are exactly the same;
+// any difference (a value, a value's order, a field more or less) gets a
+// map of its own with the captured values, and filtered-out fields do not
+// count.
+func TestSharedHeaderReuse(t *testing.T) {
+	keep := func(name string) bool { return name != "Date" }
+	capture := func(h http.Header) *captureWriter {
+		c := &captureWriter{header: h, status: http.StatusCreated}
+		return c
+	}
+	var last sharedHeader
+	base := http.Header{"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "Date": {"Mon"}}
+	first := capture(base.Clone()).response(keep, &last)
+	want := http.Header{"Content-Type": {"application/json"}, "X-A": {"1", "2"}}
+	if !reflect.DeepEqual(first.Header, want) {
+		t.Fatalf("first: header %v, want %v", first.Header, want)
+	}
+	same := base.Clone()
+	same["Date"] = []string{"Tue"} // filtered out: does not count
+	if got := capture(same).response(keep, &last); reflect.ValueOf(got.Header).UnsafePointer() != reflect.ValueOf(first.Header).UnsafePointer() {
+		t.Fatalf("same kept headers: got a new map %v, want the first one reused", got.Header)
+	}
+	for name, h := range map[string]http.Header{
+		"other value":    {"Content-Type": {"text/plain"}, "X-A": {"1", "2"}},
+		"value order":    {"Content-Type": {"application/json"}, "X-A": {"2", "1"}},
+		"one value less": {"Content-Type": {"application/json"}, "X-A": {"1"}},
+		"field more":     {"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "Location": {"/o/1"}},
+		"field less":     {"Content-Type": {"application/json"}},
+		"other field":    {"Content-Type": {"application/json"}, "X-B": {"1", "2"}},
+		"none":           {},
+	} {
+		last.v.Store(first.Header)
+		got := capture(h.Clone()).response(keep, &last)
+		if !reflect.DeepEqual(got.Header, h) {
+			t.Errorf("%s: stored header %v, want %v", name, got.Header, h)
+		}
+		if reflect.ValueOf(got.Header).UnsafePointer() == reflect.ValueOf(first.Header).UnsafePointer() {
+			t.Errorf("%s: reused the earlier map %v for headers %v", name, first.Header, h)
+		}
+	}
+}
+
+// TestSharedHeaderConcurrent: responses captured concurrently with two
+// different header sets each keep their own values, whichever map the
+// shared slot holds at the time.
+func TestSharedHeaderConcurrent(t *testing.T) {
+	var last sharedHeader
+	keep := func(string) bool { return true }
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := strings.Repeat("v", g%2+1)
+			for range 2000 {
+				r := (&captureWriter{header: http.Header{"X-V": {v}}}).response(keep, &last)
+				if got := r.Header.Get("X-V"); got != v {
+					errs <- got + " != " + v
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
