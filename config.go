@@ -181,7 +181,7 @@ func equalFoldASCII(a, b string) bool {
 func ScopeFromHeader(name string) func(*http.Request) (string, error) {
 	name = http.CanonicalHeaderKey(name)
 	return func(r *http.Request) (string, error) {
-		v := r.Header.Values(name)
+		v := r.Header[name] // as Header.Values: name is canonical
 		if len(v) == 0 {
 			return "", nil
 		}

@@ -227,7 +227,7 @@ func negotiated(r *http.Request) *http.Request {
 // order they were applied, without "identity".
 func contentCodings(h http.Header) []string {
 	var codings []string
-	for _, v := range h.Values("Content-Encoding") {
+	for _, v := range h["Content-Encoding"] { // as h.Values, without canonicalizing a canonical name
 		for c := range strings.SplitSeq(v, ",") {
 			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
 				codings = append(codings, c)

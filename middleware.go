@@ -86,7 +86,7 @@ func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request passed through unprotected or the client went away first).
 func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome {
 	c := h.cfg
-	values := r.Header.Values(HeaderKey)
+	values := r.Header[HeaderKey] // as Header.Values: HeaderKey is canonical
 	if len(values) == 0 {
 		if !c.RequireKey {
 			h.next.ServeHTTP(w, r)
