@@ -46,6 +46,9 @@ func ParseKey(v string) (string, error) {
 
 func parseBareKey(v string, start, end int) (string, error) {
 	for i := start; i < end; i++ {
+		if bareKeyByte[v[i]] {
+			continue // the common case, one table lookup per byte
+		}
 		switch c := v[i]; {
 		case c == ' ':
 			return "", keyErr("unexpected space at position %d: a key containing spaces must be sent as a quoted string, e.g. %s", i, FormatKey(v[start:end]))
@@ -64,6 +67,15 @@ func parseBareKey(v string, start, end int) (string, error) {
 	}
 	return v[start:end], nil
 }
+
+// bareKeyByte reports the bytes a bare key may contain: printable ASCII
+// but space, '"', ',' and ';' (parseBareKey explains each refusal).
+var bareKeyByte = func() (t [256]bool) {
+	for c := 0x21; c <= 0x7E; c++ {
+		t[c] = c != '"' && c != ',' && c != ';'
+	}
+	return t
+}()
 
 func parseQuotedKey(v string, start, end int) (string, error) {
 	var b strings.Builder // used only when the string contains escapes
