@@ -45,6 +45,7 @@ health_image="retrysafe-image-test:health-$run_id"
 pg_schema="rs_image_test_$run_id"
 redis_prefix="rs-image-test-$run_id:"
 upstream_pid="" own_redis_pid="" pg_used="" redis_used="" used_ports=" "
+a="" p="" rp="" # admin, proxy and own Redis ports (free_port)
 passed=0
 
 log() { printf '\n-- %s\n' "$*"; }
@@ -73,7 +74,7 @@ on_exit() {
 		done
 	fi
 	for c in $("$docker" ps -aq --filter "label=$label"); do
-		"$docker" rm -f "$c" >/dev/null
+		"$docker" rm -f -v "$c" >/dev/null
 	done
 	"$docker" volume rm -f "$volume" >/dev/null 2>&1
 	"$docker" image rm -f "$health_image" >/dev/null 2>&1
@@ -92,20 +93,25 @@ for tool in curl psql redis-server redis-cli ss go od; do need "$tool"; done
 need systemd-analyze "apt-get install systemd"
 "$docker" image inspect "$image" >/dev/null 2>&1 || fail "no image $image: run deploy/build-image.sh $image first"
 
-# free_port prints a TCP port that nothing listens on and that this run
-# has not handed out yet.
+# free_port VAR sets VAR to a TCP port that no socket uses (listening or
+# not) and that this run has not handed out yet, below the kernel's
+# ephemeral range, so that no outgoing connection takes it before the
+# gateway binds it.
+read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range
+port_low=20000 port_high=$((ephemeral_low - 1))
+[ "$port_high" -gt $((port_low + 1000)) ] || port_low=1024
 free_port() {
-	local p
+	local port
 	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 30000))
-		case "$used_ports" in *" $p "*) continue ;; esac
-		if [ -z "$(ss -Htln "sport = :$p")" ]; then
-			used_ports="$used_ports$p "
-			echo "$p"
+		port=$((port_low + RANDOM % (port_high - port_low)))
+		case "$used_ports" in *" $port "*) continue ;; esac
+		if [ -z "$(ss -Htan "sport = :$port")" ]; then
+			used_ports="$used_ports$port "
+			printf -v "$1" %s "$port"
 			return
 		fi
 	done
-	fail "found no free port"
+	fail "found no free port between $port_low and $port_high"
 }
 
 # header FILE NAME prints the value of header NAME (any case) in FILE, a
@@ -174,7 +180,7 @@ replay_check() {
 	status=$(request POST "$url" "$key" '{"amount":9990,"currency":"UAH"}' "$tmp/$name.other")
 	[ "$status" = 422 ] || fail "$name: another body with the same key answered $status, want 422"
 	[ "$(executions "$key")" = 1 ] || fail "$name: after the 422 the upstream ran key $key $(executions "$key") times, want 1"
-	pass "$name: replay with Idempotent-Replayed: true, same body $(cat "$tmp/$name.first.body" | head -c 60)..., upstream ran once, 422 for another body"
+	pass "$name: replay with Idempotent-Replayed: true, same body $(head -c 60 "$tmp/$name.first.body")..., upstream ran once, 422 for another body"
 }
 
 # health NAME prints the container's health status.
@@ -193,7 +199,7 @@ wait_health() {
 		fi
 		sleep 0.5
 	done
-	fail "container $1: health is $(health "$1") after 40s, want $2; last check: $("$docker" inspect -f '{{with .State.Health}}{{range .Log}}{{.ExitCode}} {{.Output}}{{end}}{{end}}' "$1" | tail -n 2)"
+	fail "container $1: health is $(health "$1") after 40s, want $2; last check: $("$docker" inspect -f '{{with .State.Health}}{{range .Log}}{{println "exit" .ExitCode .Output}}{{end}}{{end}}' "$1" | tail -n 2)"
 }
 
 log "image $image"
@@ -206,7 +212,7 @@ hc=$("$docker" image inspect -f '{{json .Config.Healthcheck.Test}}' "$image")
 version=$("$docker" image inspect -f '{{index .Config.Labels "org.opencontainers.image.version"}}' "$image")
 revision=$("$docker" image inspect -f '{{index .Config.Labels "org.opencontainers.image.revision"}}' "$image")
 [[ "$revision" =~ ^[0-9a-f]{40}$ ]] || fail "revision label '$revision' is not a commit"
-[ -n "$version" ] && [ "$version" != unknown ] || fail "version label is '$version'"
+if [ -z "$version" ] || [ "$version" = unknown ]; then fail "version label is '$version'"; fi
 pass "image: user $user, HEALTHCHECK $hc, version $version, revision $revision"
 
 log "test upstream"
@@ -219,17 +225,20 @@ upstream=$(cat "$tmp/upstream.addr")
 echo "counting upstream on $upstream"
 
 log "SQLite on a mounted volume"
+sqlite_name=rs-sqlite-$run_id sqlite_new_name=rs-sqlite2-$run_id
 "$docker" volume create --label "$label" "$volume" >/dev/null
-a=$(free_port) p=$(free_port)
-gateway rs-sqlite-$run_id "$a" sqlite:/data/retrysafe.db "$p" -v "$volume:/data"
+free_port a
+free_port p
+gateway "$sqlite_name" "$a" sqlite:/data/retrysafe.db "$p" -v "$volume:/data"
 replay_check sqlite "$p"
 
-pid=$("$docker" inspect -f '{{.State.Pid}}' rs-sqlite-$run_id)
+pid=$("$docker" inspect -f '{{.State.Pid}}' "$sqlite_name")
 [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -d' ' -f1-2)" = "/retrysafe serve" ] || fail "host pid $pid is not the gateway: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
 uids=$(awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$pid/status")
 gids=$(awk '/^Gid:/ { print $2, $3, $4, $5 }' "/proc/$pid/status")
-[ "$uids" = "65532 65532 65532 65532" ] && [ "$gids" = "65532 65532 65532 65532" ] ||
+if [ "$uids" != "65532 65532 65532 65532" ] || [ "$gids" != "65532 65532 65532 65532" ]; then
 	fail "gateway process runs with uids $uids, gids $gids, want 65532 for all"
+fi
 caps=$(awk '/^CapEff:/ { print $2 }' "/proc/$pid/status")
 [ "$caps" = 0000000000000000 ] || fail "gateway process has capabilities $caps"
 pass "non-root: host pid $pid runs /retrysafe serve with uid/gid 65532 (real, effective, saved, fs), no capabilities"
@@ -238,45 +247,52 @@ mountpoint=$("$docker" volume inspect -f '{{.Mountpoint}}' "$volume")
 [ -s "$mountpoint/retrysafe.db" ] || fail "no SQLite file in the volume ($mountpoint)"
 [ "$(stat -c %u "$mountpoint/retrysafe.db")" = 65532 ] || fail "the SQLite file is owned by uid $(stat -c %u "$mountpoint/retrysafe.db")"
 
-"$docker" stop -t 20 rs-sqlite-$run_id >/dev/null
-code=$("$docker" inspect -f '{{.State.ExitCode}}' rs-sqlite-$run_id)
+"$docker" stop -t 20 "$sqlite_name" >/dev/null
+code=$("$docker" inspect -f '{{.State.ExitCode}}' "$sqlite_name")
 [ "$code" = 0 ] || fail "after docker stop (SIGTERM) the gateway exited with $code, want 0"
-"$docker" rm rs-sqlite-$run_id >/dev/null
+"$docker" rm "$sqlite_name" >/dev/null
 pass "docker stop: SIGTERM, exit status 0; the SQLite file stays in volume $volume"
 
-a=$(free_port) p=$(free_port)
-gateway rs-sqlite2-$run_id "$a" sqlite:/data/retrysafe.db "$p" -v "$volume:/data" --read-only --tmpfs /tmp
+free_port a
+free_port p
+gateway "$sqlite_new_name" "$a" sqlite:/data/retrysafe.db "$p" -v "$volume:/data" --read-only --tmpfs /tmp
 status=$(request POST "http://127.0.0.1:$p/payments" "image-test-$run_id-sqlite" '{"amount":4990,"currency":"UAH"}' "$tmp/restart")
 [ "$status" = 201 ] || fail "after the restart the replay answered $status, want 201"
 [ "$(header "$tmp/restart.headers" Idempotent-Replayed)" = true ] || fail "after the restart the answer is not a replay"
 cmp -s "$tmp/sqlite.first.body" "$tmp/restart.body" || fail "after the restart the replayed body differs"
 [ "$(executions "image-test-$run_id-sqlite")" = 1 ] || fail "after the restart the upstream ran the key again"
 pass "a new container (read-only root) on the same volume replays the same body; the upstream ran once"
-"$docker" rm -f rs-sqlite2-$run_id >/dev/null
+"$docker" rm -f "$sqlite_new_name" >/dev/null
 
 log "PostgreSQL (schema $pg_schema)"
+postgres_name=rs-postgres-$run_id
 case "$pg_url" in *\?*) sep='&' ;; *) sep='?' ;; esac
 psql "$pg_url" -qtAc 'SELECT 1' >/dev/null || fail "PostgreSQL at $pg_url does not answer"
 pg_used=1
-a=$(free_port) p=$(free_port)
-gateway rs-postgres-$run_id "$a" "$pg_url${sep}retrysafe_schema=$pg_schema" "$p"
+free_port a
+free_port p
+gateway "$postgres_name" "$a" "$pg_url${sep}retrysafe_schema=$pg_schema" "$p"
 replay_check postgres "$p"
 rows=$(psql "$pg_url" -qtAc "SELECT count(*) FROM information_schema.tables WHERE table_schema = '$pg_schema'")
 [ "$rows" -ge 1 ] || fail "no table in schema $pg_schema: the gateway did not use it"
-"$docker" rm -f rs-postgres-$run_id >/dev/null
+"$docker" rm -f "$postgres_name" >/dev/null
 
 log "Redis (prefix $redis_prefix)"
+redis_name=rs-redis-$run_id
 redis-cli -h "${redis_addr%:*}" -p "${redis_addr##*:}" ping | grep -qx PONG || fail "Redis at $redis_addr does not answer"
 redis_used=1
-a=$(free_port) p=$(free_port)
-gateway rs-redis-$run_id "$a" "redis://$redis_addr/0?retrysafe_prefix=$redis_prefix" "$p"
+free_port a
+free_port p
+gateway "$redis_name" "$a" "redis://$redis_addr/0?retrysafe_prefix=$redis_prefix" "$p"
 replay_check redis "$p"
 keys=$(redis-cli -h "${redis_addr%:*}" -p "${redis_addr##*:}" --scan --pattern "${redis_prefix}*" | wc -l)
 [ "$keys" -ge 1 ] || fail "no key with prefix $redis_prefix: the gateway did not use it"
-"$docker" rm -f rs-redis-$run_id >/dev/null
+"$docker" rm -f "$redis_name" >/dev/null
 
 log "health check when the store goes away (a Redis of our own)"
-a=$(free_port) p=$(free_port) rp=$(free_port)
+free_port a
+free_port p
+free_port rp
 start_own_redis() {
 	redis-server --bind 127.0.0.1 --port "$rp" --save "" --appendonly no --dir "$tmp" \
 		--logfile "$tmp/own-redis.log" &
@@ -305,8 +321,10 @@ took=$(wait_health "$name" healthy)
 pass "health: healthy after ${took}s"
 replay_check health "$p"
 
-kill -KILL "$own_redis_pid"
-wait "$own_redis_pid" 2>/dev/null || true
+{
+	kill -KILL "$own_redis_pid"
+	wait "$own_redis_pid" || true
+} 2>/dev/null # no "Killed" line from the shell
 own_redis_pid=""
 took=$(wait_health "$name" unhealthy)
 status=$(curl -sS --max-time 5 -o "$tmp/readyz.body" -w '%{http_code}' "http://127.0.0.1:$a/readyz")
@@ -314,15 +332,16 @@ status=$(curl -sS --max-time 5 -o "$tmp/readyz.body" -w '%{http_code}' "http://1
 status=$(request POST "http://127.0.0.1:$p/payments" "image-test-$run_id-down" '{"amount":1}' "$tmp/down")
 [ "$status" = 503 ] || fail "a new request with the store gone answered $status, want 503 (fail closed)"
 [ "$(executions "image-test-$run_id-down")" = 0 ] || fail "with the store gone the upstream ran the request"
-pass "store killed: unhealthy after ${took}s, /readyz 503 ($(head -c 80 "$tmp/readyz.body" | tr -d '\n')), new request 503, upstream not called"
+pass "store killed: unhealthy after ${took}s, /readyz 503 ($(head -c 120 "$tmp/readyz.body" | tr -d '\n')), new request 503, upstream not called"
 
 start_own_redis
 took=$(wait_health "$name" healthy)
 status=$(request POST "http://127.0.0.1:$p/payments" "image-test-$run_id-back" '{"amount":2}' "$tmp/back1")
 [ "$status" = 201 ] || fail "after the store came back a new request answered $status, want 201"
 status=$(request POST "http://127.0.0.1:$p/payments" "image-test-$run_id-back" '{"amount":2}' "$tmp/back2")
-[ "$status" = 201 ] && [ "$(header "$tmp/back2.headers" Idempotent-Replayed)" = true ] ||
+if [ "$status" != 201 ] || [ "$(header "$tmp/back2.headers" Idempotent-Replayed)" != true ]; then
 	fail "after the store came back the retry answered $status (replayed '$(header "$tmp/back2.headers" Idempotent-Replayed)')"
+fi
 [ "$(executions "image-test-$run_id-back")" = 1 ] || fail "after the store came back the upstream ran the key $(executions "image-test-$run_id-back") times"
 pass "store back: healthy again after ${took}s; a new key runs once and replays"
 "$docker" rm -f "$name" >/dev/null
