@@ -55,6 +55,12 @@ const (
 	// original's result is replayed), claim_again (it was released or its
 	// lease ran out), in_progress (the wait timed out), mismatch or error.
 	AttrResult attribute.Key = "retrysafe.result"
+	// AttrUpstreamResult is what became of the gateway's upstream call:
+	// response (the upstream answered, any status), not_sent (nothing was
+	// delivered; the key is released), unknown (the upstream may have
+	// received the request; the key is kept until its lease ends) or
+	// canceled (an unprotected request whose client went away).
+	AttrUpstreamResult attribute.Key = "retrysafe.upstream.result"
 )
 
 // Span names.
