@@ -161,7 +161,16 @@ func Run[T any](ctx context.Context, d *Doer, key, fingerprint string, fn func(c
 	e := d.e
 	start := time.Now()
 	outcome := OutcomeNew
-	defer func() { e.cfg.Observer.Outcome(outcome, time.Since(start)) }()
+	if e.tracer != nil {
+		ctx = e.tracer.StartStep(ctx, StepInfo{Step: StepDo})
+	}
+	defer func() {
+		d := time.Since(start)
+		e.cfg.Observer.Outcome(outcome, d)
+		if e.tracer != nil {
+			e.tracer.EndStep(ctx, StepInfo{Step: StepDo, Outcome: outcome, Duration: d})
+		}
+	}()
 
 	rec, claimed, err := e.acquire(ctx, d.scope, key, fingerprint)
 	switch {

@@ -17,6 +17,7 @@ type engine struct {
 	notifier    Notifier // nil when the store cannot notify
 	nonBlocking bool     // the store says its calls never block
 	observed    bool     // an Observer was configured: time the store calls
+	tracer      Tracer   // the Observer, when it is a Tracer; else nil
 
 	spare      sync.Pool // *string: owner tokens of claims that did not win
 	spareBoxes sync.Pool // *string: empty boxes for spare
@@ -28,11 +29,36 @@ func newEngine(cfg *Config) *engine {
 	n, _ := cfg.Store.(Notifier)
 	nb, _ := cfg.Store.(NonBlocking)
 	_, nop := cfg.Observer.(nopObserver)
+	tr, _ := cfg.Observer.(Tracer)
 	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop,
-		beats: heartbeatQueue(cfg.Lease / 3)}
+		tracer: tr, beats: heartbeatQueue(cfg.Lease / 3)}
 }
 
-// call runs one store operation under StoreTimeout and reports it to the
+// call runs one store operation (see timed) and reports it to the Tracer
+// as the step op, if there is one.
+func (e *engine) call(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	if e.tracer == nil {
+		return e.timed(ctx, op, f)
+	}
+	ctx, start := e.startStep(ctx, StepInfo{Step: Step(op)})
+	err := e.timed(ctx, op, f)
+	e.endStep(ctx, StepInfo{Step: Step(op), Err: err}, start)
+	return err
+}
+
+// startStep tells the Tracer (which must not be nil) that a step starts,
+// and returns the step's context and its start time.
+func (e *engine) startStep(ctx context.Context, info StepInfo) (context.Context, time.Time) {
+	return e.tracer.StartStep(ctx, info), time.Now()
+}
+
+// endStep tells the Tracer that the step started at start has ended.
+func (e *engine) endStep(ctx context.Context, info StepInfo, start time.Time) {
+	info.Duration = time.Since(start)
+	e.tracer.EndStep(ctx, info)
+}
+
+// timed runs one store operation under StoreTimeout and reports it to the
 // observer. A timeout of the store call itself (not of ctx) is turned into
 // a StoreError, so it matches ErrStoreUnavailable.
 //
@@ -40,7 +66,7 @@ func newEngine(cfg *Config) *engine {
 // outcome: for a store that never blocks ([NonBlocking]), and when ctx's
 // own deadline comes first (a timeout is then ctx's, as it would be with
 // the wrapper).
-func (e *engine) call(ctx context.Context, op string, f func(ctx context.Context) error) error {
+func (e *engine) timed(ctx context.Context, op string, f func(ctx context.Context) error) error {
 	var start time.Time
 	if e.observed || !e.nonBlocking {
 		start = time.Now()
@@ -95,11 +121,23 @@ func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult
 		Scope: scope, Key: key, Fingerprint: fp,
 		Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease,
 	}
-	err := e.call(ctx, "claim", func(ctx context.Context) error {
+	var start time.Time
+	sctx := ctx
+	if e.tracer != nil {
+		sctx, start = e.startStep(ctx, StepInfo{Step: StepClaim, Scope: scope, Key: key})
+	}
+	err := e.timed(sctx, "claim", func(ctx context.Context) error {
 		var err error
 		res, err = e.store.Claim(ctx, p)
 		return err
 	})
+	if e.tracer != nil {
+		info := StepInfo{Step: StepClaim, Scope: scope, Key: key, Err: err}
+		if err == nil && res.Record != nil {
+			info.Claimed, info.State, info.Attempt = res.Claimed, res.Record.State, res.Record.Attempt
+		}
+		e.endStep(sctx, info, start)
+	}
 	if e.nonBlocking {
 		*p = ClaimParams{}
 		claimParams.Put(p)
@@ -137,11 +175,22 @@ func (e *engine) spareToken(token string) {
 
 func (e *engine) get(ctx context.Context, scope, key string) (*Record, error) {
 	var rec *Record
-	err := e.call(ctx, "get", func(ctx context.Context) error {
+	var start time.Time
+	if e.tracer != nil {
+		ctx, start = e.startStep(ctx, StepInfo{Step: StepGet})
+	}
+	err := e.timed(ctx, "get", func(ctx context.Context) error {
 		var err error
 		rec, err = e.store.Get(ctx, &GetParams{Scope: scope, Key: key, Now: e.cfg.Now()})
 		return err
 	})
+	if e.tracer != nil {
+		info := StepInfo{Step: StepGet, Err: err}
+		if err == nil && rec != nil {
+			info.State, info.Attempt = rec.State, rec.Attempt
+		}
+		e.endStep(ctx, info, start)
+	}
 	return rec, err
 }
 
@@ -189,12 +238,27 @@ func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Recor
 				}
 			}
 		}
-		rec, err = e.wait(ctx, scope, key, fp, rec, deadline, changed)
+		rec, err = e.tracedWait(ctx, scope, key, fp, rec, deadline, changed)
 		if err != nil || rec != nil {
 			return rec, false, err
 		}
 		// The record was released or its lease ran out: claim again.
 	}
+}
+
+// tracedWait is wait, reported to the Tracer as a StepWait.
+func (e *engine) tracedWait(ctx context.Context, scope, key, fp string, last *Record, deadline time.Time, changed <-chan struct{}) (*Record, error) {
+	if e.tracer == nil {
+		return e.wait(ctx, scope, key, fp, last, deadline, changed)
+	}
+	ctx, start := e.startStep(ctx, StepInfo{Step: StepWait})
+	rec, err := e.wait(ctx, scope, key, fp, last, deadline, changed)
+	info := StepInfo{Step: StepWait, Err: err}
+	if rec != nil {
+		info.State, info.Attempt = rec.State, rec.Attempt
+	}
+	e.endStep(ctx, info, start)
+	return rec, err
 }
 
 // wait re-reads the processing record last until it is completed

@@ -59,6 +59,7 @@ type protectedHandler struct {
 	// header is the header map of the last stored response, reused by
 	// the next one with the same headers (see captureWriter.response).
 	header sharedHeader
+	// The Tracer, if any, is e.tracer.
 }
 
 // observe reports the outcome of r to the Observer.
@@ -75,8 +76,30 @@ func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
+	if h.e.tracer != nil {
+		h.serveTraced(w, r)
+		return
+	}
 	start := time.Now()
 	outcome := h.serve(w, r)
+	if outcome != "" {
+		h.observe(r, outcome, time.Since(start))
+	}
+}
+
+// serveTraced is ServeHTTP of a protected request under a Tracer: the
+// request is a StepRequest, and runs with the context the Tracer gave it.
+func (h *protectedHandler) serveTraced(w http.ResponseWriter, r *http.Request) {
+	t := h.e.tracer
+	ctx, start := h.e.startStep(r.Context(), StepInfo{Step: StepRequest, Request: r})
+	r = r.WithContext(ctx)
+	var outcome Outcome
+	defer func() {
+		// Also when the handler panicked: the span, or whatever the
+		// Tracer made, must end.
+		t.EndStep(ctx, StepInfo{Step: StepRequest, Request: r, Outcome: outcome, Duration: time.Since(start)})
+	}()
+	outcome = h.serve(w, r)
 	if outcome != "" {
 		h.observe(r, outcome, time.Since(start))
 	}

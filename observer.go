@@ -1,6 +1,7 @@
 package retrysafe
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -63,3 +64,91 @@ type nopObserver struct{}
 func (nopObserver) Outcome(Outcome, time.Duration)         {}
 func (nopObserver) StoreCall(string, time.Duration, error) {}
 func (nopObserver) InFlight(int)                           {}
+
+// Step names a step of the engine that a [Tracer] is told about.
+type Step string
+
+// Steps reported to a [Tracer].
+const (
+	// StepRequest is a protected request, in the middleware, from the
+	// moment it is found protected to its answer.
+	StepRequest Step = "request"
+	// StepDo is one Do call (Run, DoWith, Do).
+	StepDo Step = "do"
+	// StepClaim is a call of Store.Claim.
+	StepClaim Step = "claim"
+	// StepGet is a call of Store.Get, made while waiting for the original.
+	StepGet Step = "get"
+	// StepWait is a duplicate waiting (InFlightWait) for the original to
+	// finish: it ends when the original's result can be replayed, when
+	// the record can be claimed again, or when the wait times out.
+	StepWait Step = "wait"
+	// StepExtend is a call of Store.Extend: one renewal of the lease.
+	StepExtend Step = "extend"
+	// StepComplete is a call of Store.Complete (one per attempt).
+	StepComplete Step = "complete"
+	// StepRelease is a call of Store.Release (one per attempt).
+	StepRelease Step = "release"
+)
+
+// StepInfo describes a step to a [Tracer]. Which fields are set depends
+// on the step and on whether it starts or ends; the others are zero.
+type StepInfo struct {
+	Step Step
+
+	// Request is the protected request (StepRequest).
+	Request *http.Request
+	// Scope and Key identify the record (StepClaim). A key may be a
+	// secret (a tracer must never export it, nor the scope, as it is: a
+	// hash of the two is safe).
+	Scope, Key string
+
+	// The fields below are set only when the step ends.
+
+	// Duration is the time the step took.
+	Duration time.Duration
+	// Err is the error of the step: for a store call, as the store
+	// returned it (ErrNotFound and ErrLeaseLost included); for StepWait,
+	// what ended the wait (an *InProgressError when it timed out,
+	// ErrMismatch, a store or context error), nil when the original's
+	// record can be replayed or claimed again. Nil for StepRequest and
+	// StepDo: Outcome tells how they ended.
+	Err error
+	// Outcome is how a StepRequest or StepDo ended; "" when the request
+	// passed through unprotected, its client went away before anything
+	// ran, or its handler panicked (the Observer was told the outcome
+	// before the panic went on).
+	Outcome Outcome
+	// Claimed reports whether a StepClaim claimed the record for this
+	// call.
+	Claimed bool
+	// State and Attempt describe the record a StepClaim or StepGet
+	// found, or the completed record a StepWait ends with (State "" when
+	// there is none).
+	State   State
+	Attempt int
+}
+
+// Tracer is an [Observer] that is also told when each step of the engine
+// starts and ends, with the step's context, so that it can trace the
+// steps: package github.com/retrysafe/retrysafe/otel makes OpenTelemetry
+// spans of them. When Config.Observer (or DoConfig.Observer) implements
+// Tracer, the engine calls StartStep before each step with the context
+// the step would run with, runs the step with the context StartStep
+// returns, and then calls EndStep with that context and what the step
+// found. Every StartStep is followed by exactly one EndStep, also when a
+// handler panics.
+//
+// The handler of a protected request and the function of a Do call run
+// with a context derived from the one StartStep returned for their
+// StepRequest or StepDo, and so do that request's store calls: a span
+// put in it by StartStep is their parent. Store calls that renew the
+// lease (StepExtend) run on another goroutine while the handler runs.
+//
+// Without a Tracer the engine calls neither method and allocates nothing
+// for them. Implementations must be safe for concurrent use.
+type Tracer interface {
+	Observer
+	StartStep(ctx context.Context, info StepInfo) context.Context
+	EndStep(ctx context.Context, info StepInfo)
+}

@@ -34,5 +34,9 @@
 // starts with [MetricPrefix]. [Gateway.RunSweeper] deletes expired records
 // for stores that implement retrysafe.Sweeper. Each protected request is
 // logged as one structured line with its outcome and latency; key values
-// and bodies are never logged.
+// and bodies are never logged. With [Config.TracerProvider] set, every
+// request is traced with OpenTelemetry: a server span continuing the
+// client's traceparent, child spans for the store calls and the upstream
+// call, and the trace context sent upstream (see package
+// github.com/retrysafe/retrysafe/otel).
 package gateway

@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/retrysafe/retrysafe"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of [Config] fields.
@@ -86,6 +88,22 @@ type Config struct {
 	// ProblemBase is the base URI of problem "type" members; "" means
 	// retrysafe.DefaultProblemBase.
 	ProblemBase string
+
+	// TracerProvider, when set, traces every request with OpenTelemetry
+	// (see docs/gateway.md, Tracing): a server span per request that
+	// continues the client's traceparent and carries the retrysafe
+	// attributes (outcome, replayed, attempt, store, a hash of the key),
+	// a child span per store call, and a client span per upstream call,
+	// whose context the upstream receives in traceparent. Nil (the
+	// default) traces nothing and costs nothing; an incoming traceparent
+	// is then forwarded upstream as it came.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the incoming trace context and writes the
+	// upstream's; nil means W3C Trace Context and Baggage.
+	Propagator propagation.TextMapPropagator
+	// StoreName names the store in traces (retrysafe.store): "sqlite",
+	// "postgres", "redis", "memory"; "" leaves it out.
+	StoreName string
 }
 
 // Gateway is a reverse proxy that makes the upstream's non-idempotent
@@ -96,6 +114,7 @@ type Gateway struct {
 	logger      *slog.Logger
 	registry    *prometheus.Registry
 	metrics     *Metrics
+	tracing     *tracing // nil: no tracing
 	proxy       *httputil.ReverseProxy
 	problemBase string
 
@@ -159,6 +178,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.metrics, err = NewMetrics(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
+	g.tracing = newTracing(&cfg, g.metrics)
 	transport := cfg.Transport
 	if transport == nil {
 		transport = newTransport(cfg.DialTimeout, cfg.UpstreamTimeout)
@@ -233,8 +253,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := &requestInfo{route: rh}
 	sw := &statusWriter{ResponseWriter: w}
 	start := time.Now()
+	ctx := r.Context()
+	if g.tracing != nil {
+		var span trace.Span
+		ctx, span = g.tracing.startServer(r, rh)
+		r = r.WithContext(ctx) // for the log line's trace_id
+		defer func() { endServer(span, info, sw.status) }()
+	}
 	defer func() { g.logRequest(r, rh, info, sw, time.Since(start)) }()
-	rh.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
+	rh.ServeHTTP(sw, r.WithContext(context.WithValue(ctx, infoKey{}, info)))
 }
 
 // route returns the handler of the route r matches, or the defaults. The

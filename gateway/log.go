@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // requestInfo collects what happened to one request, for its log line. It
@@ -119,7 +120,7 @@ func (g *Gateway) logRequest(r *http.Request, rh *routeHandler, info *requestInf
 		return
 	}
 	o := logOutcome(r, rh, info, sw.status)
-	attrs := make([]slog.Attr, 0, 12)
+	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs,
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
@@ -146,6 +147,11 @@ func (g *Gateway) logRequest(r *http.Request, rh *routeHandler, info *requestInf
 	}
 	if info.upstreamErr != nil {
 		attrs = append(attrs, slog.String("upstream_error", info.upstreamErr.Error()))
+	}
+	if g.tracing != nil {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+		}
 	}
 	g.logger.LogAttrs(ctx, level, "request", attrs...)
 }

@@ -91,7 +91,7 @@ func (p *Policy) middlewareConfig(g *Gateway) retrysafe.Config {
 		IgnoreFields:    p.IgnoreFields,
 		Now:             g.cfg.Now,
 		Logger:          g.logger,
-		Observer:        requestObserver{g.metrics},
+		Observer:        g.observer(),
 		ProblemBase:     g.problemBase,
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Results of an upstream call, for metrics and logs.
@@ -64,7 +65,7 @@ func (g *Gateway) newProxy(upstream *url.URL, transport http.RoundTripper) *http
 			pr.SetXForwarded()
 			hideReplayable(pr.Out)
 		},
-		Transport:    &timedTransport{next: transport, metrics: g.metrics},
+		Transport:    &timedTransport{next: transport, metrics: g.metrics, tracing: g.tracing},
 		BufferPool:   &bufferPool{},
 		ErrorHandler: g.proxyError,
 		ErrorLog:     slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
@@ -117,13 +118,19 @@ func lowerASCII(s string) string {
 	return string(b)
 }
 
-// timedTransport measures upstream calls.
+// timedTransport measures upstream calls, and traces them when tracing
+// is on.
 type timedTransport struct {
 	next    http.RoundTripper
 	metrics *Metrics
+	tracing *tracing // nil: no tracing
 }
 
 func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var span trace.Span
+	if t.tracing != nil {
+		r, span = t.tracing.startUpstream(r)
+	}
 	start := time.Now()
 	resp, err := t.next.RoundTrip(r)
 	d := time.Since(start)
@@ -139,6 +146,9 @@ func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		result = upstreamUnknown
 	}
 	t.metrics.upstream(result, d)
+	if span != nil {
+		endUpstream(span, resp, err, result)
+	}
 	if info != nil {
 		info.upstreamDuration = d
 		info.upstreamResult = result

@@ -3,11 +3,34 @@ module github.com/retrysafe/retrysafe/cmd/retrysafe
 go 1.26.0
 
 require (
+	github.com/go-logr/logr v1.4.4
 	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/gateway v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/internal/storeurl v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe/otel v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/proto/otlp v1.11.0
+)
+
+require (
+	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.47.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0 // indirect
+	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	golang.org/x/net v0.59.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
+	google.golang.org/grpc v1.83.2 // indirect
 )
 
 require (
@@ -34,7 +57,7 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/protobuf v1.36.12
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
@@ -45,6 +68,7 @@ replace (
 	github.com/retrysafe/retrysafe => ../..
 	github.com/retrysafe/retrysafe/gateway => ../../gateway
 	github.com/retrysafe/retrysafe/internal/storeurl => ../../internal/storeurl
+	github.com/retrysafe/retrysafe/otel => ../../otel
 	github.com/retrysafe/retrysafe/store/postgres => ../../store/postgres
 	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
 	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite

@@ -38,7 +38,13 @@ until its --lease runs out, so the operation never runs twice at once.
 Per-route policies come from --config (YAML); flags give the defaults. The
 admin listener serves /healthz, /readyz and /metrics (Prometheus). SIGINT or
 SIGTERM stops accepting connections, lets in-flight requests finish and store
-their results, then exits 0. See docs/gateway.md.`
+their results, then exits 0. See docs/gateway.md.
+
+OpenTelemetry tracing is configured by the standard environment variables
+and is off when none is set: OTEL_EXPORTER_OTLP_ENDPOINT (or
+OTEL_TRACES_EXPORTER=otlp|console), OTEL_EXPORTER_OTLP_PROTOCOL
+(http/protobuf or grpc), OTEL_SERVICE_NAME, OTEL_BSP_*; see docs/gateway.md,
+Tracing.`
 
 const serveExamples = `  # In front of a service on port 3000, records in ./retrysafe.db:
   retrysafe serve --upstream http://127.0.0.1:3000
@@ -252,6 +258,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--encryption-accept-plaintext needs keys (--encryption-keys-file or %s)", encryptionKeysEnv)
 	}
 
+	tracer, stopTracing, err := startTracing(ctx, stdout, logger)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer stopTracing() // last: after the servers, so every span has ended
+
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	store, closeStore, err := storeurl.OpenWith(openCtx, o.store, storeurl.Options{ProcessingRetention: o.processingRetention})
 	cancel()
@@ -270,7 +282,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	gw, err := gateway.New(gateway.Config{
+	gwCfg := gateway.Config{
 		Upstream:        upstream,
 		Store:           store,
 		Defaults:        defaults,
@@ -284,7 +296,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ProcessingRetention: o.processingRetention,
 		ReadTimeout:         o.readTimeout,
 		WriteTimeout:        o.writeTimeout,
-	})
+	}
+	tracingDesc := "off"
+	if tracer != nil {
+		gwCfg.TracerProvider, gwCfg.Propagator, gwCfg.StoreName = tracer, tracer.Propagator, storeName(o.store)
+		tracingDesc = strings.Join(tracer.Exporters, ", ")
+	}
+	gw, err := gateway.New(gwCfg)
 	if err != nil {
 		return err
 	}
@@ -319,7 +337,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "retrysafe: admin on http://%s (/healthz, /readyz, /metrics)\n", listeners[1].Addr())
 	}
 	logger.Info("gateway started", "listen", ln.Addr().String(), "upstream", upstream.Redacted(),
-		"store", storeurl.Redact(o.store), "routes", len(routes), "encryption", describeKeyRing(ring))
+		"store", storeurl.Redact(o.store), "routes", len(routes), "encryption", describeKeyRing(ring), "tracing", tracingDesc)
 
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {
