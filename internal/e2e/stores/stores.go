@@ -209,5 +209,5 @@ var All = map[string]func(t testing.TB) retrysafe.Store{
 	"postgres": func(t testing.TB) retrysafe.Store { return Postgres(t) },
 	// PostgreSQL behind PgBouncer in transaction mode.
 	"postgres+pgbouncer": func(t testing.TB) retrysafe.Store { return PgBouncer(t) },
-	"redis":    func(t testing.TB) retrysafe.Store { return Redis(t) },
+	"redis":              func(t testing.TB) retrysafe.Store { return Redis(t) },
 }
