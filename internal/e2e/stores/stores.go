@@ -207,7 +207,8 @@ var All = map[string]func(t testing.TB) retrysafe.Store{
 	"memory":   func(t testing.TB) retrysafe.Store { return testenv.Memory(t) },
 	"sqlite":   func(t testing.TB) retrysafe.Store { return SQLite(t) },
 	"postgres": func(t testing.TB) retrysafe.Store { return Postgres(t) },
+	"redis":    func(t testing.TB) retrysafe.Store { return Redis(t) },
+
 	// PostgreSQL behind PgBouncer in transaction mode.
 	"postgres+pgbouncer": func(t testing.TB) retrysafe.Store { return PgBouncer(t) },
-	"redis":              func(t testing.TB) retrysafe.Store { return Redis(t) },
 }
