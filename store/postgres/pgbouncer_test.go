@@ -475,3 +475,58 @@ func BenchmarkPgBouncer(b *testing.B) {
 		})
 	}
 }
+
+// TestPgBouncerURLParams: the topology parameters are read from the URL,
+// checked, and removed before connecting.
+func TestPgBouncerURLParams(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := openBouncer(t, schema, url.Values{postgres.URLParamNotifyPoll: {"250ms"}, postgres.URLParamNotifyURL: {testURL()}})
+	if cfg := s.Config(); cfg.PoolMode != postgres.PoolModeTransaction || cfg.NotifyPollInterval != 250*time.Millisecond ||
+		cfg.NotifyConnString != testURL() || cfg.Schema != schema {
+		t.Fatalf("Config = %+v", cfg)
+	}
+	if mode := s.Pool().Config().ConnConfig.DefaultQueryExecMode; mode != pgx.QueryExecModeCacheDescribe {
+		t.Fatalf("exec mode %v, want cache_describe", mode)
+	}
+	// An exec mode named in the URL is kept.
+	s = openBouncer(t, schema, url.Values{"default_query_exec_mode": {"exec"}})
+	if mode := s.Pool().Config().ConnConfig.DefaultQueryExecMode; mode != pgx.QueryExecModeExec {
+		t.Fatalf("exec mode %v, want exec", mode)
+	}
+	for _, tc := range []struct {
+		params url.Values
+		cfg    postgres.Config
+		want   string
+	}{
+		{url.Values{postgres.URLParamNotifyPoll: {"soon"}}, postgres.Config{}, "want a positive duration"},
+		{url.Values{postgres.URLParamNotifyPoll: {"0s"}}, postgres.Config{}, "want a positive duration"},
+		{url.Values{postgres.URLParamNotifyPoll: {"50ms"}}, postgres.Config{NotifyPollInterval: time.Second}, "disagrees"},
+		{url.Values{postgres.URLParamPoolMode: {"session"}}, postgres.Config{PoolMode: postgres.PoolModeTransaction}, "disagrees"},
+		{url.Values{"default_query_exec_mode": {"cache_statement"}}, postgres.Config{}, "QueryExecModeCacheDescribe"},
+	} {
+		params := url.Values{postgres.URLParamSchema: {schema}, postgres.URLParamPoolMode: {postgres.PoolModeTransaction}}
+		for k, v := range tc.params {
+			params[k] = v
+		}
+		s, err := postgres.Open(t.Context(), pgbouncerURL(t, "", params), tc.cfg)
+		if err == nil {
+			s.Close()
+			t.Fatalf("Open with %v and %+v succeeded", tc.params, tc.cfg)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("Open with %v: error %q does not say %q", tc.params, err, tc.want)
+		}
+	}
+}
+
+// TestPgBouncerUnavailable runs the unreachable-store suite on a store
+// opened through PgBouncer and then closed (Subscribe polls there).
+func TestPgBouncerUnavailable(t *testing.T) {
+	t.Parallel()
+	storetest.RunUnavailable(t, func(t *testing.T) retrysafe.Store {
+		s := openBouncer(t, newSchema(t), nil)
+		s.Close()
+		return s
+	})
+}
