@@ -218,6 +218,20 @@ func TestPgBouncerRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("pooler unreachable", func(t *testing.T) {
+		t.Parallel()
+		dead := deadStore(t).Pool().Config().ConnConfig
+		u := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/test?sslmode=disable&connect_timeout=1&%s=transaction",
+			dead.Port, postgres.URLParamPoolMode)
+		s, err := postgres.Open(t.Context(), u, postgres.Config{})
+		if err == nil {
+			s.Close()
+			t.Fatal("Open succeeded")
+		}
+		if !errors.Is(err, retrysafe.ErrStoreUnavailable) || strings.Contains(err.Error(), "statement pooling") {
+			t.Fatalf("Open of an unreachable pooler: %v, want ErrStoreUnavailable without a word on statement pooling", err)
+		}
+	})
 	t.Run("pool with prepared statements", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t, 2) // pgx's default: QueryExecModeCacheStatement

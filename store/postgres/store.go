@@ -181,9 +181,12 @@ func (s *Store) checkPooler(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SELECT current_setting('transaction_isolation')").Scan(&level)
 	})
-	if err != nil {
-		return fmt.Errorf("postgres: pool mode %q: a transaction through the pooler failed (statement pooling is not supported): %w",
+	if err != nil && strings.Contains(err.Error(), "statement pooling") {
+		return fmt.Errorf("postgres: pool mode %q: the pooler refused a transaction (statement pooling is not supported): %w",
 			s.cfg.PoolMode, s.wrap(ctx, "open", err))
+	}
+	if err != nil {
+		return s.wrap(ctx, "open", err)
 	}
 	if level != "read committed" {
 		return fmt.Errorf("postgres: pool mode %q: the server's sessions run transactions at %s; the store needs READ COMMITTED "+
