@@ -109,6 +109,27 @@ func openStores(tb testing.TB, all bool) []benchStore {
 		}
 	}
 
+	// The same PostgreSQL through PgBouncer in transaction mode
+	// (docs/postgres.md; Subscribe polls).
+	if u, err := url.Parse(cmpEnv("RETRYSAFE_PGBOUNCER_URL", "postgres://postgres@127.0.0.1:6432/test?sslmode=disable")); err == nil {
+		schema := "rs_benchpgb_" + suffix
+		q := u.Query()
+		q.Set(postgres.URLParamSchema, schema)
+		q.Set(postgres.URLParamPoolMode, postgres.PoolModeTransaction)
+		u.RawQuery = q.Encode()
+		if s, closeStore, err := storeurl.Open(ctx, u.String()); err != nil {
+			unreachable(tb, "PgBouncer", err)
+		} else {
+			pg := s.(*postgres.Store)
+			out = append(out, benchStore{"postgres-pgbouncer", pg, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, _ = pg.Pool().Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+				_ = closeStore()
+			}})
+		}
+	}
+
 	redisURL := "redis://" + cmpEnv("RETRYSAFE_REDIS_ADDR", "127.0.0.1:6379") + "/0?" +
 		storeurl.ParamPrefix + "=" + url.QueryEscape("retrysafe-bench:"+suffix+":")
 	if s, closeStore, err := storeurl.Open(ctx, redisURL); err != nil {

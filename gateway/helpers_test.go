@@ -75,6 +75,23 @@ func storeKinds() []storeKind {
 				return s
 			}
 		}},
+		// The same store through PgBouncer in transaction mode
+		// (docs/postgres.md): Subscribe polls, the schema is made and
+		// dropped on PostgreSQL directly.
+		{name: "postgres+pgbouncer", shared: func(t *testing.T) func(t *testing.T) retrysafe.Store {
+			direct := postgresURL(t)
+			dsn := pgbouncerURL(t)
+			schema := "gw_" + randomHex(6)
+			t.Cleanup(func() { dropSchema(direct, schema) })
+			return func(t *testing.T) retrysafe.Store {
+				s, err := postgres.Open(context.Background(), dsn, postgres.Config{Schema: schema, PoolMode: postgres.PoolModeTransaction})
+				if err != nil {
+					t.Fatalf("postgres.Open through PgBouncer: %v", err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			}
+		}},
 		{name: "redis", shared: func(t *testing.T) func(t *testing.T) retrysafe.Store {
 			addr := redisAddr(t)
 			prefix := "retrysafe-gwtest:" + randomHex(6) + ":"
@@ -101,6 +118,26 @@ func postgresURL(t *testing.T) string {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		testenv.Unreachable(t, "PostgreSQL", err)
+	}
+	conn.Close(ctx)
+	return dsn
+}
+
+// pgbouncerURL returns testenv.PgBouncerURL after checking that PgBouncer
+// answers (skip, or fail under CI=true).
+func pgbouncerURL(t *testing.T) string {
+	t.Helper()
+	dsn := testenv.PgBouncerURL()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		testenv.Unreachable(t, "PgBouncer", err)
 	}
 	conn.Close(ctx)
 	return dsn

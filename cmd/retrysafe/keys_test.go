@@ -63,6 +63,28 @@ func cliBackends(t *testing.T) []cliBackend {
 		}
 	}
 
+	// The same PostgreSQL through PgBouncer in transaction mode
+	// (docs/postgres.md), in a schema of its own.
+	bouncerURL := os.Getenv("RETRYSAFE_PGBOUNCER_URL")
+	if bouncerURL == "" {
+		bouncerURL = "postgres://postgres@127.0.0.1:6432/test?sslmode=disable"
+	}
+	if u, err := url.Parse(bouncerURL); err == nil {
+		schema := "rs_clipgb_" + suffix
+		q := u.Query()
+		q.Set(postgres.URLParamSchema, schema)
+		q.Set(postgres.URLParamPoolMode, postgres.PoolModeTransaction)
+		u.RawQuery = q.Encode()
+		if b, ok := openCLIBackendIfUp(t, "postgres+pgbouncer", u.String()); ok {
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, _ = b.store.(*postgres.Store).Pool().Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			})
+			out = append(out, b)
+		}
+	}
+
 	redisAddr := os.Getenv("RETRYSAFE_REDIS_ADDR")
 	if redisAddr == "" {
 		redisAddr = "127.0.0.1:6379"

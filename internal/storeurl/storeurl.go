@@ -6,7 +6,10 @@
 //	                             is sqlite:retrysafe.db); also sqlite://PATH and
 //	                             sqlite:///ABSOLUTE/PATH
 //	postgres://user@host/db      PostgreSQL (postgresql:// too); any libpq URL parameter,
-//	                             plus retrysafe_schema and retrysafe_table
+//	                             plus retrysafe_schema and retrysafe_table; behind
+//	                             PgBouncer add retrysafe_pool_mode=transaction (or
+//	                             session), and optionally retrysafe_notify_url and
+//	                             retrysafe_notify_poll (docs/postgres.md)
 //	redis://host:6379/0          Redis (rediss:// for TLS); go-redis URL parameters,
 //	                             plus retrysafe_prefix
 //

@@ -26,10 +26,20 @@ import (
 const (
 	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	DefaultRedisAddr   = "127.0.0.1:6379"
+	// DefaultPgBouncerURL is the PgBouncer that .ci/run starts from
+	// .ci/pgbouncer.ini (transaction pooling in front of PostgreSQL).
+	DefaultPgBouncerURL = "postgres://postgres@127.0.0.1:6432/test?sslmode=disable"
 )
 
 // PostgresURL is RETRYSAFE_POSTGRES_URL or the local default.
 func PostgresURL() string { return env("RETRYSAFE_POSTGRES_URL", DefaultPostgresURL) }
+
+// PgBouncerURL is RETRYSAFE_PGBOUNCER_URL or the local default: PgBouncer
+// in transaction mode in front of the database of [PostgresURL]. The same
+// PgBouncer serves that database under other pooling modes as
+// "<database>_session", "<database>_statement" and
+// "<database>_serializable" (.ci/pgbouncer.ini).
+func PgBouncerURL() string { return env("RETRYSAFE_PGBOUNCER_URL", DefaultPgBouncerURL) }
 
 // RedisAddr is RETRYSAFE_REDIS_ADDR or the local default.
 func RedisAddr() string { return env("RETRYSAFE_REDIS_ADDR", DefaultRedisAddr) }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -20,6 +21,10 @@ const (
 	// DefaultBatchesInFlight is the number of concurrent batch statements
 	// used when Config.BatchesInFlight is zero.
 	DefaultBatchesInFlight = 2
+	// DefaultNotifyPollInterval is how often a Store that cannot LISTEN
+	// (PoolMode "transaction" without NotifyConnString) reads the records
+	// its subscribers wait for, when Config.NotifyPollInterval is zero.
+	DefaultNotifyPollInterval = 100 * time.Millisecond
 
 	// migrationsTable holds the applied migration versions of every
 	// retrysafe table in a schema. Config.Table may not take this name.
@@ -30,6 +35,34 @@ const (
 	// maxTable leaves room for the names derived from the table's
 	// ("<table>_expires_at_idx", "<table>_claim") within maxIdentifier.
 	maxTable = maxIdentifier - len("_expires_at_idx")
+)
+
+// Pool modes ([Config.PoolMode]): what stands between the store's pool and
+// PostgreSQL. docs/postgres.md describes each topology.
+const (
+	// PoolModeDirect: the pool connects to PostgreSQL itself (the zero
+	// value).
+	PoolModeDirect = ""
+	// PoolModeSession: a pooler such as PgBouncer in session mode (a
+	// client connection keeps one server session). Everything works as
+	// with PoolModeDirect; [Open] checks the server's isolation level
+	// instead of sending it as a startup parameter, which PgBouncer
+	// rejects.
+	PoolModeSession = "session"
+	// PoolModeTransaction: a pooler such as PgBouncer in transaction mode
+	// (a server session per transaction; consecutive statements of one
+	// client may run on different sessions). The store then keeps no
+	// state in a session: statements run without named prepared
+	// statements (the pool must not use pgx's QueryExecModeCacheStatement;
+	// [Open] picks QueryExecModeCacheDescribe), Migrate holds only a
+	// transaction-level advisory lock, and Subscribe, which needs a
+	// session for LISTEN, uses the direct connection
+	// [Config.NotifyConnString] names or else polls.
+	PoolModeTransaction = "transaction"
+	// poolModeStatement is PgBouncer's statement mode, which the store
+	// refuses: it allows no multi-statement transaction (Migrate,
+	// CompleteTx).
+	poolModeStatement = "statement"
 )
 
 // identifierRE accepts the identifiers Config takes: a letter or underscore,
@@ -62,6 +95,32 @@ type Config struct {
 	// soon as a batch slot is free, so a lone operation never waits; the
 	// more slots, the smaller the batches.
 	BatchesInFlight int
+
+	// PoolMode says what stands between the pool and PostgreSQL:
+	// [PoolModeDirect] (""), [PoolModeSession] or [PoolModeTransaction].
+	// Statement pooling is not supported. The URL parameter
+	// retrysafe_pool_mode sets it for [Open].
+	PoolMode string
+	// NotifyConnString is the connection string of the dedicated LISTEN
+	// connection of [Store.Subscribe]: a postgres:// URL or keyword/value
+	// string as pgx.ParseConfig takes. It must reach a PostgreSQL session
+	// of its own (PostgreSQL directly, or a pooler in session mode).
+	// Default: the pool's own connection settings, except with
+	// PoolMode "transaction", where a LISTEN through the pooler would be
+	// lost and Subscribe polls instead. The URL parameter
+	// retrysafe_notify_url sets it for [Open].
+	NotifyConnString string
+	// NotifyPollInterval is how often Subscribe reads the records being
+	// waited for when it polls (PoolMode "transaction" without
+	// NotifyConnString): one statement per interval for all of a Store's
+	// subscriptions, none while there are none. Default 100ms. The URL
+	// parameter retrysafe_notify_poll (a Go duration) sets it for [Open].
+	NotifyPollInterval time.Duration
+}
+
+// polls reports whether Subscribe polls instead of listening.
+func (c Config) polls() bool {
+	return c.PoolMode == PoolModeTransaction && c.NotifyConnString == ""
 }
 
 // withDefaults returns c with empty fields set to their defaults, or an
@@ -96,6 +155,19 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BatchesInFlight == 0 {
 		c.BatchesInFlight = DefaultBatchesInFlight
+	}
+	switch c.PoolMode {
+	case PoolModeDirect, PoolModeSession, PoolModeTransaction:
+	case poolModeStatement:
+		return c, fmt.Errorf("postgres: pool mode %q is not supported: statement pooling allows no transactions, which Migrate and CompleteTx need; use transaction pooling (docs/postgres.md)", c.PoolMode)
+	default:
+		return c, fmt.Errorf("postgres: unknown pool mode %q: want %q, %q or empty (PostgreSQL directly)", c.PoolMode, PoolModeSession, PoolModeTransaction)
+	}
+	if c.NotifyPollInterval < 0 {
+		return c, fmt.Errorf("postgres: NotifyPollInterval %s is negative", c.NotifyPollInterval)
+	}
+	if c.NotifyPollInterval == 0 {
+		c.NotifyPollInterval = DefaultNotifyPollInterval
 	}
 	if c.NotifyChannel == "" {
 		c.NotifyChannel = c.Schema + "." + c.Table

@@ -18,8 +18,8 @@
 // "retrysafe_records"). Migrate creates the schema if it is missing, applies
 // the embedded numbered migrations (migrations/NNNN_name.sql) that the table
 // lacks, and records them in "<schema>".retrysafe_migrations. It runs in one
-// transaction under an advisory lock, so concurrent Migrate calls from
-// several processes are safe.
+// transaction under a transaction-level advisory lock, so concurrent
+// Migrate calls from several processes are safe.
 //
 // # One round trip per call, one commit per batch
 //
@@ -114,10 +114,17 @@
 //
 // # Connection poolers
 //
-// The store uses pgx's default statement cache (prepared statements). Behind
-// PgBouncer in transaction mode, set the pool's
-// ConnConfig.DefaultQueryExecMode to pgx.QueryExecModeExec or
-// QueryExecModeCacheDescribe. LISTEN needs a session: point the pool at
-// PostgreSQL directly, or accept that Subscribe then only works through the
-// fallback poll.
+// Behind PgBouncer, say what it does with [Config.PoolMode] or the URL
+// parameter retrysafe_pool_mode: "transaction" (transaction pooling) or
+// "session"; statement pooling is refused. In transaction mode the store
+// keeps nothing in a server session: [Open] makes pgx use unnamed
+// statements (QueryExecModeCacheDescribe) and [New] refuses a pool with
+// named prepared statements; Open checks that the server's sessions
+// default to READ COMMITTED instead of sending it as a startup parameter
+// (PgBouncer rejects those); Migrate holds only a transaction-level
+// advisory lock; and Subscribe, since LISTEN needs a session of its own,
+// listens on the direct connection that [Config.NotifyConnString]
+// (retrysafe_notify_url) names, or else polls the waited-for records every
+// [Config.NotifyPollInterval]. docs/postgres.md says what holds in each
+// topology.
 package postgres

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -41,12 +40,15 @@ func LatestSchemaVersion() int {
 // versions are kept in "<schema>".retrysafe_migrations, one row per table
 // and version.
 //
-// Migrate is safe to run concurrently from several processes: it holds a
-// session advisory lock (pg_advisory_lock) keyed by the schema around one
-// transaction that applies every missing migration, so one process applies
-// them and the others then find them applied. (A transaction-level
-// pg_advisory_xact_lock is not enough here: see the comment in the code.) When the table is already up
-// to date it returns after one read and needs no DDL privileges.
+// Migrate is safe to run concurrently from several processes: one
+// transaction applies every missing migration under a transaction-level
+// advisory lock (pg_advisory_xact_lock) keyed by the schema, so one process
+// applies them and the others then find them applied (a process whose
+// transaction waited for the lock and trips over the other's catalog
+// changes runs again in a new transaction). It keeps no state in the
+// session, so it works behind a pooler in transaction mode. When the table
+// is already up to date it returns after one read and needs no DDL
+// privileges.
 func (s *Store) Migrate(ctx context.Context) error {
 	ms, err := migrations()
 	if err != nil {
@@ -62,33 +64,42 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return retrysafe.Unavailable("migrate", err)
 	}
 
-	// The session-level advisory lock is taken before the transaction
-	// begins, not with pg_advisory_xact_lock inside it: a backend that
-	// waited on an advisory lock has not yet processed the catalog changes
-	// the previous holder committed, and would fail to CREATE SCHEMA IF NOT
-	// EXISTS with a duplicate key. BEGIN processes them.
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return retrysafe.Unavailable("migrate", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", s.lockKey()); err != nil {
-		return retrysafe.Unavailable("migrate", err)
-	}
-	defer func() {
-		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(unlockCtx, "SELECT pg_advisory_unlock($1)", s.lockKey()); err != nil {
-			// Closing the session releases its locks; the pool drops it.
-			_ = conn.Conn().Close(unlockCtx)
+	for attempt := 1; ; attempt++ {
+		err := s.migrateTx(ctx, ms, latest)
+		if err == nil || attempt == migrateAttempts || !catalogConflict(err) || ctx.Err() != nil {
+			return err
 		}
-	}()
+		// Another process migrated while this transaction waited for the
+		// lock; a new transaction sees its catalog changes.
+	}
+}
 
-	tx, err := conn.Begin(ctx)
+// migrateAttempts bounds the transactions of one Migrate call (see
+// catalogConflict): each retry follows a commit of another migration of
+// the schema, which happens once per table and version.
+const migrateAttempts = 10
+
+// migrateTx applies the missing migrations in one transaction that holds
+// a transaction-level advisory lock keyed by the schema.
+//
+// The lock is a transaction-level one (pg_advisory_xact_lock) so that
+// Migrate works behind a pooler in transaction mode, where a session lock
+// would stay with a server session that the pooler hands to someone else.
+// A transaction that waited for the lock may not have processed the
+// catalog changes the previous holder committed (a backend takes them in
+// at the start of a transaction and when it locks a relation, not when it
+// acquires an advisory lock), so its CREATE SCHEMA IF NOT EXISTS or
+// CREATE TABLE IF NOT EXISTS can fail with a duplicate key: Migrate then
+// runs a new transaction, which finds the work done (catalogConflict).
+func (s *Store) migrateTx(ctx context.Context, ms []migration.Migration, latest int) error {
+	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return retrysafe.Unavailable("migrate", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.lockKey()); err != nil {
+		return retrysafe.Unavailable("migrate", err)
+	}
 
 	schema := pgx.Identifier{s.cfg.Schema}.Sanitize()
 	versions := quoted(s.cfg.Schema, migrationsTable)
@@ -163,6 +174,24 @@ func (s *Store) lockKey() int64 {
 	h := fnv.New64a()
 	h.Write([]byte("retrysafe/postgres/migrate\x00" + s.cfg.Schema))
 	return int64(h.Sum64())
+}
+
+// catalogConflict reports whether err is what a migration transaction
+// that waited for the lock gets from catalog entries another process
+// committed meanwhile: a duplicate key in a catalog, an object that
+// already exists, or a catalog tuple updated concurrently.
+func catalogConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "23505", "42P06", "42P07", "42710", "42723": // unique_violation, duplicate_schema/table/object/function
+		return true
+	case "XX000":
+		return strings.Contains(pgErr.Message, "tuple concurrently updated")
+	}
+	return false
 }
 
 // isUndefined reports whether err says a schema or table does not exist.

@@ -17,8 +17,8 @@ import (
 //
 // Notifications travel by LISTEN/NOTIFY. Each Store keeps one dedicated
 // listener connection (opened on the first Subscribe, outside the pool,
-// with the pool's ConnConfig; pool hooks such as BeforeConnect do not run
-// for it) and fans notifications out to its subscribers; the payload is a hash of scope and key, never the key itself.
+// with the pool's ConnConfig or the one [Config.NotifyConnString] names;
+// pool hooks such as BeforeConnect do not run for it) and fans notifications out to its subscribers; the payload is a hash of scope and key, never the key itself.
 // When that connection fails the Store reconnects with backoff and then
 // wakes every subscriber, since notifications sent meanwhile were lost.
 //
@@ -33,6 +33,13 @@ import (
 // record is held by an uncommitted CompleteTx, Subscribe waits for that
 // transaction (bounded by ctx) and then returns.
 //
+// With [Config.PoolMode] "transaction" and no NotifyConnString there is no
+// session to LISTEN on: Subscribe then reads the record's owner token, and
+// the Store reads the tokens of every waited-for record once per
+// [Config.NotifyPollInterval] in one statement, waking the waiters of the
+// records whose token changed (completed, released, deleted or taken
+// over). No notify flag is written and no NOTIFY is sent for them.
+//
 // Notifications are hints: a waiter must re-read the record after each
 // value and keep polling at a slow interval as a fallback (the engine's wait
 // mode does both), because a notification can still be missed, for example
@@ -44,6 +51,9 @@ import (
 // error wrapping [retrysafe.ErrStoreUnavailable] when the listener
 // connection cannot be established or the flag not written.
 func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
+	if s.poller != nil {
+		return s.poller.subscribe(ctx, scope, key)
+	}
 	ch, unsubscribe, err := s.listener.subscribe(ctx, notifyPayload(scope, key))
 	if err != nil {
 		return nil, nil, err

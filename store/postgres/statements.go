@@ -14,6 +14,7 @@ type statements struct {
 	subscribe                                    string
 	sweep, list, listScope, delete, listNoBody   string
 	retire                                       string
+	pollOne, pollMany                            string
 	listScopeNoBody                              string
 	find, findScope, findNoBody, findScopeNoBody string
 }
@@ -73,6 +74,12 @@ func buildStatements(table, claimFn, batchFn string) statements {
 		// row a running Extend or claim holds is skipped.
 		retire: "DELETE FROM " + table + " WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + table +
 			" WHERE state = 'processing' AND lease_until_ns <= $1 ORDER BY lease_until_ns LIMIT $2 FOR UPDATE SKIP LOCKED))",
+		// $1 scope, $2 key: the owner token of a processing record.
+		pollOne: "SELECT token FROM " + table + " WHERE scope = $1 AND key = $2 AND state = 'processing'",
+		// $1 scopes, $2 keys: for each record (by position, from 1) the
+		// owner token if it is processing, else NULL (poll.go).
+		pollMany: "SELECT s.i, r.token FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS s(scope, key, i)" +
+			" LEFT JOIN " + table + " AS r ON r.scope = s.scope AND r.key = s.key AND r.state = 'processing'",
 		// $1 after scope, $2 after key, $3 limit [, $4 scope].
 		list:            sel + " WHERE (scope, key) > ($1, $2) ORDER BY scope, key LIMIT $3",
 		listScope:       sel + " WHERE (scope, key) > ($1, $2) AND scope = $4 ORDER BY scope, key LIMIT $3",

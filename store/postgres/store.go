@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,6 +20,14 @@ import (
 const (
 	URLParamSchema = "retrysafe_schema"
 	URLParamTable  = "retrysafe_table"
+	// URLParamPoolMode sets [Config.PoolMode] (session or transaction).
+	URLParamPoolMode = "retrysafe_pool_mode"
+	// URLParamNotifyURL sets [Config.NotifyConnString]: a percent-encoded
+	// postgres:// URL of a direct connection for LISTEN.
+	URLParamNotifyURL = "retrysafe_notify_url"
+	// URLParamNotifyPoll sets [Config.NotifyPollInterval] (a Go duration
+	// such as 50ms).
+	URLParamNotifyPoll = "retrysafe_notify_poll"
 )
 
 // Store is a [retrysafe.Store] on PostgreSQL. It also implements
@@ -33,7 +43,8 @@ type Store struct {
 	claimFn  string // quoted, schema-qualified claim function
 	batchFn  string // quoted, schema-qualified batch function
 	sql      statements
-	listener *listener
+	listener *listener // nil when Subscribe polls
+	poller   *poller   // nil when Subscribe listens
 	// committer groups concurrent Claims, Completes, Releases and Extends
 	// into one statement (batch.go).
 	committer *groupcommit.Committer[*batchOp, batchResult]
@@ -71,6 +82,18 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.PoolMode == PoolModeTransaction && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return nil, errors.New("postgres: pool mode \"transaction\" needs a pool without named prepared statements: " +
+			"set the pool's ConnConfig.DefaultQueryExecMode to pgx.QueryExecModeCacheDescribe (or QueryExecModeExec), " +
+			"or default_query_exec_mode=cache_describe in its connection string")
+	}
+	listenConfig := pool.Config().ConnConfig
+	if cfg.NotifyConnString != "" {
+		listenConfig, err = pgx.ParseConfig(cfg.NotifyConnString)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: notify connection string: %w", err)
+		}
+	}
 	s := &Store{
 		pool:  pool,
 		cfg:   cfg,
@@ -80,7 +103,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	s.batchFn = quoted(cfg.Schema, cfg.Table+"_batch")
 	s.sql = buildStatements(s.table, s.claimFn, s.batchFn)
 	s.committer = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight}, s.runBatch)
-	s.listener = newListener(pool.Config().ConnConfig, cfg.NotifyChannel)
+	if cfg.polls() {
+		s.poller = newPoller(s)
+	} else {
+		s.listener = newListener(listenConfig, cfg.NotifyChannel)
+	}
 	return s, nil
 }
 
@@ -89,11 +116,21 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 // and returns a Store that owns its pool: [Store.Close] closes it.
 //
 // The pool's sessions use READ COMMITTED unless the connection string sets
-// default_transaction_isolation.
+// default_transaction_isolation. Behind a pooler (Config.PoolMode session
+// or transaction) Open cannot send that startup parameter (PgBouncer
+// rejects it); it checks instead, in one transaction, that the server's
+// sessions default to READ COMMITTED, and fails otherwise, or when the
+// pooler refuses the transaction (statement pooling). With PoolMode
+// "transaction" and no default_query_exec_mode in the connection string,
+// the pool uses pgx.QueryExecModeCacheDescribe: unnamed statements, whose
+// parameter and result types pgx caches per client connection, so a
+// statement is still one round trip and binary parameters (bytea) stay
+// binary.
 //
-// A URL may carry the query parameters retrysafe_schema and retrysafe_table
-// (for the CLI's --store flag); they are removed before connecting and fill
-// in Config.Schema and Config.Table when those are empty. A parameter that
+// A URL may carry the query parameters retrysafe_schema, retrysafe_table,
+// retrysafe_pool_mode, retrysafe_notify_url and retrysafe_notify_poll (for
+// the CLI's --store flag); they are removed before connecting and fill in
+// the Config fields they name when those are empty. A parameter that
 // disagrees with a non-empty Config field is an error.
 func Open(ctx context.Context, connString string, cfg Config) (*Store, error) {
 	connString, err := takeURLParams(connString, &cfg)
@@ -104,9 +141,14 @@ func Open(ctx context.Context, connString string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	// Claim relies on READ COMMITTED; pin it unless the URL chose.
-	if _, ok := pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"]; !ok {
-		pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+	if cfg.PoolMode == PoolModeDirect {
+		// Claim relies on READ COMMITTED; pin it unless the URL chose.
+		if _, ok := pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"]; !ok {
+			pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+		}
+	}
+	if cfg.PoolMode == PoolModeTransaction && !strings.Contains(connString, "default_query_exec_mode") {
+		pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -118,11 +160,49 @@ func Open(ctx context.Context, connString string, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.ownsPool = true
+	if cfg.PoolMode != PoolModeDirect {
+		if err := s.checkPooler(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
-		return nil, err
+		return nil, pgbouncerHint(cfg, err)
 	}
 	return s, nil
+}
+
+// checkPooler runs one transaction through the pooler and checks that the
+// server session it ran on defaults to READ COMMITTED. A pooler in
+// statement mode refuses the transaction.
+func (s *Store) checkPooler(ctx context.Context) error {
+	var level string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SELECT current_setting('transaction_isolation')").Scan(&level)
+	})
+	if err != nil && strings.Contains(err.Error(), "statement pooling") {
+		return fmt.Errorf("postgres: pool mode %q: the pooler refused a transaction (statement pooling is not supported): %w",
+			s.cfg.PoolMode, s.wrap(ctx, "open", err))
+	}
+	if err != nil {
+		return s.wrap(ctx, "open", err)
+	}
+	if level != "read committed" {
+		return fmt.Errorf("postgres: pool mode %q: the server's sessions run transactions at %s; the store needs READ COMMITTED "+
+			"(PostgreSQL's default; behind a pooler the store cannot set it per connection)", s.cfg.PoolMode, strings.ToUpper(level))
+	}
+	return nil
+}
+
+// pgbouncerHint adds a hint to err when PgBouncer refused the startup
+// parameter that Open sends to PostgreSQL directly.
+func pgbouncerHint(cfg Config, err error) error {
+	if cfg.PoolMode == PoolModeDirect && strings.Contains(err.Error(), "unsupported startup parameter") {
+		return fmt.Errorf("%w (behind PgBouncer, add %s=transaction or %s=session to the URL; see docs/postgres.md)",
+			err, URLParamPoolMode, URLParamPoolMode)
+	}
+	return err
 }
 
 // takeURLParams moves the retrysafe_* query parameters of a URL into cfg.
@@ -135,7 +215,8 @@ func takeURLParams(connString string, cfg *Config) (string, error) {
 	for _, p := range []struct {
 		name  string
 		field *string
-	}{{URLParamSchema, &cfg.Schema}, {URLParamTable, &cfg.Table}} {
+	}{{URLParamSchema, &cfg.Schema}, {URLParamTable, &cfg.Table}, {URLParamPoolMode, &cfg.PoolMode},
+		{URLParamNotifyURL, &cfg.NotifyConnString}} {
 		if !q.Has(p.name) {
 			continue
 		}
@@ -145,6 +226,18 @@ func takeURLParams(connString string, cfg *Config) (string, error) {
 		}
 		*p.field = v
 		q.Del(p.name)
+	}
+	if q.Has(URLParamNotifyPoll) {
+		v := q.Get(URLParamNotifyPoll)
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return "", fmt.Errorf("postgres: URL parameter %s=%q: want a positive duration such as 100ms", URLParamNotifyPoll, v)
+		}
+		if cfg.NotifyPollInterval != 0 && cfg.NotifyPollInterval != d {
+			return "", fmt.Errorf("postgres: URL parameter %s=%q disagrees with Config (%s)", URLParamNotifyPoll, v, cfg.NotifyPollInterval)
+		}
+		cfg.NotifyPollInterval = d
+		q.Del(URLParamNotifyPoll)
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
@@ -165,7 +258,12 @@ func (s *Store) Config() Config { return s.cfg }
 // can fail, so the error is always nil.
 func (s *Store) Close() error {
 	s.committer.Close()
-	s.listener.close()
+	if s.listener != nil {
+		s.listener.close()
+	}
+	if s.poller != nil {
+		s.poller.close()
+	}
 	if s.ownsPool {
 		s.pool.Close()
 	}

@@ -441,6 +441,12 @@ func TestConfigValidation(t *testing.T) {
 		"table of 49 bytes": {postgres.Config{Table: "t234567890123456789012345678901234567890123456789"}, false},
 		"long default chan": {postgres.Config{Schema: "s23456789012345678901234567890123456789", Table: "t23456789012345678901234567890123456789"}, true},
 		"channel too long":  {postgres.Config{NotifyChannel: "c234567890123456789012345678901234567890123456789012345678901234"}, false},
+		"session pooling":   {postgres.Config{PoolMode: postgres.PoolModeSession}, true},
+		"statement pooling": {postgres.Config{PoolMode: "statement"}, false},
+		"unknown pool mode": {postgres.Config{PoolMode: "Transaction"}, false},
+		"negative poll":     {postgres.Config{NotifyPollInterval: -time.Second}, false},
+		"bad notify conn":   {postgres.Config{NotifyConnString: "postgres://a@b:notaport/c"}, false},
+		"notify conn":       {postgres.Config{NotifyConnString: defaultURL}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, err := postgres.New(pool, tc.cfg)

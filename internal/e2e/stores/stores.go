@@ -103,6 +103,51 @@ func Postgres(t testing.TB) *postgres.Store {
 	return s
 }
 
+// PgBouncerURL returns a URL of PgBouncer in transaction mode
+// (testenv.PgBouncerURL) for the postgres store in a fresh schema, made and
+// dropped on PostgreSQL directly (see PostgresSchemaURL), with
+// retrysafe_pool_mode=transaction, and the schema's name.
+func PgBouncerURL(t testing.TB) (string, string) {
+	t.Helper()
+	_, schema := PostgresSchemaURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(testenv.PgBouncerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		testenv.Unreachable(t, "PgBouncer at "+testenv.PgBouncerURL(), err)
+	}
+	_ = conn.Close(ctx)
+	u, err := url.Parse(testenv.PgBouncerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(postgres.URLParamSchema, schema)
+	q.Set(postgres.URLParamPoolMode, postgres.PoolModeTransaction)
+	u.RawQuery = q.Encode()
+	return u.String(), schema
+}
+
+// PgBouncer returns a migrated store in a fresh schema that reaches
+// PostgreSQL through PgBouncer in transaction mode (Subscribe polls).
+func PgBouncer(t testing.TB) *postgres.Store {
+	t.Helper()
+	u, _ := PgBouncerURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := postgres.Open(ctx, u, postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // RedisURL returns a redis:// URL for the test server, after checking that
 // it answers.
 func RedisURL(t testing.TB) string {
@@ -163,4 +208,7 @@ var All = map[string]func(t testing.TB) retrysafe.Store{
 	"sqlite":   func(t testing.TB) retrysafe.Store { return SQLite(t) },
 	"postgres": func(t testing.TB) retrysafe.Store { return Postgres(t) },
 	"redis":    func(t testing.TB) retrysafe.Store { return Redis(t) },
+
+	// PostgreSQL behind PgBouncer in transaction mode.
+	"postgres+pgbouncer": func(t testing.TB) retrysafe.Store { return PgBouncer(t) },
 }
