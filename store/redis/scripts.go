@@ -41,7 +41,8 @@ if #cur > 0 then
     -- expired result: counts as absent
   elseif h['state'] == 'processing' and h['token'] == ARGV[4] and h['nonce'] == ARGV[8] then
     -- a retry of this very call: write again, so that a WAIT on the
-    -- retry's connection also covers the first run's write
+    -- retry's connection covers the first run's write even on a server
+    -- that records a connection's offset only after it writes
     redis.call('HSET', KEYS[1], 'nonce', ARGV[8])
     return {1, h['attempt'], h['created']}
   elseif h['state'] == 'processing' and h['lease'] and le(h['lease'], ARGV[5]) and h['fp'] == ARGV[3] then

@@ -44,9 +44,12 @@ func (e *ReplicationError) Is(target error) bool { return target == ErrNotReplic
 // pipeline again with EVAL.
 //
 // A pipeline that go-redis resends after a network error runs the script
-// a second time on a new connection. The scripts recognise such a retry
-// by its nonce and then rewrite the nonce field, so that the new
-// connection has written and its WAIT covers the first run's write too.
+// a second time on a new connection. WAIT waits for the replication offset
+// the connection's last command left; Redis 7.0 records it after every
+// command, but to be safe on a server that records it only after writes,
+// the scripts recognise such a retry by its nonce and rewrite the nonce
+// field, so the new connection has written and its WAIT covers the first
+// run's write too.
 func (s *Store) runWaited(ctx context.Context, script *goredis.Script, keys []string, args ...any) (*goredis.Cmd, int, error) {
 	run := func(eval bool) (*goredis.Cmd, *goredis.Cmd) {
 		var cmd *goredis.Cmd

@@ -1,7 +1,9 @@
 package redis_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,4 +112,97 @@ func TestConformanceWaitReplicas(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	})
+}
+
+// pipelineRetrier is a goredis.Hook that, when armed, runs the next
+// pipeline (script + WAIT) and then runs it again on a connection of
+// another client, returning the second answer: what go-redis does when a
+// pipeline's connection breaks after the server ran it.
+type pipelineRetrier struct {
+	armed *atomic.Bool
+	other *goredis.Client
+}
+
+func (r pipelineRetrier) DialHook(next goredis.DialHook) goredis.DialHook          { return next }
+func (r pipelineRetrier) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+func (r pipelineRetrier) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if len(cmds) != 2 || cmds[1].Name() != "wait" || !r.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmds) // not script + WAIT (Claim's read, say)
+		}
+		_ = next(ctx, cmds) // ran on the server; the reply is "lost"
+		_, err := r.other.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, c := range cmds {
+				_ = p.Process(ctx, c)
+			}
+			return nil
+		})
+		return err
+	}
+}
+
+// TestWaitRetriedOnNewConnection: a claim or completion that go-redis
+// resends on a new connection must still wait for the replicas to have the
+// write. The replica is stopped (SIGSTOP) but still connected, so the
+// primary counts it with its old acknowledged offset, and a WAIT on a
+// connection that had sent nothing would return 1 at once. The resent
+// script recognises its nonce and rewrites it, so the new connection's
+// WAIT covers the first run's write and times out: both are refused.
+// (Redis 7.0 also records a connection's offset after a command that
+// writes nothing, so there the rewrite is a second line of defence; the
+// test checks the outcome either way.)
+func TestWaitRetriedOnNewConnection(t *testing.T) {
+	t.Parallel()
+	primary := redisserver.Start(t)
+	replica := redisserver.StartReplica(t, primary)
+	other := goredis.NewClient(&goredis.Options{Addr: primary.Addr})
+	t.Cleanup(func() { _ = other.Close() })
+	c := goredis.NewClient(&goredis.Options{Addr: primary.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	var armed atomic.Bool
+	c.AddHook(pipelineRetrier{&armed, other})
+	s, err := redisstore.New(c, redisstore.Config{Prefix: "retry:", WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	now := time.Now()
+
+	// Load the scripts, so that the retried pipelines below run EVALSHA
+	// twice instead of stopping at NOSCRIPT.
+	if res, err := s.Claim(ctx, claimParams("s", "warm", now, time.Minute)); err != nil || !res.Claimed {
+		t.Fatalf("warm-up claim: %+v, %v", res, err)
+	}
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "warm", Token: "x", Now: now, TTL: time.Hour}); !errors.Is(err, retrysafe.ErrLeaseLost) {
+		t.Fatalf("warm-up complete: %v", err)
+	}
+	// With the replica running, a retried claim and completion succeed.
+	p := claimParams("s", "k1", now, time.Minute)
+	armed.Store(true)
+	if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+		t.Fatalf("retried claim, replica running: %+v, %v", res, err)
+	}
+	armed.Store(true)
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k1", Token: p.Token, Now: now, TTL: time.Hour}); err != nil {
+		t.Fatalf("retried complete, replica running: %v", err)
+	}
+
+	// With the replica stopped, neither may report success.
+	p2 := claimParams("s", "k2", now, time.Minute)
+	if res, err := s.Claim(ctx, p2); err != nil || !res.Claimed {
+		t.Fatalf("claim k2, replica running: %+v, %v", res, err)
+	}
+	replica.Pause()
+	defer replica.Resume()
+	armed.Store(true)
+	if _, err := s.Claim(ctx, claimParams("s", "k3", now, time.Minute)); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("retried claim, replica stopped: %v; want ErrNotReplicated", err)
+	}
+	armed.Store(true)
+	err = s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k2", Token: p2.Token, Now: now, TTL: time.Hour})
+	if !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("retried complete, replica stopped: %v; want ErrNotReplicated", err)
+	}
 }
