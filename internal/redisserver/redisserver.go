@@ -93,6 +93,7 @@ func Start(t testing.TB, args ...string) *Server {
 			"--save", "", "--appendonly", "no", "--dir", dir,
 			"--logfile", filepath.Join(dir, "redis.log"),
 			"--protected-mode", "no",
+			"--repl-diskless-sync-delay", "0", // a replica syncs at once
 		}, args...)
 		lastErr = nil
 		cmd := exec.Command(bin, full...)
