@@ -161,7 +161,7 @@ func TestFailoverLosesClaimWithoutWait(t *testing.T) {
 // charge: once in all.
 func TestFailoverWaitReplicasRefusesUnreplicatedClaim(t *testing.T) {
 	t.Parallel()
-	r := newFailoverRig(t, redisstore.Config{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	r := newFailoverRig(t, redisstore.Config{WaitReplicas: 1, WaitTimeout: time.Second})
 	r.cutReplication()
 	status, body, _ := r.post("order-1")
 	if status != http.StatusServiceUnavailable || r.ran("order-1") != 0 {
@@ -192,7 +192,7 @@ func TestFailoverWaitReplicasRefusesUnreplicatedClaim(t *testing.T) {
 // primary and the duplicate replays it.
 func TestFailoverWaitReplicasKeepsInFlightClaim(t *testing.T) {
 	t.Parallel()
-	r := newFailoverRig(t, redisstore.Config{WaitReplicas: 1, WaitTimeout: 500 * time.Millisecond})
+	r := newFailoverRig(t, redisstore.Config{WaitReplicas: 1, WaitTimeout: time.Second})
 	hold := make(chan struct{})
 	r.mu.Lock()
 	r.hold = hold

@@ -162,7 +162,7 @@ func TestWaitRetriedOnNewConnection(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	var armed atomic.Bool
 	c.AddHook(pipelineRetrier{&armed, other})
-	s, err := redisstore.New(c, redisstore.Config{Prefix: "retry:", WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	s, err := redisstore.New(c, redisstore.Config{Prefix: "retry:", WaitReplicas: 1, WaitTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
