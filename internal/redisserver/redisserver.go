@@ -118,7 +118,9 @@ func Start(t testing.TB, args ...string) *Server {
 				continue
 			default:
 			}
-			if out, err := s.TryCLI("PING"); err == nil && out == "PONG" {
+			// The server on the port must be this process, not another
+			// test's that took the port first (ours then exits).
+			if out, err := s.TryCLI("INFO", "server"); err == nil && hasLine(out, "process_id:"+strconv.Itoa(cmd.Process.Pid)) {
 				return s
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -129,6 +131,17 @@ func Start(t testing.TB, args ...string) *Server {
 	}
 	testenv.Unreachable(t, "redis-server", lastErr)
 	return nil
+}
+
+// hasLine reports whether text has a line that is want, ignoring
+// surrounding white space (INFO ends lines with \r\n).
+func hasLine(text, want string) bool {
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.TrimSpace(line) == want {
+			return true
+		}
+	}
+	return false
 }
 
 func tail(b []byte) string {
