@@ -92,14 +92,14 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	if len(reply) != 3 {
 		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
 	}
-	if acked < s.waitReplicas {
-		return nil, s.releaseUnreplicated(ctx, k, params.Token, acked)
-	}
 	attemptS, _ := reply[1].(string)
 	createdS, _ := reply[2].(string)
 	attempt, err := strconv.Atoi(attemptS)
 	if err != nil {
 		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: attempt %q", errCorrupt, attemptS))
+	}
+	if acked < s.waitReplicas {
+		return nil, s.unreplicatedClaim(ctx, k, params.Token, attempt, acked)
 	}
 	created, err := decodeTime(createdS)
 	if err != nil {

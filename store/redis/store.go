@@ -54,8 +54,9 @@ type Config struct {
 	// WaitReplicas, when positive, makes a Claim that wins and every
 	// Complete wait, with Redis WAIT on the connection that wrote, until
 	// that many replicas acknowledged the write, at most WaitTimeout. A
-	// claim that fewer replicas acknowledged is released again and Claim
-	// fails with a [*ReplicationError] that matches
+	// claim that fewer replicas acknowledged is released again (a
+	// takeover is left to its lease instead) and Claim fails with a
+	// [*ReplicationError] that matches
 	// [retrysafe.ErrStoreUnavailable] (the request gets 503 and nothing
 	// runs); a Complete that fewer replicas acknowledged returns a
 	// [*ReplicationError] that does not (the result is stored on the

@@ -28,7 +28,7 @@ type ReplicationError struct {
 
 // Error describes the shortfall.
 func (e *ReplicationError) Error() string {
-	what := "the claim was released and nothing ran"
+	what := "nothing ran"
 	if e.Op == "complete" {
 		what = "the result is stored on the primary only, and a failover now could lose it"
 	}
@@ -79,12 +79,19 @@ func (s *Store) runWaited(ctx context.Context, script *goredis.Script, keys []st
 	return cmd, int(acked), nil
 }
 
-// releaseUnreplicated releases a claim that too few replicas acknowledged
-// and returns the error Claim reports. The release is not waited for: the
-// request never ran, so a replica that kept the claim only makes a retry
-// wait for the lease.
-func (s *Store) releaseUnreplicated(ctx context.Context, k, token string, acked int) error {
+// unreplicatedClaim handles a claim that too few replicas acknowledged
+// and returns the error Claim reports. A new record (attempt 1) is
+// released: the request never ran, so a retry may run it at once. A
+// takeover (attempt > 1) is left to its lease instead, because releasing
+// it would delete the record that tells the next claimant an earlier
+// attempt may have had effects (it would start again at attempt 1). The
+// release is not waited for: a replica that kept the claim only makes a
+// retry wait for the lease.
+func (s *Store) unreplicatedClaim(ctx context.Context, k, token string, attempt, acked int) error {
 	rerr := &ReplicationError{Op: "claim", Want: s.waitReplicas, Acked: acked, Timeout: s.waitTimeout}
+	if attempt > 1 {
+		return retrysafe.Unavailable("claim", fmt.Errorf("%w (attempt %d kept until its lease ends)", rerr, attempt))
+	}
 	if _, err := releaseScript.Run(ctx, s.pipe, []string{k}, token, k).Int64(); err != nil {
 		return retrysafe.Unavailable("claim", fmt.Errorf("%w (and its release failed, so the key waits for its lease: %v)", rerr, err))
 	}

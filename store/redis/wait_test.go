@@ -88,6 +88,23 @@ func TestWaitNoReplica(t *testing.T) {
 	if err != nil || rec.State != retrysafe.StateCompleted || string(rec.Response.Body) != "ok" {
 		t.Fatalf("record after the unreplicated complete: %+v, %v; want it completed on the primary", rec, err)
 	}
+	// A takeover that no replica acknowledged is kept to its lease, not
+	// released, so that the next claimant still learns of the earlier
+	// attempts.
+	if res, err := plain.Claim(ctx, claimParams("s", "k3", now, time.Minute)); err != nil || !res.Claimed {
+		t.Fatal(res, err)
+	}
+	later := now.Add(2 * time.Minute)
+	if _, err := waited.Claim(ctx, claimParams("s", "k3", later, time.Minute)); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("takeover: %v; want ErrNotReplicated", err)
+	}
+	rec, err = plain.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "k3", Now: later})
+	if err != nil || rec.State != retrysafe.StateProcessing || rec.Attempt != 2 {
+		t.Fatalf("record after the unreplicated takeover: %+v, %v; want processing, attempt 2", rec, err)
+	}
+	if res, err := plain.Claim(ctx, claimParams("s", "k3", later.Add(2*time.Minute), time.Minute)); err != nil || !res.Claimed || res.Record.Attempt != 3 {
+		t.Fatalf("takeover after that lease: %+v, %v; want attempt 3", res, err)
+	}
 	// A fenced Complete still reports a lost lease first.
 	err = waited.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k2", Token: "other", Now: now, TTL: time.Hour})
 	if !errors.Is(err, retrysafe.ErrLeaseLost) {
