@@ -11,7 +11,12 @@
 //	                             session), and optionally retrysafe_notify_url and
 //	                             retrysafe_notify_poll (docs/postgres.md)
 //	redis://host:6379/0          Redis (rediss:// for TLS); go-redis URL parameters,
-//	                             plus retrysafe_prefix
+//	                             plus retrysafe_prefix, retrysafe_wait_replicas and
+//	                             retrysafe_wait_timeout
+//	redis+cluster://HOST:PORT[,HOST:PORT…][?options]
+//	                             Redis Cluster from seed nodes (rediss+cluster:// for
+//	                             TLS); go-redis cluster URL parameters, plus
+//	                             retrysafe_prefix
 //
 // SQLite accepts the query parameters retrysafe_table (sqlite:app.db?retrysafe_table=idem)
 // and synchronous (full, the default, or normal: see sqlite.Config.Synchronous).
@@ -23,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,7 +43,7 @@ import (
 const Default = "sqlite:retrysafe.db"
 
 // Accepted lists the accepted URL forms, for help texts and errors.
-const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://… or rediss://…"
+const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://… or redis+cluster://HOST:PORT[,HOST:PORT…]"
 
 // Query parameters understood by storeurl itself.
 const (
@@ -45,6 +51,11 @@ const (
 	// ParamSynchronous selects the SQLite synchronous setting (full or normal).
 	ParamSynchronous = "synchronous"
 	ParamPrefix      = "retrysafe_prefix" // redis
+	// ParamWaitReplicas sets redis.Config.WaitReplicas: a claim is
+	// forwarded only after that many replicas acknowledged it (WAIT).
+	ParamWaitReplicas = "retrysafe_wait_replicas"
+	// ParamWaitTimeout sets redis.Config.WaitTimeout (a Go duration).
+	ParamWaitTimeout = "retrysafe_wait_timeout"
 )
 
 // ErrNotSupported is returned by [Migrate] and [Sweep] for a store that has
@@ -103,12 +114,12 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (retrysafe.Store
 			return nil, nil, err
 		}
 		return s, s.Close, nil
-	case "redis", "rediss":
-		u, prefix, err := redisURL(rawURL)
+	case "redis", "rediss", "redis+cluster", "rediss+cluster":
+		u, cfg, err := redisURL(rawURL, opts.ProcessingRetention)
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := redis.Open(ctx, u, redis.Config{Prefix: prefix, ProcessingRetention: opts.ProcessingRetention})
+		s, err := redis.Open(ctx, u, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -143,21 +154,44 @@ func sqlitePath(rest string) (path string, cfg sqlite.Config, err error) {
 	return rest, cfg, nil
 }
 
-// redisURL removes the retrysafe_prefix parameter, which go-redis would
-// reject.
-func redisURL(raw string) (string, string, error) {
-	u, err := url.Parse(raw)
+// redisURL removes the parameters of storeurl (retrysafe_prefix,
+// retrysafe_wait_replicas, retrysafe_wait_timeout), which go-redis would
+// reject, and returns them as the store's configuration. It works on the
+// query alone, so the comma-separated hosts of a cluster URL pass through.
+func redisURL(raw string, retention time.Duration) (string, redis.Config, error) {
+	cfg := redis.Config{ProcessingRetention: retention}
+	base, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return raw, cfg, nil
+	}
+	q, err := url.ParseQuery(query)
 	if err != nil {
-		return "", "", fmt.Errorf("store %q: %w", Redact(raw), err)
+		return "", cfg, fmt.Errorf("store %q: query: %w", Redact(raw), err)
 	}
-	q := u.Query()
-	if !q.Has(ParamPrefix) {
-		return raw, "", nil
+	if q.Has(ParamPrefix) {
+		cfg.Prefix = q.Get(ParamPrefix)
+		q.Del(ParamPrefix)
 	}
-	prefix := q.Get(ParamPrefix)
-	q.Del(ParamPrefix)
-	u.RawQuery = q.Encode()
-	return u.String(), prefix, nil
+	if q.Has(ParamWaitReplicas) {
+		n, err := strconv.Atoi(q.Get(ParamWaitReplicas))
+		if err != nil || n < 0 {
+			return "", cfg, fmt.Errorf("store %q: %s must be a number of replicas, not %q", Redact(raw), ParamWaitReplicas, q.Get(ParamWaitReplicas))
+		}
+		cfg.WaitReplicas = n
+		q.Del(ParamWaitReplicas)
+	}
+	if q.Has(ParamWaitTimeout) {
+		d, err := time.ParseDuration(q.Get(ParamWaitTimeout))
+		if err != nil || d <= 0 {
+			return "", cfg, fmt.Errorf("store %q: %s must be a positive duration such as 100ms, not %q", Redact(raw), ParamWaitTimeout, q.Get(ParamWaitTimeout))
+		}
+		cfg.WaitTimeout = d
+		q.Del(ParamWaitTimeout)
+	}
+	if len(q) == 0 {
+		return base, cfg, nil
+	}
+	return base + "?" + q.Encode(), cfg, nil
 }
 
 // Redact returns rawURL with any password replaced by "xxxxx", for logs and

@@ -18,8 +18,10 @@
 // bytes that are not UTF-8 into U+FFFD; such records still decode).
 //
 // Every operation touches exactly one key, so the store works unchanged on a
-// Redis Cluster without hash tags. A *redis.Ring is refused: it moves keys
-// between shards when one looks down (see [New]).
+// Redis Cluster without hash tags, with the same key names as on one server
+// ([Open] takes redis+cluster://HOST:PORT,HOST:PORT seed URLs; listing scans
+// every master). A *redis.Ring is refused: it moves keys between shards
+// when one looks down (see [New]).
 //
 // # Atomicity and round trips
 //
@@ -74,4 +76,8 @@
 //
 // Redis acknowledges writes before they are durable; see docs/redis.md for
 // what that means for the guarantees and when to choose PostgreSQL instead.
+// [Config.WaitReplicas] makes a claim count only once that many replicas
+// acknowledged it (WAIT): a claim they did not acknowledge in time is
+// released and the request gets 503 without running. WAIT narrows the
+// failover window; it is not consensus.
 package redis

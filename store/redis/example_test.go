@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -92,5 +93,36 @@ func ExampleOpen() {
 		case <-changed:
 		case <-poll.C:
 		}
+	}
+}
+
+// ExampleOpen_cluster opens a Redis Cluster from two of its seed nodes, as
+// the CLI does for --store redis+cluster://…; the other nodes are
+// discovered.
+func ExampleOpen_cluster() {
+	ctx := context.Background()
+	store, err := redisstore.Open(ctx, "redis+cluster://10.0.0.1:6379,10.0.0.2:6379?dial_timeout=2s",
+		redisstore.Config{Prefix: "payments:idem:"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+}
+
+// ExampleConfig_waitReplicas forwards a request only after one replica
+// acknowledged its claim: a claim that no replica acknowledged within
+// 100ms is released and Claim fails with ErrNotReplicated (matching
+// retrysafe.ErrStoreUnavailable: the gateway and middleware answer 503).
+func ExampleConfig_waitReplicas() {
+	client := goredis.NewClient(&goredis.Options{Addr: "10.0.0.1:6379"})
+	defer client.Close()
+	store, err := redisstore.New(client, redisstore.Config{WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = store.Claim(context.Background(), &retrysafe.ClaimParams{Scope: "tenant-42", Key: "order-1",
+		Fingerprint: "fp", Token: retrysafe.NewToken(), Now: time.Now(), Lease: 30 * time.Second})
+	if errors.Is(err, redisstore.ErrNotReplicated) {
+		log.Print("no replica has the claim: answer 503, run nothing")
 	}
 }

@@ -57,8 +57,19 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		s.afterRead()
 	}
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
-	reply, err := claimScript.Run(ctx, s.pipe, []string{k},
-		params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce()).Slice()
+	var reply []any
+	acked := 0
+	if s.waitReplicas == 0 {
+		reply, err = claimScript.Run(ctx, s.pipe, []string{k},
+			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce()).Slice()
+	} else {
+		var cmd *goredis.Cmd
+		cmd, acked, err = s.runWaited(ctx, claimScript, []string{k},
+			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce())
+		if err == nil {
+			reply, err = cmd.Slice()
+		}
+	}
 	if err != nil {
 		return nil, s.fail(ctx, "claim", err)
 	}
@@ -86,6 +97,9 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	attempt, err := strconv.Atoi(attemptS)
 	if err != nil {
 		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: attempt %q", errCorrupt, attemptS))
+	}
+	if acked < s.waitReplicas {
+		return nil, s.unreplicatedClaim(ctx, k, params.Token, attempt, acked)
 	}
 	created, err := decodeTime(createdS)
 	if err != nil {
@@ -188,12 +202,34 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 	} else {
 		args = append(args, "0", "", "", "0", "")
 	}
+	if s.waitReplicas > 0 {
+		return s.completeWaited(ctx, k, args)
+	}
 	n, err := completeScript.Run(ctx, s.pipe, []string{k}, args...).Int64()
 	if err != nil {
 		return s.fail(ctx, "complete", err)
 	}
 	if n != 1 {
 		return retrysafe.ErrLeaseLost
+	}
+	return nil
+}
+
+// completeWaited is Complete's script followed by WAIT.
+func (s *Store) completeWaited(ctx context.Context, k string, args []any) error {
+	cmd, acked, err := s.runWaited(ctx, completeScript, []string{k}, args...)
+	if err != nil {
+		return s.fail(ctx, "complete", err)
+	}
+	n, err := cmd.Int64()
+	if err != nil {
+		return s.fail(ctx, "complete", err)
+	}
+	if n != 1 {
+		return retrysafe.ErrLeaseLost
+	}
+	if acked < s.waitReplicas {
+		return &ReplicationError{Op: "complete", Want: s.waitReplicas, Acked: acked, Timeout: s.waitTimeout}
 	}
 	return nil
 }

@@ -40,6 +40,10 @@ if #cur > 0 then
   if h['state'] == 'completed' and h['expires'] and le(h['expires'], ARGV[5]) then
     -- expired result: counts as absent
   elseif h['state'] == 'processing' and h['token'] == ARGV[4] and h['nonce'] == ARGV[8] then
+    -- a retry of this very call: write again, so that a WAIT on the
+    -- retry's connection covers the first run's write even on a server
+    -- that records a connection's offset only after it writes
+    redis.call('HSET', KEYS[1], 'nonce', ARGV[8])
     return {1, h['attempt'], h['created']}
   elseif h['state'] == 'processing' and h['lease'] and le(h['lease'], ARGV[5]) and h['fp'] == ARGV[3] then
     attempt = tonumber(h['attempt']) + 1
@@ -77,7 +81,10 @@ return 1
 // record (same token and nonce) returns 1.
 const completeSrc = `
 local st = redis.call('HMGET', KEYS[1], 'state', 'token', 'cnonce')
-if st[1] == 'completed' and st[2] == ARGV[1] and st[3] == ARGV[5] then return 1 end
+if st[1] == 'completed' and st[2] == ARGV[1] and st[3] == ARGV[5] then
+  redis.call('HSET', KEYS[1], 'cnonce', ARGV[5]) -- as in claimSrc: for WAIT
+  return 1
+end
 if st[1] ~= 'processing' or st[2] ~= ARGV[1] then return 0 end
 local f = {'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5]}
 if ARGV[7] == '1' then

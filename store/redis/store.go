@@ -50,7 +50,29 @@ type Config struct {
 	// runs to its end whatever its context says, bounded by the client's
 	// read and write timeouts.
 	DisableAutoPipeline bool
+
+	// WaitReplicas, when positive, makes a Claim that wins and every
+	// Complete wait, with Redis WAIT on the connection that wrote, until
+	// that many replicas acknowledged the write, at most WaitTimeout. A
+	// claim that fewer replicas acknowledged is released again (a
+	// takeover is left to its lease instead) and Claim fails with a
+	// [*ReplicationError] that matches
+	// [retrysafe.ErrStoreUnavailable] (the request gets 503 and nothing
+	// runs); a Complete that fewer replicas acknowledged returns a
+	// [*ReplicationError] that does not (the result is stored on the
+	// primary and replays from there). WAIT is not consensus: see
+	// docs/redis.md. It needs a client with one primary (a *goredis.Client,
+	// which includes the failover client of Sentinel); [New] refuses it
+	// with a ClusterClient. Zero (the default) waits for nothing.
+	WaitReplicas int
+
+	// WaitTimeout bounds each WAIT; zero means [DefaultWaitTimeout]. It
+	// must be below the client's ReadTimeout, which bounds the reply.
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is the default of [Config.WaitTimeout].
+const DefaultWaitTimeout = time.Second
 
 // Store is a [retrysafe.Store] on Redis. It also implements
 // [retrysafe.Pinger], [retrysafe.Notifier] and [retrysafe.Admin]. It needs
@@ -71,6 +93,11 @@ type Store struct {
 	// Extend: the client's autopipeliner (see Config.DisableAutoPipeline),
 	// or the client itself.
 	pipe pipe
+	// waitClient sends a script and its WAIT in one pipeline, on one
+	// connection; nil unless Config.WaitReplicas > 0.
+	waitClient   *goredis.Client
+	waitReplicas int
+	waitTimeout  time.Duration
 }
 
 // pipe is what the record operations need of a client.
@@ -114,6 +141,22 @@ func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
 		prefix:    cfg.Prefix,
 		retention: cfg.ProcessingRetention,
 	}
+	if cfg.WaitReplicas < 0 || cfg.WaitTimeout < 0 {
+		return nil, fmt.Errorf("retrysafe/redis: negative WaitReplicas (%d) or WaitTimeout (%s)", cfg.WaitReplicas, cfg.WaitTimeout)
+	}
+	if cfg.WaitReplicas > 0 {
+		c, ok := client.(*goredis.Client)
+		if !ok {
+			return nil, fmt.Errorf("retrysafe/redis: WaitReplicas needs a client of one primary (*redis.Client or a failover client), not %T: WAIT acknowledges the writes of one connection to one primary", client)
+		}
+		if cfg.WaitTimeout == 0 {
+			cfg.WaitTimeout = DefaultWaitTimeout
+		}
+		if rt := c.Options().ReadTimeout; rt > 0 && cfg.WaitTimeout >= rt {
+			return nil, fmt.Errorf("retrysafe/redis: WaitTimeout %s must be below the client's ReadTimeout %s", cfg.WaitTimeout, rt)
+		}
+		s.waitClient, s.waitReplicas, s.waitTimeout = c, cfg.WaitReplicas, cfg.WaitTimeout
+	}
 	s.notify = newNotifier(client)
 	s.pipe = client
 	if c, ok := client.(*goredis.Client); ok && !cfg.DisableAutoPipeline {
@@ -127,18 +170,21 @@ func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Open connects to the Redis server at url (redis://[user:password@]host:port/db
-// or rediss://…, as parsed by goredis.ParseURL), loads the scripts, and
-// returns a Store that owns the client: [Store.Close] closes it. It fails,
+// Open connects to Redis, loads the scripts, and returns a Store that owns
+// the client: [Store.Close] closes it. url is either one server,
+// redis://[user:password@]host:port/db or rediss://…, as parsed by
+// goredis.ParseURL, or a Redis Cluster given by seed nodes,
+// redis+cluster://[user:password@]host:port[,host:port…][?options] (or
+// rediss+cluster:// for TLS), whose options are those of
+// goredis.ParseClusterURL; the other nodes are discovered. It fails,
 // wrapping [retrysafe.ErrStoreUnavailable], when the server does not answer
-// within ctx. For a Cluster or Sentinel setup build the client yourself and
-// call [New].
+// within ctx. For a Sentinel setup build the client yourself and call
+// [New].
 func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
-	opts, err := goredis.ParseURL(url)
+	client, err := clientFromURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("retrysafe/redis: %w", err)
 	}
-	client := goredis.NewClient(opts)
 	s, err := New(client, cfg)
 	if err != nil {
 		_ = client.Close()
@@ -175,16 +221,26 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// loadScripts loads every script in one pipelined round trip.
+// loadScripts loads every script in one pipelined round trip, on every
+// master of a cluster.
 func (s *Store) loadScripts(ctx context.Context) error {
-	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		// Not Script.Load: inside a pipeline it would record the
-		// not-yet-received (empty) digest as the script's hash.
-		for _, src := range allScriptSources {
-			p.ScriptLoad(ctx, src)
-		}
-		return nil
-	})
+	load := func(ctx context.Context, c goredis.Cmdable) error {
+		_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			// Not Script.Load: inside a pipeline it would record the
+			// not-yet-received (empty) digest as the script's hash.
+			for _, src := range allScriptSources {
+				p.ScriptLoad(ctx, src)
+			}
+			return nil
+		})
+		return err
+	}
+	var err error
+	if cc, ok := s.client.(*goredis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return load(ctx, c) })
+	} else {
+		err = load(ctx, s.client)
+	}
 	if err != nil {
 		return s.fail(ctx, "load scripts", err)
 	}
