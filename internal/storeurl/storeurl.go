@@ -9,10 +9,12 @@
 //	                             plus retrysafe_schema and retrysafe_table
 //	redis://host:6379/0          Redis (rediss:// for TLS); go-redis URL parameters,
 //	                             plus retrysafe_prefix
+//	mysql://user:pw@host:3306/db MySQL 8 or MariaDB 10.11; go-sql-driver/mysql DSN
+//	                             parameters (tls, timeout, …), plus retrysafe_table
 //
 // SQLite accepts the query parameters retrysafe_table (sqlite:app.db?retrysafe_table=idem)
 // and synchronous (full, the default, or normal: see sqlite.Config.Synchronous).
-// SQLite and PostgreSQL stores apply their migrations when opened.
+// SQLite, PostgreSQL and MySQL stores apply their migrations when opened.
 package storeurl
 
 import (
@@ -25,6 +27,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/redis"
 	"github.com/retrysafe/retrysafe/store/sqlite"
@@ -34,7 +37,7 @@ import (
 const Default = "sqlite:retrysafe.db"
 
 // Accepted lists the accepted URL forms, for help texts and errors.
-const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://… or rediss://…"
+const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://… or mysql://…"
 
 // Query parameters understood by storeurl itself.
 const (
@@ -98,6 +101,12 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (retrysafe.Store
 		s, err := postgres.Open(ctx, rawURL, postgres.Config{})
 		if err != nil {
 			return nil, nil, err
+		}
+		return s, s.Close, nil
+	case "mysql":
+		s, err := mysql.Open(ctx, rawURL, mysql.Config{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("store %q: %w", Redact(rawURL), err)
 		}
 		return s, s.Close, nil
 	case "redis", "rediss":
