@@ -3,6 +3,7 @@ module github.com/retrysafe/retrysafe/gateway
 go 1.26.0
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
@@ -11,6 +12,8 @@ require (
 	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.6
 )
+
+require filippo.io/edwards25519 v1.2.0 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -28,6 +31,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -45,3 +49,5 @@ replace (
 	github.com/retrysafe/retrysafe/store/redis => ../store/redis
 	github.com/retrysafe/retrysafe/store/sqlite => ../store/sqlite
 )
+
+replace github.com/retrysafe/retrysafe/store/mysql => ../store/mysql
