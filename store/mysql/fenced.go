@@ -51,10 +51,9 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 // caller) should then release it or let its lease run out, so a retry runs
 // again.
 //
-// tx must be on the server that holds the store's table (any database
-// there: the statement names the table in the store's database only if the
-// connection uses it, so begin tx on [Store.DB] or a *sql.DB of the same
-// database). The UPDATE locks the record's row until tx ends: a duplicate
+// tx must be on the database that holds the store's table (the statement
+// names the table without a database): begin it on [Store.DB] or on a
+// *sql.DB of the same database. The UPDATE locks the record's row until tx ends: a duplicate
 // meanwhile is answered from a plain read (the record is processing) and
 // does not wait, but a takeover of the record waits for tx. Under any
 // isolation level the UPDATE sees the newest committed row, so the fencing
