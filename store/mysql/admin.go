@@ -12,7 +12,7 @@ import (
 // ExpiresAt <= p.Now, then retires processing records whose LeaseUntil +
 // p.ProcessingRetention <= p.Now (default
 // [retrysafe.DefaultProcessingRetention]), in batches of p.BatchSize
-// (default 1000). Each batch is one DELETE … ORDER BY … LIMIT in a READ
+// (default 1000). Each batch is one DELETE … LIMIT in a READ
 // COMMITTED transaction of its own, found through the (state,
 // expires_at_ns) and (state, lease_until_ns) indexes; InnoDB checks the
 // condition on the newest version of each row, so a record extended,

@@ -38,13 +38,15 @@ func buildQueries(table string) queries {
 		release: "DELETE FROM " + t + " WHERE scope = ? AND idem_key = ? AND token = ? AND state = 'processing'",
 		// scope, key.
 		del: "DELETE FROM " + t + " WHERE scope = ? AND idem_key = ?",
-		// now, batch size: through the (state, expires_at_ns) index, in
-		// expiry order. The condition is checked on the newest version
-		// of each row, so a record taken over meanwhile is kept.
-		sweep: "DELETE FROM " + t + " WHERE state = 'completed' AND expires_at_ns <= ? ORDER BY expires_at_ns LIMIT ?",
+		// now, batch size: a range of the (state, expires_at_ns) index,
+		// read in index order until LIMIT rows are deleted (no ORDER BY:
+		// MariaDB would sort the whole expired range for each batch). The
+		// condition is checked on the newest version of each row, so a
+		// record taken over meanwhile is kept.
+		sweep: "DELETE FROM " + t + " WHERE state = 'completed' AND expires_at_ns <= ? LIMIT ?",
 		// now minus the processing retention, batch size: abandoned
 		// attempts, through the (state, lease_until_ns) index.
-		retire: "DELETE FROM " + t + " WHERE state = 'processing' AND lease_until_ns <= ? ORDER BY lease_until_ns LIMIT ?",
+		retire: "DELETE FROM " + t + " WHERE state = 'processing' AND lease_until_ns <= ? LIMIT ?",
 		// after scope (twice), after key, [scope,] limit.
 		list:            sel + after + " ORDER BY scope, idem_key LIMIT ?",
 		listScope:       sel + after + " AND scope = ? ORDER BY scope, idem_key LIMIT ?",
