@@ -60,7 +60,7 @@ func (s *Store) deleteBatches(ctx context.Context, query string, bound int64, ba
 	total := 0
 	for {
 		var n int64
-		err := retryDeadlock(ctx, func() error {
+		err := s.retryDeadlock(ctx, func() error {
 			var err error
 			n, err = s.deleteBatch(ctx, query, bound, batch)
 			return err

@@ -37,7 +37,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		return nil, err
 	}
 	var res *retrysafe.ClaimResult
-	err = retryDeadlock(ctx, func() error {
+	err = s.retryDeadlock(ctx, func() error {
 		var err error
 		res, err = s.claimOnce(ctx, p, now, until)
 		return err

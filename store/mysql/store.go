@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	driver "github.com/go-sql-driver/mysql"
@@ -31,6 +32,8 @@ type Store struct {
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // prepared on first use, by query text
 	closed bool
+
+	deadlocks atomic.Int64 // claims and sweep batches run again after a deadlock
 }
 
 // Compile-time checks of the interfaces Store implements.
@@ -212,12 +215,13 @@ const deadlockRetries = 10
 
 // retryDeadlock runs fn again while it fails with a deadlock, with a short
 // jittered pause, at most deadlockRetries times.
-func retryDeadlock(ctx context.Context, fn func() error) error {
+func (s *Store) retryDeadlock(ctx context.Context, fn func() error) error {
 	for i := 0; ; i++ {
 		err := fn()
 		if err == nil || !isDeadlock(err) || i == deadlockRetries || ctx.Err() != nil {
 			return err
 		}
+		s.deadlocks.Add(1)
 		t := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond)<<min(i, 4))) + 100*time.Microsecond)
 		select {
 		case <-ctx.Done():
