@@ -53,7 +53,9 @@ var (
 //
 // The store prepares its statements (one round trip per call afterwards)
 // and works whatever the DSN says about interpolateParams,
-// clientFoundRows or multiStatements. Give db enough idle connections
+// clientFoundRows or multiStatements. Its connections must run in
+// autocommit mode (the server's default; do not set autocommit=0 in the
+// DSN): each statement outside the claim procedure commits on its own. Give db enough idle connections
 // (SetMaxIdleConns) for the concurrency you expect: database/sql closes
 // connections beyond the idle limit, and a new connection prepares every
 // statement again.
