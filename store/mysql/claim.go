@@ -71,10 +71,12 @@ func (s *Store) claimOnce(ctx context.Context, p *retrysafe.ClaimParams, now, un
 	if err := rows.Scan(append([]any{&claimed}, r.dest()...)...); err != nil {
 		return nil, err
 	}
-	// Read the procedure's final status too: a failure after the row
-	// (there is none by construction) must not go unnoticed.
-	for rows.Next() {
+	if rows.Next() {
+		return nil, errors.New("mysql: the claim procedure returned more than one row")
 	}
+	// Read the procedure's final status too (Close drains it): a failure
+	// after the row, which the procedure never sends, must not go
+	// unnoticed.
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
