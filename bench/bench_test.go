@@ -20,6 +20,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
@@ -125,6 +126,28 @@ func openStores(tb testing.TB, all bool) []benchStore {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				_, _ = pg.Pool().Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+				_ = closeStore()
+			}})
+		}
+	}
+
+	myURL := cmpEnv("RETRYSAFE_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+	if u, err := url.Parse(myURL); err == nil {
+		table := "rs_bench_" + suffix
+		q := u.Query()
+		q.Set(mysql.URLParamTable, table)
+		u.RawQuery = q.Encode()
+		if s, closeStore, err := storeurl.Open(ctx, u.String()); err != nil {
+			unreachable(tb, "MySQL/MariaDB", err)
+		} else {
+			my := s.(*mysql.Store)
+			out = append(out, benchStore{"mysql", my, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
+					"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+					_, _ = my.DB().ExecContext(ctx, stmt)
+				}
 				_ = closeStore()
 			}})
 		}

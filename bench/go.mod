@@ -11,6 +11,11 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
@@ -31,6 +36,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/retrysafe/retrysafe/otel v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -59,3 +65,5 @@ replace (
 )
 
 replace github.com/retrysafe/retrysafe/otel => ../otel
+
+replace github.com/retrysafe/retrysafe/store/mysql => ../store/mysql

@@ -3,6 +3,7 @@ module github.com/retrysafe/retrysafe/gateway
 go 1.26.0
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
@@ -15,6 +16,8 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.yaml.in/yaml/v3 v3.0.6
 )
+
+require filippo.io/edwards25519 v1.2.0 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -34,6 +37,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
@@ -55,3 +59,5 @@ replace (
 	github.com/retrysafe/retrysafe/store/redis => ../store/redis
 	github.com/retrysafe/retrysafe/store/sqlite => ../store/sqlite
 )
+
+replace github.com/retrysafe/retrysafe/store/mysql => ../store/mysql

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,11 +23,13 @@ import (
 	"testing"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/redis"
 	"github.com/retrysafe/retrysafe/store/sqlite"
@@ -92,6 +95,19 @@ func storeKinds() []storeKind {
 				return s
 			}
 		}},
+		{name: "mysql", shared: func(t *testing.T) func(t *testing.T) retrysafe.Store {
+			dsn := mysqlURL(t)
+			table := "gw_" + randomHex(6)
+			t.Cleanup(func() { dropMySQLTable(dsn, table) })
+			return func(t *testing.T) retrysafe.Store {
+				s, err := mysql.Open(context.Background(), dsn, mysql.Config{Table: table})
+				if err != nil {
+					t.Fatalf("mysql.Open: %v", err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			}
+		}},
 		{name: "redis", shared: func(t *testing.T) func(t *testing.T) retrysafe.Store {
 			addr := redisAddr(t)
 			prefix := "retrysafe-gwtest:" + randomHex(6) + ":"
@@ -152,6 +168,54 @@ func dropSchema(dsn, schema string) {
 	}
 	defer conn.Close(ctx)
 	_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+}
+
+// mysqlURL returns RETRYSAFE_MYSQL_URL or the local default, after
+// checking that the server answers.
+func mysqlURL(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("RETRYSAFE_MYSQL_URL")
+	if dsn == "" {
+		dsn = testenv.DefaultMySQLURL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := withMySQL(ctx, dsn, func(db *sql.DB) error { return db.PingContext(ctx) }); err != nil {
+		testenv.Unreachable(t, "MySQL/MariaDB", err)
+	}
+	return dsn
+}
+
+// dropMySQLTable drops a MySQL store's table, its migrations table and its
+// claim procedure.
+func dropMySQLTable(dsn, table string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = withMySQL(ctx, dsn, func(db *sql.DB) error {
+		for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
+			"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// withMySQL runs fn on a *sql.DB of the server that dsn (a mysql:// URL)
+// names.
+func withMySQL(ctx context.Context, dsn string, fn func(*sql.DB) error) error {
+	dc, _, err := mysql.ParseURL(dsn)
+	if err != nil {
+		return err
+	}
+	connector, err := mysqldriver.NewConnector(dc)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	return fn(db)
 }
 
 func redisAddr(t *testing.T) string {

@@ -10,6 +10,11 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
+)
+
+require (
 	github.com/andybalholm/brotli v1.1.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
@@ -26,6 +31,7 @@ require (
 	github.com/philhofer/fwd v1.1.3-0.20240916144458-20a13a1f6b7c // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000 // indirect
@@ -50,3 +56,5 @@ replace (
 	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
 	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite
 )
+
+replace github.com/retrysafe/retrysafe/store/mysql => ../../store/mysql

@@ -19,6 +19,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 )
 
@@ -31,10 +32,10 @@ type cliBackend struct {
 	open  storeOpener
 }
 
-// cliBackends returns the memory and SQLite stores, and PostgreSQL and
-// Redis when they are reachable (skipped otherwise; under CI=true an
-// unreachable server fails the test). Each is isolated: its own SQLite
-// file, PostgreSQL schema and Redis key prefix.
+// cliBackends returns the memory and SQLite stores, and PostgreSQL,
+// MySQL/MariaDB and Redis when they are reachable (skipped otherwise; under
+// CI=true an unreachable server fails the test). Each is isolated: its own
+// SQLite file, PostgreSQL schema, MySQL table and Redis key prefix.
 func cliBackends(t *testing.T) []cliBackend {
 	t.Helper()
 	var out []cliBackend
@@ -80,6 +81,28 @@ func cliBackends(t *testing.T) []cliBackend {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				_, _ = b.store.(*postgres.Store).Pool().Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			})
+			out = append(out, b)
+		}
+	}
+
+	mysqlURL := os.Getenv("RETRYSAFE_MYSQL_URL")
+	if mysqlURL == "" {
+		mysqlURL = "mysql://root@127.0.0.1:3306/test"
+	}
+	if u, err := url.Parse(mysqlURL); err == nil {
+		table := "rs_cli_" + suffix
+		q := u.Query()
+		q.Set(mysql.URLParamTable, table)
+		u.RawQuery = q.Encode()
+		if b, ok := openCLIBackendIfUp(t, "mysql", u.String()); ok {
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				db := b.store.(*mysql.Store).DB()
+				for _, name := range []string{"TABLE `" + table + "`", "TABLE `" + table + "_migrations`", "PROCEDURE `" + table + "_claim`"} {
+					_, _ = db.ExecContext(ctx, "DROP "+strings.Replace(name, " ", " IF EXISTS ", 1))
+				}
 			})
 			out = append(out, b)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
@@ -29,6 +30,8 @@ func TestMigrate(t *testing.T) {
 				want = sqlite.LatestSchemaVersion()
 			case *postgres.Store:
 				want = postgres.LatestSchemaVersion()
+			case *mysql.Store:
+				want = mysql.LatestSchemaVersion()
 			}
 			for range 2 { // a second run finds nothing to do
 				out, _, err := cliRun(t, b, migrateCmdForTest, "--store", b.url, "--json")

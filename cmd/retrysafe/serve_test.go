@@ -55,8 +55,8 @@ func TestUsage(t *testing.T) {
 			code: 2, stderr: []string{"--read-timeout"}},
 		"bad write timeout": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--write-timeout", "-1s"},
 			code: 2, stderr: []string{"--write-timeout"}},
-		"unknown store scheme": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--store", "mysql://db"},
-			code: 1, stderr: []string{"mysql", "memory:", "sqlite:PATH", "postgres://", "redis://"}},
+		"unknown store scheme": {args: []string{"serve", "--upstream", "http://127.0.0.1:1", "--store", "mongodb://db"},
+			code: 1, stderr: []string{"mongodb", "memory:", "sqlite:PATH", "postgres://", "redis://", "mysql://"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -3,6 +3,7 @@ module github.com/retrysafe/retrysafe/internal/e2e
 go 1.26.0
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
@@ -10,6 +11,8 @@ require (
 	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
 )
+
+require filippo.io/edwards25519 v1.2.0 // indirect
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -21,6 +24,7 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -37,3 +41,5 @@ replace (
 	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
 	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite
 )
+
+replace github.com/retrysafe/retrysafe/store/mysql => ../../store/mysql

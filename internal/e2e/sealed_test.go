@@ -92,7 +92,7 @@ func sealedWantResponse(t *testing.T, what string, got, want *retrysafe.Response
 func TestSealedConformance(t *testing.T) {
 	t.Parallel()
 	ring := sealedRing(t, "k1", "k2")
-	for _, name := range []string{"memory", "sqlite", "postgres", "redis"} {
+	for _, name := range []string{"memory", "sqlite", "postgres", "redis", "mysql"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, func(t *testing.T) retrysafe.Store {
@@ -123,7 +123,7 @@ func TestSealedUnavailable(t *testing.T) {
 // store keeps as an empty one) reads back through the wrapper without error.
 func TestSealedCompleteNilResponse(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"memory", "sqlite", "postgres", "redis"} {
+	for _, name := range []string{"memory", "sqlite", "postgres", "redis", "mysql"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := sealedWrap(t, stores.All[name](t), sealedRing(t, "k1"), sealed.Config{})
@@ -145,7 +145,7 @@ func TestSealedCompleteNilResponse(t *testing.T) {
 func TestSealedRawStoreHoldsNoPlaintext(t *testing.T) {
 	t.Parallel()
 	ring := sealedRing(t, "k1")
-	for _, name := range []string{"memory", "sqlite", "postgres", "redis"} {
+	for _, name := range []string{"memory", "sqlite", "postgres", "redis", "mysql"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			raw := stores.All[name](t)

@@ -17,10 +17,13 @@
 //	                             Redis Cluster from seed nodes (rediss+cluster:// for
 //	                             TLS); go-redis cluster URL parameters, plus
 //	                             retrysafe_prefix
+//	                             plus retrysafe_prefix
+//	mysql://user:pw@host:3306/db MySQL 8 or MariaDB 10.11; go-sql-driver/mysql DSN
+//	                             parameters (tls, timeout, …), plus retrysafe_table
 //
 // SQLite accepts the query parameters retrysafe_table (sqlite:app.db?retrysafe_table=idem)
 // and synchronous (full, the default, or normal: see sqlite.Config.Synchronous).
-// SQLite and PostgreSQL stores apply their migrations when opened.
+// SQLite, PostgreSQL and MySQL stores apply their migrations when opened.
 package storeurl
 
 import (
@@ -34,6 +37,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/redis"
 	"github.com/retrysafe/retrysafe/store/sqlite"
@@ -43,7 +47,7 @@ import (
 const Default = "sqlite:retrysafe.db"
 
 // Accepted lists the accepted URL forms, for help texts and errors.
-const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://… or redis+cluster://HOST:PORT[,HOST:PORT…]"
+const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://…, redis+cluster://HOST:PORT[,HOST:PORT…] or mysql://…"
 
 // Query parameters understood by storeurl itself.
 const (
@@ -112,6 +116,12 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (retrysafe.Store
 		s, err := postgres.Open(ctx, rawURL, postgres.Config{})
 		if err != nil {
 			return nil, nil, err
+		}
+		return s, s.Close, nil
+	case "mysql":
+		s, err := mysql.Open(ctx, rawURL, mysql.Config{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("store %q: %w", Redact(rawURL), err)
 		}
 		return s, s.Close, nil
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":

@@ -15,6 +15,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/redis"
 	"github.com/retrysafe/retrysafe/store/sqlite"
@@ -111,7 +112,9 @@ func TestOpenErrors(t *testing.T) {
 		url  string
 		want []string
 	}{
-		"unknown scheme": {"mysql://u:hunter2@db/x", []string{`unknown scheme "mysql"`, "memory:", "sqlite:PATH", "postgres://", "redis://", "xxxxx"}},
+		"unknown scheme": {"mongodb://u:hunter2@db/x", []string{`unknown scheme "mongodb"`, "memory:", "sqlite:PATH", "postgres://", "redis://", "mysql://", "xxxxx"}},
+		"mysql no db":    {"mysql://u:hunter2@db:3306", []string{"must name one database", "xxxxx"}},
+		"mysql param":    {"mysql://u:hunter2@db:3306/x?timeout=soon", []string{"timeout"}},
 		"no scheme":      {"retrysafe.db", []string{"no scheme", "sqlite:retrysafe.db"}},
 		"empty sqlite":   {"sqlite:", []string{"empty path"}},
 		"sqlite param":   {"sqlite:x.db?mode=ro", []string{`unknown parameter "mode"`}},
@@ -166,6 +169,45 @@ func TestOpenPostgres(t *testing.T) {
 	roundTrip(t, s)
 	if err := storeurl.Migrate(context.Background(), s); err != nil {
 		t.Fatalf("Migrate: %v", err)
+	}
+}
+
+// TestOpenMySQL: a mysql:// URL with retrysafe_table opens a migrated
+// MySQL/MariaDB store on that table.
+func TestOpenMySQL(t *testing.T) {
+	t.Parallel()
+	table := testenv.Name("storeurl_")
+	u := testenv.MySQLURL()
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	s, closeFn, err := storeurl.Open(context.Background(), u+sep+"retrysafe_table="+table)
+	if err != nil {
+		testenv.Unreachable(t, "MySQL/MariaDB", err)
+	}
+	t.Cleanup(func() { _ = closeFn() }) // after the drops below (cleanups run last first)
+	my, ok := s.(*mysql.Store)
+	if !ok {
+		t.Fatalf("got %T", s)
+	}
+	t.Cleanup(func() {
+		for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
+			"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+			if _, err := my.DB().Exec(stmt); err != nil {
+				t.Errorf("%s: %v", stmt, err)
+			}
+		}
+	})
+	if my.Config().Table != table {
+		t.Fatalf("table %q, want %q", my.Config().Table, table)
+	}
+	roundTrip(t, s)
+	if err := storeurl.Migrate(context.Background(), s); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if n, err := storeurl.Sweep(context.Background(), s, &retrysafe.SweepParams{Now: time.Now()}); err != nil || n != 0 {
+		t.Fatalf("Sweep = %d, %v", n, err)
 	}
 }
 

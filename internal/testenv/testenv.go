@@ -1,5 +1,5 @@
 // Package testenv holds the rules every test that talks to a real server
-// follows: where the machine's servers are (PostgresURL, RedisAddr), fresh
+// follows: where the machine's servers are (PostgresURL, RedisAddr, MySQLURL), fresh
 // names for isolation (Name, SQLitePath), and what happens when a server
 // cannot be reached: the test is skipped locally and fails when CI=true
 // (Unreachable).
@@ -29,6 +29,7 @@ const (
 	// DefaultPgBouncerURL is the PgBouncer that .ci/run starts from
 	// .ci/pgbouncer.ini (transaction pooling in front of PostgreSQL).
 	DefaultPgBouncerURL = "postgres://postgres@127.0.0.1:6432/test?sslmode=disable"
+	DefaultMySQLURL     = "mysql://root@127.0.0.1:3306/test"
 )
 
 // PostgresURL is RETRYSAFE_POSTGRES_URL or the local default.
@@ -43,6 +44,10 @@ func PgBouncerURL() string { return env("RETRYSAFE_PGBOUNCER_URL", DefaultPgBoun
 
 // RedisAddr is RETRYSAFE_REDIS_ADDR or the local default.
 func RedisAddr() string { return env("RETRYSAFE_REDIS_ADDR", DefaultRedisAddr) }
+
+// MySQLURL is RETRYSAFE_MYSQL_URL or the local default (the MariaDB or
+// MySQL server's test database), as a mysql:// URL.
+func MySQLURL() string { return env("RETRYSAFE_MYSQL_URL", DefaultMySQLURL) }
 
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {

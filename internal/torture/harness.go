@@ -234,8 +234,11 @@ func proxiedStore(lk *links, i int, store string) (string, *toxiproxy.Proxy, err
 	host := u.Host
 	if _, _, err := net.SplitHostPort(host); err != nil {
 		port := "5432"
-		if strings.HasPrefix(u.Scheme, "redis") {
+		switch {
+		case strings.HasPrefix(u.Scheme, "redis"):
 			port = "6379"
+		case u.Scheme == "mysql":
+			port = "3306"
 		}
 		host = net.JoinHostPort(host, port)
 	}

@@ -85,6 +85,10 @@ var storeURLs = map[string]func(t *testing.T) string{
 		u, _ := stores.PostgresSchemaURL(t)
 		return u
 	},
+	"mysql": func(t *testing.T) string {
+		u, _ := stores.MySQLTableURL(t)
+		return u
+	},
 	"redis": func(t *testing.T) string {
 		u, err := url.Parse(stores.RedisURL(t))
 		if err != nil {

@@ -1,6 +1,6 @@
 // Package stores gives tests isolated stores of every backend on the real
-// servers of the machine: its own SQLite file, PostgreSQL schema or Redis
-// key prefix per test. A server that cannot be reached skips the test
+// servers of the machine: its own SQLite file, PostgreSQL schema, MySQL
+// table or Redis key prefix per test. A server that cannot be reached skips the test
 // locally and fails it when CI=true (testenv.Unreachable).
 //
 // It imports every store and driver, so it lives in the module of the tests
@@ -9,17 +9,20 @@ package stores
 
 import (
 	"context"
+	"database/sql"
 	"net"
 	"net/url"
 	"testing"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/testenv"
+	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/redis"
 	"github.com/retrysafe/retrysafe/store/sqlite"
@@ -148,6 +151,79 @@ func PgBouncer(t testing.TB) *postgres.Store {
 	return s
 }
 
+// MySQLTableURL returns a mysql:// URL of the test server whose
+// retrysafe_table parameter names a fresh table (dropped at the end of the
+// test with its migrations table and claim procedure), and the table's
+// name.
+func MySQLTableURL(t testing.TB) (string, string) {
+	t.Helper()
+	db := mysqlDB(t)
+	table := testenv.Name("rs_test_")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
+			"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				t.Errorf("%s: %v", stmt, err)
+			}
+		}
+	})
+	u, err := url.Parse(testenv.MySQLURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(mysql.URLParamTable, table)
+	u.RawQuery = q.Encode()
+	return u.String(), table
+}
+
+// mysqlDB returns a *sql.DB of the test server, closed at the end of the
+// test (after the cleanups registered later).
+func mysqlDB(t testing.TB) *sql.DB {
+	t.Helper()
+	dc, _, err := mysql.ParseURL(testenv.MySQLURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	connector, err := mysqldriver.NewConnector(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(connector)
+	// A bounded pool: 200 concurrent callers must not open 200 connections
+	// (the server's max_connections is 151 by default).
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		testenv.Unreachable(t, "MySQL/MariaDB at "+testenv.MySQLURL(), err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// MySQL returns a migrated store on a fresh table, on its own *sql.DB.
+func MySQL(t testing.TB) *mysql.Store {
+	t.Helper()
+	db := mysqlDB(t)
+	_, table := MySQLTableURL(t)
+	s, err := mysql.New(db, mysql.Config{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // RedisURL returns a redis:// URL for the test server, after checking that
 // it answers.
 func RedisURL(t testing.TB) string {
@@ -204,6 +280,7 @@ func Redis(t testing.TB) *redis.Store {
 // All lists a constructor for every store, for tests that run against
 // all of them.
 var All = map[string]func(t testing.TB) retrysafe.Store{
+	"mysql":    func(t testing.TB) retrysafe.Store { return MySQL(t) },
 	"memory":   func(t testing.TB) retrysafe.Store { return testenv.Memory(t) },
 	"sqlite":   func(t testing.TB) retrysafe.Store { return SQLite(t) },
 	"postgres": func(t testing.TB) retrysafe.Store { return Postgres(t) },

@@ -1,0 +1,182 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Sweep implements [retrysafe.Sweeper]: it deletes completed records whose
+// ExpiresAt <= p.Now, then retires processing records whose LeaseUntil +
+// p.ProcessingRetention <= p.Now (default
+// [retrysafe.DefaultProcessingRetention]), in batches of p.BatchSize
+// (default 1000). Each batch is one DELETE … LIMIT in a READ
+// COMMITTED transaction of its own, found through the (state,
+// expires_at_ns) and (state, lease_until_ns) indexes; InnoDB checks the
+// condition on the newest version of each row, so a record extended,
+// taken over or completed meanwhile is kept, and READ COMMITTED takes no
+// gap locks that would hold up claims. Each kind stops at its first short
+// batch; Sweep returns how many it deleted.
+func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+	if p == nil {
+		return 0, errors.New("mysql: sweep: nil params")
+	}
+	retention, err := p.Retention()
+	if err != nil {
+		return 0, err
+	}
+	now, err := nanos(p.Now)
+	if err != nil {
+		return 0, err
+	}
+	// A lease bound before 1677 retires nothing that a later one would
+	// not: clamp it instead of failing.
+	leaseBound := p.Now.Add(-retention)
+	if leaseBound.Before(minTime) {
+		leaseBound = minTime
+	}
+	bound, err := nanos(leaseBound)
+	if err != nil {
+		return 0, err
+	}
+	batch := p.BatchSize
+	if batch <= 0 {
+		batch = DefaultSweepBatch
+	}
+	total, err := s.deleteBatches(ctx, s.q.sweep, now, batch)
+	if err != nil {
+		return total, err
+	}
+	retired, err := s.deleteBatches(ctx, s.q.retire, bound, batch)
+	return total + retired, err
+}
+
+// deleteBatches runs the batch DELETE query (arguments: the time bound and
+// the batch size) until a batch deletes fewer than batch rows, and returns
+// how many it deleted.
+func (s *Store) deleteBatches(ctx context.Context, query string, bound int64, batch int) (int, error) {
+	total := 0
+	for {
+		var n int64
+		err := s.retryDeadlock(ctx, func() error {
+			var err error
+			n, err = s.deleteBatch(ctx, query, bound, batch)
+			return err
+		})
+		if err != nil {
+			return total, s.wrap(ctx, "sweep", err)
+		}
+		total += int(n)
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
+func (s *Store) deleteBatch(ctx context.Context, query string, bound int64, batch int) (int64, error) {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.StmtContext(ctx, st).ExecContext(ctx, bound, batch)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
+}
+
+// List implements [retrysafe.Admin.List]: records ordered by (Scope, Key) in
+// byte order (the columns are binary), after the cursor, expired ones
+// included (List takes no time).
+func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+	if p == nil {
+		p = &retrysafe.ListParams{}
+	}
+	args := []any{p.AfterScope, p.AfterScope, p.AfterKey}
+	var query string
+	switch {
+	case !p.OneScope() && p.WithBodies:
+		query = s.q.list
+	case !p.OneScope():
+		query = s.q.listNoBody
+	case p.WithBodies:
+		query, args = s.q.listScope, append(args, p.Scope)
+	default:
+		query, args = s.q.listScopeNoBody, append(args, p.Scope)
+	}
+	return s.query(ctx, "list", query, append(args, p.PageSize())...)
+}
+
+// Find implements [retrysafe.Admin.Find]: the records with p.Key ordered by
+// scope, in every scope or the one p selects, expired ones included (Find
+// takes no time). Without a scope it reads the whole table (the primary
+// key leads with the scope): it is meant for operators.
+func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+	if p == nil {
+		return nil, errors.New("mysql: find: nil params")
+	}
+	args := []any{p.Key}
+	var query string
+	switch {
+	case !p.OneScope() && p.WithBodies:
+		query = s.q.find
+	case !p.OneScope():
+		query = s.q.findNoBody
+	case p.WithBodies:
+		query, args = s.q.findScope, append(args, p.Scope)
+	default:
+		query, args = s.q.findScopeNoBody, append(args, p.Scope)
+	}
+	return s.query(ctx, "find", query, args...)
+}
+
+// query runs a SELECT of records and returns them.
+func (s *Store) query(ctx context.Context, op, query string, args ...any) ([]*retrysafe.Record, error) {
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	var out []*retrysafe.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, s.wrap(ctx, op, err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	return out, nil
+}
+
+// Delete implements [retrysafe.Admin.Delete]: it removes the record whatever
+// its state or owner, notifies subscribers in this process, and returns
+// [retrysafe.ErrNotFound] when there was none.
+func (s *Store) Delete(ctx context.Context, scope, key string) error {
+	n, err := s.exec(ctx, s.q.del, scope, key)
+	if err != nil {
+		return s.wrap(ctx, "delete", err)
+	}
+	if n == 0 {
+		return retrysafe.ErrNotFound
+	}
+	s.subs.notify(scope, key)
+	return nil
+}

@@ -1,0 +1,80 @@
+// Package mysql is a [retrysafe.Store] on MySQL 8 or MariaDB 10.11 (InnoDB),
+// built on github.com/go-sql-driver/mysql through database/sql.
+//
+// Several gateway or service instances pointed at one database share their
+// idempotency records safely: every guarantee comes from InnoDB's primary
+// key and row locks, never from locks inside a process.
+//
+// # Setting up
+//
+// [New] builds a Store on the caller's *sql.DB; run [Store.Migrate] once
+// (at deploy time, or with `retrysafe migrate`) before use. [Open] connects
+// from a mysql:// URL (see [ParseURL]) or a driver DSN, migrates, and closes
+// its *sql.DB on [Store.Close]:
+//
+//	mysql://app:secret@db:3306/app?tls=true&retrysafe_table=idem
+//
+// Migrate creates the table (Config.Table, default "retrysafe_records"),
+// its indexes and the claim procedure "<table>_claim" from embedded
+// numbered migrations (migrations/NNNN_name.sql), and records them in
+// "<table>_migrations", under a named lock (GET_LOCK), so concurrent
+// Migrate calls from several processes are safe.
+//
+// # One round trip per call
+//
+// Claim is one CALL of the claim procedure (see [Store.Claim] and
+// migrations/0002_claim_procedure.sql); Get, Extend, Complete and Release
+// are one statement each. Statements are prepared once per connection, so
+// each call is one round trip, whatever the DSN says about
+// interpolateParams. A replay or a conflict is answered from a plain read
+// that writes and locks nothing; a new key or a takeover commits one short
+// READ COMMITTED transaction inside the procedure. Extend, Complete and
+// Release are fenced by the owner token and state 'processing'.
+//
+// There is no group commit in the store: InnoDB already groups the log
+// flushes (and binary log writes) of concurrent commits.
+//
+// [Store.CompleteTx] runs the completion in the caller's *sql.Tx, so a
+// handler's business rows and the stored response commit or roll back
+// together.
+//
+// # Times and bytes
+//
+// Times are stored as Unix nanoseconds in BIGINT columns, so the times
+// callers pass in params.Now come back exactly; expiry is decided by
+// params.Now, never by the server's clock. Scope, key, fingerprint, token,
+// headers and body are binary columns (VARBINARY, BLOB): every byte is
+// kept, keys compare byte by byte (case and trailing spaces count), and
+// Admin.List orders by bytes. Scope and key may be up to 1024 bytes, the
+// fingerprint 1024 and the token 255; bodies up to the server's
+// max_allowed_packet.
+//
+// # Notifications
+//
+// MySQL has no LISTEN/NOTIFY. [Store.Subscribe] signals changes made
+// through the same Store value only; waiters in other processes rely on the
+// engine's fallback poll.
+//
+// # Sweeping
+//
+// Expired records read as absent whether or not they are deleted.
+// [Store.Sweep] reclaims their space in batches and retires processing
+// records whose lease ran out more than SweepParams.ProcessingRetention
+// ago.
+//
+// # Errors
+//
+// Driver errors (connection refused, a killed connection, a lock wait
+// timeout) are returned wrapping [retrysafe.ErrStoreUnavailable]; a done
+// context is returned as the context's error. A claim chosen as a deadlock
+// victim is rolled back whole by InnoDB and retried.
+//
+// # Durability and replication
+//
+// A claim or a completion is as durable as the server's commit:
+// innodb_flush_log_at_trx_commit=1 (and sync_binlog=1 with the binary log
+// on) is needed for an acknowledged record to survive a crash of the
+// server. With asynchronous replication a failover can lose the last
+// acknowledged records, so a retry at the new primary may run the
+// operation again. docs/mysql.md in the repository has the details.
+package mysql

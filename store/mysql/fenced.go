@@ -1,0 +1,127 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// Extend implements [retrysafe.Store.Extend]: one UPDATE fenced by the
+// owner token and state 'processing'. It sets LeaseUntil to p.Now+p.Lease
+// and UpdatedAt to p.Now.
+func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	if p == nil {
+		return errors.New("mysql: extend: nil params")
+	}
+	now, err := nanos(p.Now)
+	if err != nil {
+		return err
+	}
+	until, err := nanos(p.Now.Add(p.Lease))
+	if err != nil {
+		return err
+	}
+	n, err := s.exec(ctx, s.q.extend, until, now, p.Scope, p.Key, p.Token)
+	return s.wrap(ctx, "extend", fencedResult(n, err))
+}
+
+// Complete implements [retrysafe.Store.Complete]: one UPDATE fenced by the
+// owner token and state 'processing', which stores the response and marks
+// the record completed, expiring at p.Now+p.TTL. Subscribers in this
+// process are notified.
+func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	args, err := completeArgs(p)
+	if err != nil {
+		return err
+	}
+	n, err := s.exec(ctx, s.q.complete, args...)
+	if err = s.wrap(ctx, "complete", fencedResult(n, err)); err != nil {
+		return err
+	}
+	s.subs.notify(p.Scope, p.Key)
+	return nil
+}
+
+// CompleteTx completes the record inside the caller's transaction tx,
+// fenced by p.Token like [Store.Complete]: the completion and the caller's
+// business writes commit together or not at all. If tx rolls back the
+// record stays processing under the caller's token; the engine (or the
+// caller) should then release it or let its lease run out, so a retry runs
+// again.
+//
+// tx must be on the database that holds the store's table (the statement
+// names the table without a database): begin it on [Store.DB] or on a
+// *sql.DB of the same database. The UPDATE locks the record's row until tx ends: a duplicate
+// meanwhile is answered from a plain read (the record is processing) and
+// does not wait, but a takeover of the record waits for tx. Under any
+// isolation level the UPDATE sees the newest committed row, so the fencing
+// holds. Subscribers are not notified (the commit is the caller's): waiters
+// see the completion on their fallback poll.
+//
+// An [retrysafe.ErrLeaseLost] from CompleteTx leaves tx usable; the caller
+// decides whether to roll back.
+func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, p *retrysafe.CompleteParams) error {
+	if tx == nil {
+		return errors.New("mysql: complete: nil *sql.Tx")
+	}
+	args, err := completeArgs(p)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, s.q.complete, args...)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	return s.wrap(ctx, "complete", fencedResult(n, err))
+}
+
+// completeArgs encodes a completion's arguments for the complete statement.
+// A nil Response is stored as an empty one.
+func completeArgs(p *retrysafe.CompleteParams) ([]any, error) {
+	if p == nil {
+		return nil, errors.New("mysql: complete: nil params")
+	}
+	now, err := nanos(p.Now)
+	if err != nil {
+		return nil, err
+	}
+	expires, err := nanos(p.Now.Add(p.TTL))
+	if err != nil {
+		return nil, err
+	}
+	resp := p.Response
+	if resp == nil {
+		resp = &retrysafe.Response{}
+	}
+	return []any{now, expires, resp.Status, encodeHeader(resp.Header), encodeBody(resp.Body), p.Scope, p.Key, p.Token}, nil
+}
+
+// Release implements [retrysafe.Store.Release]: one DELETE fenced by the
+// owner token and state 'processing'. Subscribers in this process are
+// notified.
+func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
+	if p == nil {
+		return errors.New("mysql: release: nil params")
+	}
+	n, err := s.exec(ctx, s.q.release, p.Scope, p.Key, p.Token)
+	if err = s.wrap(ctx, "release", fencedResult(n, err)); err != nil {
+		return err
+	}
+	s.subs.notify(p.Scope, p.Key)
+	return nil
+}
+
+// fencedResult turns a fenced statement's affected-row count into
+// ErrLeaseLost when it matched no row.
+func fencedResult(n int64, err error) error {
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return retrysafe.ErrLeaseLost
+	}
+	return nil
+}
