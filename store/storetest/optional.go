@@ -24,6 +24,8 @@ func optionalScenarios() []scenario {
 		{"AdminFind", testAdminFind},
 		{"AdminFindAmongMany", testAdminFindAmongMany},
 		{"AdminListEmptyScope", testAdminListEmptyScope},
+		{"AdminListFilters", testAdminListFilters},
+		{"AdminStats", testAdminStats},
 	}
 }
 
