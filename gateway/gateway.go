@@ -86,6 +86,11 @@ type Config struct {
 	// ProblemBase is the base URI of problem "type" members; "" means
 	// retrysafe.DefaultProblemBase.
 	ProblemBase string
+
+	// AdminTokens, when not empty, are required by the operator page that
+	// [Gateway.AdminHandler] serves at /ui/ (see [UIConfig.Tokens]).
+	// Serve the admin handler beyond loopback only with tokens.
+	AdminTokens []AdminToken
 }
 
 // Gateway is a reverse proxy that makes the upstream's non-idempotent
@@ -99,6 +104,7 @@ type Gateway struct {
 	proxy       *httputil.ReverseProxy
 	problemBase string
 
+	ui  *UI            // the operator page; nil when the store has no Admin
 	mux *http.ServeMux // routes; nil when there are none
 	def *routeHandler  // requests that match no route
 }
@@ -170,6 +176,15 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if err := g.checkLease("the default lease", g.def); err != nil {
 		return nil, err
+	}
+	if _, ok := cfg.Store.(retrysafe.Admin); ok {
+		g.ui, err = NewUI(UIConfig{
+			Store: cfg.Store, Tokens: cfg.AdminTokens, Logger: cfg.Logger, Now: cfg.Now,
+			Title: "gateway → " + cfg.Upstream.Redacted(), rates: &g.metrics.rates,
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	if len(cfg.Routes) > 0 {
 		g.mux = http.NewServeMux()
