@@ -296,7 +296,7 @@ func TestUIServerRenderedTables(t *testing.T) {
 	if got := rows(page); len(got) != 1 || got[0] != "stuck-1" {
 		t.Errorf("state unknown: %v, want stuck-1", got)
 	}
-	_, page = e.get(t, "/ui/records?" + url.Values{"identity": {"Bearer bob"}}.Encode())
+	_, page = e.get(t, "/ui/records?"+url.Values{"identity": {"Bearer bob"}}.Encode())
 	if got := rows(page); len(got) != 1 || got[0] != `&lt;script&gt;alert(1)&lt;/script&gt;` {
 		t.Errorf("identity Bearer bob: %v, want the <script> key, escaped", got)
 	}

@@ -37,7 +37,9 @@ func TestUICommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	out := &lineWriter{ch: make(chan string, 10)}
 	done := make(chan error, 1)
-	go func() { done <- runUI(ctx, []string{"--store", b.url, "--listen", "127.0.0.1:0"}, out, io.Discard, b.open) }()
+	go func() {
+		done <- runUI(ctx, []string{"--store", b.url, "--listen", "127.0.0.1:0"}, out, io.Discard, b.open)
+	}()
 	var line string
 	select {
 	case line = <-out.ch:
