@@ -57,6 +57,10 @@ type Record struct {
 	// expose it.
 	Token   string
 	Attempt int // 1 on first claim, +1 on each takeover of an expired lease
+	// Route names what handled the request (ClaimParams.Route of the
+	// current claim): for operators. Empty when none was given, and on
+	// records stored before stores kept it.
+	Route string
 
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -100,6 +104,12 @@ type ClaimParams struct {
 	// Lease is how long the claim holds before another claimant may take
 	// it over: LeaseUntil = Now + Lease.
 	Lease time.Duration
+	// Route names what handles the request, such as the gateway's route
+	// pattern "POST /payments" (Config.RouteName); it may be empty. The
+	// store keeps it as Record.Route: a successful claim (new, or a
+	// takeover) sets it, Complete keeps it. It plays no part in the
+	// claim's decision.
+	Route string
 }
 
 // ProcessingRecord returns the record a successful claim with p leaves:
@@ -117,6 +127,7 @@ func (p *ClaimParams) ProcessingRecord(attempt int, createdAt, updatedAt, leaseU
 		State:       StateProcessing,
 		Token:       p.Token,
 		Attempt:     attempt,
+		Route:       p.Route,
 		CreatedAt:   createdAt,
 		UpdatedAt:   updatedAt,
 		LeaseUntil:  leaseUntil,
@@ -341,6 +352,8 @@ type ListParams struct {
 	// lease ran out by then (LeaseUntil <= LeaseExpiredBy): the attempts
 	// whose outcome is unknown.
 	LeaseExpiredBy time.Time
+	// Route selects the records whose Route equals it (exactly).
+	Route string
 }
 
 // Matches reports whether rec passes p's scope selection and filters
@@ -352,7 +365,8 @@ func (p *ListParams) Matches(rec *Record) bool {
 		len(rec.Key) < len(p.KeyPrefix) || rec.Key[:len(p.KeyPrefix)] != p.KeyPrefix,
 		!p.UpdatedFrom.IsZero() && rec.UpdatedAt.Before(p.UpdatedFrom),
 		!p.UpdatedTo.IsZero() && !rec.UpdatedAt.Before(p.UpdatedTo),
-		!p.LeaseExpiredBy.IsZero() && (rec.State != StateProcessing || p.LeaseExpiredBy.Before(rec.LeaseUntil)):
+		!p.LeaseExpiredBy.IsZero() && (rec.State != StateProcessing || p.LeaseExpiredBy.Before(rec.LeaseUntil)),
+		p.Route != "" && rec.Route != p.Route:
 		return false
 	}
 	return true
@@ -374,7 +388,7 @@ func (p *ListParams) KeyPrefixEnd() (end string, ok bool) {
 
 // Filtered reports whether p has a filter beyond the scope selection.
 func (p *ListParams) Filtered() bool {
-	return p.State != "" || p.KeyPrefix != "" || !p.UpdatedFrom.IsZero() || !p.UpdatedTo.IsZero() || !p.LeaseExpiredBy.IsZero()
+	return p.State != "" || p.KeyPrefix != "" || !p.UpdatedFrom.IsZero() || !p.UpdatedTo.IsZero() || !p.LeaseExpiredBy.IsZero() || p.Route != ""
 }
 
 // DefaultListLimit is the page size of [Admin.List] when ListParams.Limit

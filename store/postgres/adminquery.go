@@ -57,6 +57,9 @@ func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any, error) {
 		}
 		add("state = 'processing' AND lease_until_ns <= $", n)
 	}
+	if p.Route != "" {
+		add("route = $", p.Route)
+	}
 	args = append(args, p.PageSize())
 	b.WriteString(" ORDER BY scope, key LIMIT $" + strconv.Itoa(len(args)))
 	return b.String(), args, nil

@@ -44,6 +44,9 @@ func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any) {
 	if !p.LeaseExpiredBy.IsZero() {
 		add("state = 'processing' AND lease_until <= ?", toNanos(p.LeaseExpiredBy))
 	}
+	if p.Route != "" {
+		add("route = ?", p.Route)
+	}
 	b.WriteString(" ORDER BY scope, idem_key LIMIT ?")
 	args = append(args, p.PageSize())
 	return b.String(), args

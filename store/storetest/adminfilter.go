@@ -204,3 +204,65 @@ func testAdminStats(t *testing.T, h *harness) {
 		t.Errorf("Stats at 20s: oldest %s, %d lease-expired, want a-old and none", describe(o), st.LeaseExpired)
 	}
 }
+
+// testRoute: a claim stores its route; a takeover replaces it with the
+// new claimant's, Complete keeps it, an empty route is kept empty, and
+// List's Route filter selects exactly the records of one route.
+func testRoute(t *testing.T, h *harness) {
+	claim := func(scope, key, route string, now time.Time) *retrysafe.ClaimParams {
+		t.Helper()
+		p := claimParams(scope, key, fpA, now)
+		p.Route = route
+		res, err := h.s.Claim(h.ctx, p)
+		if err != nil || !res.Claimed {
+			t.Fatalf("Claim(%q) with route %q: %+v, %v", key, route, res, err)
+		}
+		if res.Record.Route != route {
+			t.Errorf("Claim(%q): Route = %q, want %q", key, res.Record.Route, route)
+		}
+		return p
+	}
+	claim(scope1, "r-1", "POST /payments", at(0))
+	claim(scope1, "r-none", "", at(0))
+	p := claim(scope2, "r-2", "POST /payments", at(0))
+	h.mustComplete(scope2, "r-2", p.Token, at(time.Second), sampleResponse())
+	if got := h.get(scope2, "r-2", at(time.Second)); got.Route != "POST /payments" {
+		t.Errorf("after Complete: Route = %q, want POST /payments", got.Route)
+	}
+	// Takeover of the expired lease by a claimant of another route.
+	claim(scope1, "r-1", "POST /orders/{id}/refunds", at(lease+time.Second))
+	if got := h.get(scope1, "r-1", at(lease+time.Second)); got.Route != "POST /orders/{id}/refunds" || got.Attempt != 2 {
+		t.Errorf("after the takeover: Route = %q, attempt %d; want the new claimant's route, attempt 2", got.Route, got.Attempt)
+	}
+	if got := h.get(scope1, "r-none", at(time.Second)); got.Route != "" {
+		t.Errorf("a claim without a route: Route = %q, want empty", got.Route)
+	}
+	ad, ok := h.s.(retrysafe.Admin)
+	if !ok {
+		return
+	}
+	for route, want := range map[string]string{
+		"POST /payments":            "r-2",
+		"POST /orders/{id}/refunds": "r-1",
+		"POST /pay":                 "", // not a prefix match
+	} {
+		recs, err := ad.List(h.ctx, &retrysafe.ListParams{Route: route})
+		if err != nil {
+			t.Fatalf("List with Route %q: %v", route, err)
+		}
+		var keys []string
+		for _, r := range recs {
+			keys = append(keys, r.Key)
+			if r.Route != route {
+				t.Errorf("List with Route %q returned %s with route %q", route, r.Key, r.Route)
+			}
+		}
+		if strings.Join(keys, ",") != want {
+			t.Errorf("List with Route %q = %v, want %q", route, keys, want)
+		}
+	}
+	recs, err := ad.Find(h.ctx, &retrysafe.FindParams{Key: "r-2"})
+	if err != nil || len(recs) != 1 || recs[0].Route != "POST /payments" {
+		t.Errorf("Find of r-2: %d records (%v), want it with its route", len(recs), err)
+	}
+}

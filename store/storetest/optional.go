@@ -26,6 +26,7 @@ func optionalScenarios() []scenario {
 		{"AdminListEmptyScope", testAdminListEmptyScope},
 		{"AdminListFilters", testAdminListFilters},
 		{"AdminStats", testAdminStats},
+		{"Route", testRoute},
 	}
 }
 
