@@ -213,8 +213,9 @@ type ReleaseParams struct {
 //     params.Response as it is; the caller must not modify it afterwards.
 //   - Complete is atomic for readers: a concurrent Get sees either the
 //     processing record or the whole completed one, never a part.
-//   - Complete keeps Token, Attempt, Fingerprint and CreatedAt, and sets
-//     UpdatedAt to params.Now.
+//   - Complete keeps Token, Attempt, Fingerprint, Route and CreatedAt, and
+//     sets UpdatedAt to params.Now. A successful claim stores
+//     params.Route as Record.Route (for operators; it decides nothing).
 type Store interface {
 	Claim(ctx context.Context, params *ClaimParams) (*ClaimResult, error)
 	Get(ctx context.Context, params *GetParams) (*Record, error)

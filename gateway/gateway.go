@@ -178,8 +178,14 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	if _, ok := cfg.Store.(retrysafe.Admin); ok {
+		var patterns []string
+		for _, rt := range cfg.Routes {
+			if !rt.Policy.Bypass {
+				patterns = append(patterns, rt.Pattern)
+			}
+		}
 		g.ui, err = NewUI(UIConfig{
-			Store: cfg.Store, Tokens: cfg.AdminTokens, Logger: cfg.Logger, Now: cfg.Now,
+			Store: cfg.Store, Tokens: cfg.AdminTokens, Logger: cfg.Logger, Now: cfg.Now, Routes: patterns,
 			Title: "gateway → " + cfg.Upstream.Redacted(), rates: &g.metrics.rates,
 		})
 		if err != nil {
@@ -225,7 +231,9 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 		rh.h = forward
 		return rh, nil
 	}
-	cfg, err := p.middlewareConfig(g).WithDefaults()
+	mc := p.middlewareConfig(g)
+	mc.RouteName = pattern // stored with each record, for the operator page
+	cfg, err := mc.WithDefaults()
 	if err != nil {
 		return nil, err
 	}

@@ -94,6 +94,10 @@ type UIConfig struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Routes are the route patterns the records filter offers (records
+	// store the pattern of the route that claimed them; see
+	// retrysafe.Config.RouteName). Any route can be typed in.
+	Routes []string
 
 	rates *rateRing // the gateway's rates; nil on a standalone page
 }

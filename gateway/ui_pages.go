@@ -193,7 +193,7 @@ func (u *UI) overviewPart(w http.ResponseWriter, r *http.Request) {
 
 // uiFilter is the records list's query, as the form holds it.
 type uiFilter struct {
-	Scope, Identity, Prefix, State, From, To, After string
+	Scope, Identity, Prefix, State, Route, From, To, After string
 }
 
 const uiTimeLayout = "2006-01-02T15:04"
@@ -202,7 +202,7 @@ func filterOf(r *http.Request) uiFilter {
 	q := r.URL.Query()
 	return uiFilter{
 		Scope: strings.TrimSpace(q.Get("scope")), Identity: q.Get("identity"), Prefix: q.Get("prefix"),
-		State: q.Get("state"), From: q.Get("from"), To: q.Get("to"), After: q.Get("after"),
+		State: q.Get("state"), Route: strings.TrimSpace(q.Get("route")), From: q.Get("from"), To: q.Get("to"), After: q.Get("after"),
 	}
 }
 
@@ -210,7 +210,7 @@ func filterOf(r *http.Request) uiFilter {
 func (f uiFilter) query() url.Values {
 	v := url.Values{}
 	for _, kv := range [][2]string{{"scope", f.Scope}, {"identity", f.Identity}, {"prefix", f.Prefix},
-		{"state", f.State}, {"from", f.From}, {"to", f.To}} {
+		{"state", f.State}, {"route", f.Route}, {"from", f.From}, {"to", f.To}} {
 		if kv[1] != "" {
 			v.Set(kv[0], kv[1])
 		}
@@ -220,7 +220,7 @@ func (f uiFilter) query() url.Values {
 
 // params turns the filter into ListParams, or explains what is wrong.
 func (f uiFilter) params(now time.Time) (*retrysafe.ListParams, error) {
-	p := &retrysafe.ListParams{Limit: uiPageSize, KeyPrefix: f.Prefix}
+	p := &retrysafe.ListParams{Limit: uiPageSize, KeyPrefix: f.Prefix, Route: f.Route}
 	switch {
 	case f.Scope != "" && f.Identity != "":
 		return nil, errors.New("give a scope or an identity, not both")
@@ -269,7 +269,8 @@ func (f uiFilter) params(now time.Time) (*retrysafe.ListParams, error) {
 func (u *UI) recordsData(r *http.Request) (map[string]any, int, error) {
 	f := filterOf(r)
 	now := u.now()
-	data := map[string]any{"Filter": f, "States": []string{"processing", "unknown", "completed"}, "Updated": now.UTC(), "Now": now.UTC()}
+	data := map[string]any{"Filter": f, "States": []string{"processing", "unknown", "completed"}, "Routes": u.cfg.Routes,
+		"Updated": now.UTC(), "Now": now.UTC()}
 	if d := r.URL.Query().Get("deleted"); d != "" {
 		data["Deleted"] = d
 	}

@@ -375,3 +375,41 @@ func TestParseAdminTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestUIRouteFilter: records keep the pattern of the route that claimed
+// them; the page shows it and filters by it.
+func TestUIRouteFilter(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	st := testenv.Memory(t)
+	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: st, Routes: []gateway.Route{
+		{Pattern: "POST /payments", Policy: gateway.DefaultPolicy()},
+		{Pattern: "POST /orders/{id}/refunds", Policy: gateway.DefaultPolicy()},
+	}})
+	e := &uiEnv{gw: gw, store: st, c: &http.Client{Timeout: 10 * time.Second}}
+	for _, r := range []struct{ path, key string }{
+		{"/payments", "p-1"}, {"/payments", "p-2"}, {"/orders/7/refunds", "r-1"}, {"/other", "o-1"},
+	} {
+		if res := send(t, gw.URL, "POST", r.path, r.key, `{"amount":1}`); res.Status != 201 {
+			t.Fatalf("POST %s: %s", r.path, res)
+		}
+	}
+	for route, want := range map[string]string{
+		"POST /payments":            "p-1,p-2",
+		"POST /orders/{id}/refunds": "r-1",
+		"":                          "o-1,p-1,p-2,r-1",
+	} {
+		_, page := e.get(t, "/ui/records?"+url.Values{"route": {route}}.Encode())
+		if got := strings.Join(rows(page), ","); got != want {
+			t.Errorf("route %q: %s, want %s", route, got, want)
+		}
+	}
+	_, page := e.get(t, "/ui/records")
+	if !strings.Contains(page, `<option value="POST /orders/{id}/refunds">`) {
+		t.Error("the route filter does not offer the configured routes")
+	}
+	_, page = e.get(t, "/ui/record?scope=&key=r-1")
+	if !strings.Contains(page, `id="rec-route">POST /orders/{id}/refunds<`) {
+		t.Error("the record page does not show the route")
+	}
+}

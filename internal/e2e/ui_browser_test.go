@@ -138,6 +138,10 @@ func operatorPageScenario(t *testing.T, store retrysafe.Store, screenshot bool) 
 			p.Lease = 3 * time.Second
 			return p
 		}(),
+		Routes: []gateway.Route{
+			{Pattern: "POST /payments", Policy: gateway.DefaultPolicy()},
+			{Pattern: "POST /refunds", Policy: gateway.DefaultPolicy()},
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -315,6 +319,10 @@ func operatorPageScenario(t *testing.T, store retrysafe.Store, screenshot bool) 
 	filter("filter by identity", `input[name="identity"]`, "Bearer bob")
 	if got := keys(); strings.Join(got, ",") != "dup-1,refund-7" {
 		t.Errorf("identity Bearer bob: %v, want dup-1, refund-7", got)
+	}
+	filter("filter by route", `input[name="route"]`, "POST /refunds")
+	if got := keys(); strings.Join(got, ",") != "refund-7" {
+		t.Errorf("route POST /refunds: %v, want refund-7", got)
 	}
 
 	// 3. The <script> key is text, in the list and on its page.

@@ -58,7 +58,7 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	}
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
 	reply, err := claimScript.Run(ctx, s.pipe, []string{k},
-		params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce()).Slice()
+		params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route).Slice()
 	if err != nil {
 		return nil, s.fail(ctx, "claim", err)
 	}
