@@ -139,3 +139,21 @@ func TestAdminBeyondLoopbackNeedsToken(t *testing.T) {
 		t.Errorf("ui exit status %d after cancel", c)
 	}
 }
+
+// keys show and --json print a record's route.
+func TestKeysShowRoute(t *testing.T) {
+	t.Parallel()
+	b := memoryBackend(t)
+	if _, err := b.store.Claim(t.Context(), &retrysafe.ClaimParams{Scope: "s", Key: "order-9", Fingerprint: "fp",
+		Token: retrysafe.NewToken(), Now: time.Now(), Lease: time.Minute, Route: "POST /orders"}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cliRun(t, b, keysCmdForTest, "show", "order-9")
+	if err != nil || !strings.Contains(out, "route") || !strings.Contains(out, "POST /orders") {
+		t.Errorf("keys show: %v\n%s", err, out)
+	}
+	out, _, err = cliRun(t, b, keysCmdForTest, "show", "--json", "order-9")
+	if err != nil || !strings.Contains(out, `"route": "POST /orders"`) {
+		t.Errorf("keys show --json: %v\n%s", err, out)
+	}
+}
