@@ -1,15 +1,12 @@
 -- 0006: the route that handled each record's request (ClaimParams.Route),
 -- for operators. The column is added with a constant default (no table
 -- rewrite); rows written before it have the empty route. The claim and
--- batch functions are replaced by versions that take the route and return
--- it with the record; everything else about them is as 0003 and 0005
--- explain. Store.Claim calls the new signatures only once this migration
--- has run (Migrate runs it; a store opened on an older schema fails with
--- "function does not exist" until then).
+-- batch functions gain a route argument (last) and return the route with
+-- the record; everything else about them is as 0003 and 0005 explain. The
+-- new versions are overloads: the old ones stay, so gateways of the previous
+-- version keep working against a migrated schema during a rolling upgrade
+-- (their records get the empty route).
 ALTER TABLE {{records}} ADD COLUMN route text NOT NULL DEFAULT '';
-
-DROP FUNCTION {{claim_fn}}(text, text, text, text, bigint, bigint);
-DROP FUNCTION {{batch_fn}}(text[], text[], text[], text[], text[], bigint[], bigint[], integer[], bytea[], bytea[], text[], text);
 
 CREATE FUNCTION {{claim_fn}}(
     p_scope text, p_key text, p_fingerprint text, p_token text, p_now bigint, p_lease_until bigint, p_route text)
