@@ -100,6 +100,11 @@ type Config struct {
 	// "/orders/a%2Fb" and "/orders/a/b" (one path segment or two to the
 	// upstream) are different requests.
 	Route func(r *http.Request) string
+	// RouteName is stored with every record this middleware claims
+	// (ClaimParams.Route), so operators can tell and filter which route a
+	// record belongs to; the gateway sets it to the route's pattern, such
+	// as "POST /payments". Empty by default.
+	RouteName string
 
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time

@@ -119,7 +119,7 @@ func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult
 	}
 	*p = ClaimParams{
 		Scope: scope, Key: key, Fingerprint: fp,
-		Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease,
+		Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease, Route: e.cfg.RouteName,
 	}
 	var start time.Time
 	sctx := ctx

@@ -1,9 +1,11 @@
 package retrysafe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -55,6 +57,10 @@ type Record struct {
 	// expose it.
 	Token   string
 	Attempt int // 1 on first claim, +1 on each takeover of an expired lease
+	// Route names what handled the request (ClaimParams.Route of the
+	// current claim): for operators. Empty when none was given, and on
+	// records stored before stores kept it.
+	Route string
 
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -98,6 +104,12 @@ type ClaimParams struct {
 	// Lease is how long the claim holds before another claimant may take
 	// it over: LeaseUntil = Now + Lease.
 	Lease time.Duration
+	// Route names what handles the request, such as the gateway's route
+	// pattern "POST /payments" (Config.RouteName); it may be empty. The
+	// store keeps it as Record.Route: a successful claim (new, or a
+	// takeover) sets it, Complete keeps it. It plays no part in the
+	// claim's decision.
+	Route string
 }
 
 // ProcessingRecord returns the record a successful claim with p leaves:
@@ -115,6 +127,7 @@ func (p *ClaimParams) ProcessingRecord(attempt int, createdAt, updatedAt, leaseU
 		State:       StateProcessing,
 		Token:       p.Token,
 		Attempt:     attempt,
+		Route:       p.Route,
 		CreatedAt:   createdAt,
 		UpdatedAt:   updatedAt,
 		LeaseUntil:  leaseUntil,
@@ -200,8 +213,9 @@ type ReleaseParams struct {
 //     params.Response as it is; the caller must not modify it afterwards.
 //   - Complete is atomic for readers: a concurrent Get sees either the
 //     processing record or the whole completed one, never a part.
-//   - Complete keeps Token, Attempt, Fingerprint and CreatedAt, and sets
-//     UpdatedAt to params.Now.
+//   - Complete keeps Token, Attempt, Fingerprint, Route and CreatedAt, and
+//     sets UpdatedAt to params.Now. A successful claim stores
+//     params.Route as Record.Route (for operators; it decides nothing).
 type Store interface {
 	Claim(ctx context.Context, params *ClaimParams) (*ClaimResult, error)
 	Get(ctx context.Context, params *GetParams) (*Record, error)
@@ -321,6 +335,61 @@ type ListParams struct {
 	// WithBodies includes stored response bodies; otherwise Response.Body
 	// is nil.
 	WithBodies bool
+
+	// Filters: a zero field does not filter. They narrow the page without
+	// changing its order or the meaning of the cursor, so a page of Limit
+	// records that pass them is followed by the next (see
+	// [ListParams.Matches], which states them in Go).
+
+	// State selects the records in this state.
+	State State
+	// KeyPrefix selects the records whose key starts with it (byte-wise;
+	// it is not a pattern).
+	KeyPrefix string
+	// UpdatedFrom and UpdatedTo select the records with UpdatedFrom <=
+	// UpdatedAt < UpdatedTo (either bound may be zero: open).
+	UpdatedFrom, UpdatedTo time.Time
+	// LeaseExpiredBy, when not zero, selects the processing records whose
+	// lease ran out by then (LeaseUntil <= LeaseExpiredBy): the attempts
+	// whose outcome is unknown.
+	LeaseExpiredBy time.Time
+	// Route selects the records whose Route equals it (exactly).
+	Route string
+}
+
+// Matches reports whether rec passes p's scope selection and filters
+// (not the cursor): the definition every store's List follows.
+func (p *ListParams) Matches(rec *Record) bool {
+	switch {
+	case p.OneScope() && rec.Scope != p.Scope,
+		p.State != "" && rec.State != p.State,
+		len(rec.Key) < len(p.KeyPrefix) || rec.Key[:len(p.KeyPrefix)] != p.KeyPrefix,
+		!p.UpdatedFrom.IsZero() && rec.UpdatedAt.Before(p.UpdatedFrom),
+		!p.UpdatedTo.IsZero() && !rec.UpdatedAt.Before(p.UpdatedTo),
+		!p.LeaseExpiredBy.IsZero() && (rec.State != StateProcessing || p.LeaseExpiredBy.Before(rec.LeaseUntil)),
+		p.Route != "" && rec.Route != p.Route:
+		return false
+	}
+	return true
+}
+
+// KeyPrefixEnd returns the least string greater than every key that starts
+// with p.KeyPrefix, for SQL stores to bound an index range scan (key >=
+// KeyPrefix AND key < end). ok is false when there is no such bound that is
+// valid UTF-8 (an empty prefix, or one that ends in a non-ASCII byte or in
+// DEL); such stores then test the prefix alone. Keys the engine accepts are
+// printable ASCII, so a prefix of one always has a bound.
+func (p *ListParams) KeyPrefixEnd() (end string, ok bool) {
+	n := len(p.KeyPrefix)
+	if n == 0 || p.KeyPrefix[n-1] >= 0x7f {
+		return "", false
+	}
+	return p.KeyPrefix[:n-1] + string(rune(p.KeyPrefix[n-1]+1)), true
+}
+
+// Filtered reports whether p has a filter beyond the scope selection.
+func (p *ListParams) Filtered() bool {
+	return p.State != "" || p.KeyPrefix != "" || !p.UpdatedFrom.IsZero() || !p.UpdatedTo.IsZero() || !p.LeaseExpiredBy.IsZero() || p.Route != ""
 }
 
 // DefaultListLimit is the page size of [Admin.List] when ListParams.Limit
@@ -355,21 +424,109 @@ type FindParams struct {
 // not empty or p.ScopeSet is true.
 func (p *FindParams) OneScope() bool { return p.Scope != "" || p.ScopeSet }
 
+// StatsParams are the arguments of [Admin.Stats].
+type StatsParams struct {
+	// Now decides which leases have run out and which results expired.
+	Now time.Time
+	// Unknown is how many lease-expired processing records Stats returns
+	// in Stats.Unknown; zero or less means [DefaultStatsUnknown].
+	Unknown int
+}
+
+// DefaultStatsUnknown is how many records [Admin.Stats] returns in
+// Stats.Unknown when StatsParams.Unknown is zero or less.
+const DefaultStatsUnknown = 20
+
+// UnknownLimit returns p.Unknown, or [DefaultStatsUnknown] when it is zero
+// or less.
+func (p *StatsParams) UnknownLimit() int {
+	if p.Unknown <= 0 {
+		return DefaultStatsUnknown
+	}
+	return p.Unknown
+}
+
+// Stats is what [Admin.Stats] returns: an operator's overview of a store.
+// Records are counted as stored (expired ones included until swept).
+type Stats struct {
+	// Processing and Completed count the records in each state.
+	Processing, Completed int64
+	// LeaseExpired counts the processing records whose lease ran out by
+	// Now (LeaseUntil <= Now): attempts whose outcome is unknown. They
+	// are part of Processing.
+	LeaseExpired int64
+	// Failed counts the completed records whose stored status is 400 or
+	// more; Expired those whose result expired by Now (ExpiresAt <= Now).
+	// Both are part of Completed.
+	Failed, Expired int64
+	// OldestInFlight is the processing record with a live lease (LeaseUntil
+	// > Now) created first (ties broken by scope, then key), or nil.
+	OldestInFlight *Record
+	// Unknown are up to StatsParams.Unknown processing records whose lease
+	// ran out by Now, the longest expired first (by LeaseUntil, then scope,
+	// then key).
+	Unknown []*Record
+}
+
+// StatsOf computes [Stats] from every record of a store, as
+// [Admin.Stats] defines it: the reference for stores that count in Go
+// (memory, Redis). It keeps recs' processing records in the result as they
+// are (they hold no response) and reorders nothing in recs.
+func StatsOf(recs []*Record, p *StatsParams) *Stats {
+	st := &Stats{Unknown: []*Record{}}
+	byID := func(a, b *Record) int { return cmp.Or(cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Key, b.Key)) }
+	for _, rec := range recs {
+		switch {
+		case rec.State == StateCompleted:
+			st.Completed++
+			if rec.Response != nil && rec.Response.Status >= 400 {
+				st.Failed++
+			}
+			if rec.Expired(p.Now) {
+				st.Expired++
+			}
+		case rec.LeaseExpired(p.Now):
+			st.Processing++
+			st.LeaseExpired++
+			st.Unknown = append(st.Unknown, rec)
+		default:
+			st.Processing++
+			if o := st.OldestInFlight; o == nil || cmp.Or(rec.CreatedAt.Compare(o.CreatedAt), byID(rec, o)) < 0 {
+				st.OldestInFlight = rec
+			}
+		}
+	}
+	slices.SortFunc(st.Unknown, func(a, b *Record) int {
+		return cmp.Or(a.LeaseUntil.Compare(b.LeaseUntil), byID(a, b))
+	})
+	st.Unknown = st.Unknown[:min(len(st.Unknown), p.UnknownLimit())]
+	return st
+}
+
 // Admin is implemented by stores that support inspection for operators
-// (`retrysafe keys`). It takes no time: it returns records as stored,
+// (`retrysafe keys`, the operator page). It returns records as stored,
 // completed records past ExpiresAt included until a sweep (or the
 // backend's own expiry) deletes them.
 //
 //   - List returns up to Limit records ordered by (Scope, Key) in byte
 //     order, strictly after the (AfterScope, AfterKey) cursor, in one
-//     scope or in all (see [ListParams]).
+//     scope or in all, that pass the filters (see [ListParams] and
+//     [ListParams.Matches]). SQL stores turn the filters into WHERE
+//     clauses of a keyset query, so a page never reads the whole table
+//     when one scope is selected (the primary key leads with the scope).
 //   - Find returns the records whose key is params.Key, ordered by scope:
 //     in every scope, or in the one selected (then at most one record).
 //     None found is an empty result, not an error.
 //   - Delete removes a record unconditionally (not fenced); it returns
 //     [ErrNotFound] when there was none.
+//   - Stats counts the records by state and returns the oldest in-flight
+//     record and the unknown outcomes (see [Stats]); records in it carry
+//     no response body. Counting reads every record's state (an index
+//     scan on SQL stores): it is meant for an operator's page, refreshed
+//     every few seconds, not for the request path.
 type Admin interface {
 	List(ctx context.Context, params *ListParams) ([]*Record, error)
 	Find(ctx context.Context, params *FindParams) ([]*Record, error)
 	Delete(ctx context.Context, scope, key string) error
+	Stats(ctx context.Context, params *StatsParams) (*Stats, error)
 }

@@ -23,6 +23,8 @@ const SweepTimeout = 30 * time.Second
 //	GET /healthz  200 while the process runs
 //	GET /readyz   200 when the store answers within ReadyTimeout, else 503
 //	GET /metrics  the Prometheus registry (every name starts with retrysafe_)
+//	/ui/          the operator page ([UI]), when the store implements
+//	              retrysafe.Admin; it requires Config.AdminTokens when set
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -40,6 +42,16 @@ func (g *Gateway) AdminHandler() http.Handler {
 		_, _ = fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, UIPath, http.StatusMovedPermanently)
+	})
+	if g.ui != nil {
+		mux.Handle(UIPath, g.ui)
+	} else {
+		mux.HandleFunc(UIPath, func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "the operator page needs a store that implements retrysafe.Admin", http.StatusNotFound)
+		})
+	}
 	return mux
 }
 

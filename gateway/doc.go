@@ -29,7 +29,8 @@
 //
 // # Operations
 //
-// [Gateway.AdminHandler] serves /healthz, /readyz and /metrics; [Metrics]
+// [Gateway.AdminHandler] serves /healthz, /readyz, /metrics and the
+// operator page at /ui/ ([UI]); [Metrics]
 // implements retrysafe.Observer with Prometheus, and every metric name
 // starts with [MetricPrefix]. [Gateway.RunSweeper] deletes expired records
 // for stores that implement retrysafe.Sweeper. Each protected request is

@@ -104,6 +104,11 @@ type Config struct {
 	// StoreName names the store in traces (retrysafe.store): "sqlite",
 	// "postgres", "redis", "memory"; "" leaves it out.
 	StoreName string
+
+	// AdminTokens, when not empty, are required by the operator page that
+	// [Gateway.AdminHandler] serves at /ui/ (see [UIConfig.Tokens]).
+	// Serve the admin handler beyond loopback only with tokens.
+	AdminTokens []AdminToken
 }
 
 // Gateway is a reverse proxy that makes the upstream's non-idempotent
@@ -118,6 +123,7 @@ type Gateway struct {
 	proxy       *httputil.ReverseProxy
 	problemBase string
 
+	ui  *UI            // the operator page; nil when the store has no Admin
 	mux *http.ServeMux // routes; nil when there are none
 	def *routeHandler  // requests that match no route
 }
@@ -191,6 +197,21 @@ func New(cfg Config) (*Gateway, error) {
 	if err := g.checkLease("the default lease", g.def); err != nil {
 		return nil, err
 	}
+	if _, ok := cfg.Store.(retrysafe.Admin); ok {
+		var patterns []string
+		for _, rt := range cfg.Routes {
+			if !rt.Policy.Bypass {
+				patterns = append(patterns, rt.Pattern)
+			}
+		}
+		g.ui, err = NewUI(UIConfig{
+			Store: cfg.Store, Tokens: cfg.AdminTokens, Logger: cfg.Logger, Now: cfg.Now, Routes: patterns,
+			Title: "gateway → " + cfg.Upstream.Redacted(), rates: &g.metrics.rates,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	if len(cfg.Routes) > 0 {
 		g.mux = http.NewServeMux()
 		for i, rt := range cfg.Routes {
@@ -230,7 +251,9 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 		rh.h = forward
 		return rh, nil
 	}
-	cfg, err := p.middlewareConfig(g).WithDefaults()
+	mc := p.middlewareConfig(g)
+	mc.RouteName = pattern // stored with each record, for the operator page
+	cfg, err := mc.WithDefaults()
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,7 @@ type Metrics struct {
 	upstreamErrors   *prometheus.CounterVec
 	sweepDeleted     prometheus.Counter
 	sweepErrors      prometheus.Counter
+	rates            rateRing // per-second outcomes for the operator page
 }
 
 var _ retrysafe.Observer = (*Metrics)(nil)
@@ -138,6 +139,7 @@ func NewRegistry() *prometheus.Registry {
 func (m *Metrics) Outcome(o retrysafe.Outcome, d time.Duration) {
 	m.requests.WithLabelValues(string(o)).Inc()
 	m.requestDuration.WithLabelValues(string(o)).Observe(d.Seconds())
+	m.rates.add(o, time.Now())
 }
 
 // StoreCall implements [retrysafe.Observer].

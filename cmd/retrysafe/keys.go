@@ -397,6 +397,9 @@ func (k *keysCmd) printRecord(r *retrysafe.Record, full bool) {
 	}
 	row("scope", "%s", scope)
 	row("key", "%s", r.Key)
+	if r.Route != "" {
+		row("route", "%s", r.Route)
+	}
 	row("state", "%s", keysState(r, k.now))
 	row("attempts", "%d", r.Attempt)
 	row("created", "%s", keysTimeFull(r.CreatedAt, k.now))
@@ -492,6 +495,7 @@ type keysJSONEncrypted struct {
 type keysJSONRecord struct {
 	Scope       string              `json:"scope"`
 	Key         string              `json:"key"`
+	Route       string              `json:"route,omitempty"`
 	State       string              `json:"state"`
 	Attempts    int                 `json:"attempts"`
 	CreatedAt   time.Time           `json:"createdAt"`
@@ -514,6 +518,7 @@ func (k *keysCmd) jsonRecord(r *retrysafe.Record, full bool) keysJSONRecord {
 	j := keysJSONRecord{
 		Scope:       r.Scope,
 		Key:         r.Key,
+		Route:       r.Route,
 		State:       keysStateName(r, k.now),
 		Attempts:    r.Attempt,
 		CreatedAt:   r.CreatedAt.UTC(),

@@ -3,6 +3,7 @@
 //	retrysafe serve   run the gateway in front of an HTTP service
 //	retrysafe demo    play the classic failure stories against a demo service
 //	retrysafe keys    inspect idempotency records
+//	retrysafe ui      serve the operator page for a shared store
 //	retrysafe sweep   delete expired records
 //	retrysafe migrate apply the store's schema migrations
 //	retrysafe health  check a running gateway's /readyz (exit 0 when ready)
@@ -42,6 +43,7 @@ var commands = []*command{
 	{name: "serve", summary: "run the idempotency gateway in front of an HTTP service", run: runServe},
 	{name: "demo", summary: "play the classic failure stories against a demo payments service", run: runDemo},
 	{name: "keys", summary: "list, show or delete idempotency records", run: keysCommand(storeurl.Open)},
+	{name: "ui", summary: "serve the operator page for a store on its own (gateways sharing PostgreSQL or Redis)", run: uiCommand(storeurl.Open)},
 	{name: "sweep", summary: "delete expired records once (stores without native expiry)", run: sweepCommand(storeurl.Open)},
 	{name: "migrate", summary: "apply the store's schema migrations (SQLite, PostgreSQL)", run: migrateCommand(storeurl.Open)},
 	{name: "health", summary: "exit 0 when a running gateway's /readyz answers 200 (container health check)", run: runHealth},

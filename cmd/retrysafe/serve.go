@@ -36,7 +36,8 @@ outcome is unknown: the gateway answers 502/504 and keeps the key locked
 until its --lease runs out, so the operation never runs twice at once.
 
 Per-route policies come from --config (YAML); flags give the defaults. The
-admin listener serves /healthz, /readyz and /metrics (Prometheus). SIGINT or
+admin listener serves /healthz, /readyz, /metrics (Prometheus) and the
+operator page at /ui/ (docs/operator-page.md). SIGINT or
 SIGTERM stops accepting connections, lets in-flight requests finish and store
 their results, then exits 0. See docs/gateway.md.
 
@@ -83,13 +84,14 @@ type serveOptions struct {
 	encryptionKeysFile                           string
 	encryptionAcceptPlaintext                    bool
 	readTimeout, writeTimeout                    time.Duration
+	adminTokenFile                               string
 }
 
 // flags defines serve's flags on fs. The first twelve are fixed by the
 // design (scripts depend on them).
 func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` the gateway listens on (port 0: any free port)")
-	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:9090", "`address` of /healthz, /readyz and /metrics (\"off\" disables)")
+	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:9090", "`address` of /healthz, /readyz, /metrics and the operator page /ui/ (\"off\" disables); beyond loopback it needs --admin-token-file")
 	fs.StringVar(&o.upstream, "upstream", "", "`URL` of the service behind the gateway (required), e.g. http://127.0.0.1:3000")
 	fs.StringVar(&o.store, "store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
 	fs.DurationVar(&o.ttl, "ttl", retrysafe.DefaultTTL, "how long a completed response is replayed")
@@ -116,6 +118,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.encryptionKeysFile, "encryption-keys-file", "", encryptionKeysUsage)
 	fs.BoolVar(&o.encryptionAcceptPlaintext, "encryption-accept-plaintext", false, "with encryption on, also replay responses stored before it was turned on (for one TTL after turning it on)")
 	fs.DurationVar(&o.readTimeout, "read-timeout", gateway.DefaultReadTimeout, "bound on reading a whole request, body included; a client that stalls mid-body is cut off and nothing runs")
+	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", adminTokenUsage)
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
 }
 
@@ -250,6 +253,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
+	adminTokens, err := loadAdminTokens(o.adminTokenFile)
+	if err != nil {
+		return err
+	}
 	ring, err := loadKeyRing(o.encryptionKeysFile, os.Getenv)
 	if err != nil {
 		return err
@@ -296,6 +303,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ProcessingRetention: o.processingRetention,
 		ReadTimeout:         o.readTimeout,
 		WriteTimeout:        o.writeTimeout,
+		AdminTokens:         adminTokens,
 	}
 	tracingDesc := "off"
 	if tracer != nil {
@@ -320,6 +328,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			ln.Close()
 			return fmt.Errorf("--admin-listen: %w", err)
 		}
+		if err := requireTokenBeyondLoopback("--admin-listen", aln.Addr(), adminTokens); err != nil {
+			ln.Close()
+			aln.Close()
+			return err
+		}
 		servers = append(servers, &http.Server{
 			Handler:           gw.AdminHandler(),
 			ReadHeaderTimeout: 10 * time.Second,
@@ -334,7 +347,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "retrysafe: listening on http://%s, forwarding to %s (store %s)\n",
 		ln.Addr(), upstream.Redacted(), storeurl.Redact(o.store))
 	if len(listeners) > 1 {
-		fmt.Fprintf(stdout, "retrysafe: admin on http://%s (/healthz, /readyz, /metrics)\n", listeners[1].Addr())
+		fmt.Fprintf(stdout, "retrysafe: admin on http://%s (/healthz, /readyz, /metrics; operator page /ui/, %s)\n", listeners[1].Addr(), describeAuth(adminTokens))
 	}
 	logger.Info("gateway started", "listen", ln.Addr().String(), "upstream", upstream.Redacted(),
 		"store", storeurl.Redact(o.store), "routes", len(routes), "encryption", describeKeyRing(ring), "tracing", tracingDesc)

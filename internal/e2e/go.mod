@@ -4,9 +4,12 @@ go 1.26.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe/gateway v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
@@ -15,20 +18,29 @@ require (
 require filippo.io/edwards25519 v1.2.0 // indirect
 
 require (
+	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
 	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
@@ -37,6 +49,7 @@ require (
 
 replace (
 	github.com/retrysafe/retrysafe => ../..
+	github.com/retrysafe/retrysafe/gateway => ../../gateway
 	github.com/retrysafe/retrysafe/store/postgres => ../../store/postgres
 	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
 	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite

@@ -421,11 +421,8 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	defer s.mu.Unlock()
 	limit := p.PageSize()
 	var ids []id
-	for i := range s.records {
-		if p.OneScope() && i.scope != p.Scope {
-			continue
-		}
-		if compareID(i, id{p.AfterScope, p.AfterKey}) <= 0 {
+	for i, rec := range s.records {
+		if compareID(i, id{p.AfterScope, p.AfterKey}) <= 0 || !p.Matches(rec) {
 			continue
 		}
 		ids = append(ids, i)
@@ -478,6 +475,21 @@ func (s *Store) copiesLocked(ids []id, withBodies bool) []*retrysafe.Record {
 
 func compareID(a, b id) int {
 	return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.key, b.key))
+}
+
+// Stats implements [retrysafe.Admin]: one pass over every record, O(n).
+func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+	if err := s.lock(ctx, "stats"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	recs := make([]*retrysafe.Record, 0, len(s.records))
+	for _, rec := range s.records {
+		recs = append(recs, rec)
+	}
+	// The records are immutable; the processing ones Stats returns hold
+	// no response.
+	return retrysafe.StatsOf(recs, p), nil
 }
 
 // Delete implements [retrysafe.Admin]: it removes the record whatever its

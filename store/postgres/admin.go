@@ -74,10 +74,18 @@ func (s *Store) deleteBatches(ctx context.Context, sql string, bound int64, batc
 }
 
 // List implements [retrysafe.Admin.List]: records ordered by (Scope, Key) in
-// byte order, after the cursor, expired ones included (List takes no time).
+// byte order, after the cursor, that pass p's filters (see
+// [retrysafe.ListParams.Matches]), expired ones included.
 func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
 	if p == nil {
 		p = &retrysafe.ListParams{}
+	}
+	if p.Filtered() {
+		sql, args, err := s.listQuery(p)
+		if err != nil {
+			return nil, err
+		}
+		return s.query(ctx, "list", sql, args...)
 	}
 	limit := p.PageSize()
 	args := []any{p.AfterScope, p.AfterKey, limit}

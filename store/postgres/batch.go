@@ -36,6 +36,7 @@ type batchOp struct {
 	kind        opKind
 	scope, key  string
 	fingerprint string // claim
+	route       string // claim
 	token       string
 	now, until  int64 // until: a claim's or an extend's lease end, a completion's expiry
 	status      *int32
@@ -111,6 +112,7 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 		headers  = make([][]byte, 0, n)
 		bodies   = make([][]byte, 0, n)
 		payloads = make([]string, 0, n)
+		routes   = make([]string, 0, n)
 	)
 	type scopeKey struct{ scope, key string }
 	seen := make(map[scopeKey]struct{}, n)
@@ -138,6 +140,7 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 		headers = append(headers, op.header)
 		bodies = append(bodies, op.body)
 		payloads = append(payloads, op.payload)
+		routes = append(routes, op.route)
 	}
 	if len(index) == 0 {
 		return nil
@@ -145,7 +148,7 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 	results := make([]batchResult, len(index))
 	err := func() error {
 		rows, err := s.pool.Query(b.Context(), s.sql.batch, ops, scopes, keys, fps, tokens, nows, untils,
-			statuses, headers, bodies, payloads, s.cfg.NotifyChannel)
+			statuses, headers, bodies, payloads, s.cfg.NotifyChannel, routes)
 		if err != nil {
 			return err
 		}
@@ -207,9 +210,10 @@ func scanBatchRow(row pgx.Row) (int32, batchResult, error) {
 		leaseUntil, expAt            *int64
 		status                       *int32
 		header, body                 []byte
+		route                        *string
 	)
 	if err := row.Scan(&ord, &out, &scope, &key, &fp, &state, &token, &attempt,
-		&created, &updated, &leaseUntil, &expAt, &status, &header, &body); err != nil {
+		&created, &updated, &leaseUntil, &expAt, &status, &header, &body, &route); err != nil {
 		return 0, batchResult{}, err
 	}
 	r := batchResult{outcome: outcome(out)}
@@ -226,6 +230,9 @@ func scanBatchRow(row pgx.Row) (int32, batchResult, error) {
 		UpdatedAt:  fromNanos(updated),
 		LeaseUntil: fromNanos(leaseUntil),
 		ExpiresAt:  fromNanos(expAt),
+	}
+	if route != nil {
+		rec.Route = *route
 	}
 	if status != nil {
 		h, err := decodeHeader(header)

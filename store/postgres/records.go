@@ -27,7 +27,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		return nil, err
 	}
 	res, err := s.submit(ctx, "claim", &batchOp{kind: opClaim, scope: p.Scope, key: p.Key, fingerprint: p.Fingerprint,
-		token: p.Token, now: now, until: until})
+		token: p.Token, now: now, until: until, route: p.Route})
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 // claimAlone is a claim in a statement of its own: the claim function.
 func (s *Store) claimAlone(ctx context.Context, p *retrysafe.ClaimParams, now, until int64) (*retrysafe.ClaimResult, error) {
 	var claimed bool
-	rec, err := scanRecord(s.pool.QueryRow(ctx, s.sql.claim, p.Scope, p.Key, p.Fingerprint, p.Token, now, until), &claimed)
+	rec, err := scanRecord(s.pool.QueryRow(ctx, s.sql.claim, p.Scope, p.Key, p.Fingerprint, p.Token, now, until, p.Route), &claimed)
 	if err != nil {
 		// The statement always returns exactly one row, so ErrNoRows too
 		// is a failure of the store.
@@ -246,7 +246,7 @@ func scanRecord(row pgx.Row, extra ...any) (*retrysafe.Record, error) {
 		header, body      []byte
 	)
 	dest := append([]any{&rec.Scope, &rec.Key, &rec.Fingerprint, &state, &rec.Token, &attempt,
-		&created, &updated, &leaseUntil, &expAt, &status, &header, &body}, extra...)
+		&created, &updated, &leaseUntil, &expAt, &status, &header, &body, &rec.Route}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}

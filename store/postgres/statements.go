@@ -4,7 +4,7 @@ import "strings"
 
 // recordColumns are the columns every statement that returns a record
 // selects, in the order scanRecord reads them.
-const recordColumns = "scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body"
+const recordColumns = "scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body, route"
 
 // statements holds the SQL of every operation, with the table name filled in
 // once by buildStatements.
@@ -32,11 +32,12 @@ func buildStatements(table, claimFn, batchFn string) statements {
 	listCols := strings.Replace(recordColumns, ", body", ", NULL::bytea", 1)
 	return statements{
 		// $1 scope, $2 key, $3 fingerprint, $4 token, $5 now, $6 lease
-		// until: one statement, one round trip, exactly one row.
-		claim: "SELECT * FROM " + claimFn + "($1, $2, $3, $4, $5, $6)",
+		// until, $7 route: one statement, one round trip, exactly one row.
+		claim: "SELECT * FROM " + claimFn + "($1, $2, $3, $4, $5, $6, $7)",
 		// One array per argument, one element per operation, and the
-		// notify channel; see migrations/0005_batch_function.sql.
-		batch: "SELECT * FROM " + batchFn + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+		// notify channel, then the routes; see migrations/0005_batch_function.sql
+		// and 0006_route.sql.
+		batch: "SELECT * FROM " + batchFn + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
 		get:   sel + " WHERE scope = $1 AND key = $2",
 		// $1 scope, $2 key, $3 token, $4 lease until, $5 now.
 		extend: "UPDATE " + table + " SET lease_until_ns = $4, updated_at_ns = $5" +

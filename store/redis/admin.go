@@ -72,7 +72,8 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 
 	page := entries[:0]
 	for _, e := range entries {
-		if e.scope > params.AfterScope || (e.scope == params.AfterScope && e.key > params.AfterKey) {
+		if (e.scope > params.AfterScope || (e.scope == params.AfterScope && e.key > params.AfterKey)) &&
+			strings.HasPrefix(e.key, params.KeyPrefix) {
 			page = append(page, e)
 		}
 	}
@@ -90,8 +91,13 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	out := make([]*retrysafe.Record, 0, min(limit, len(page)))
 	// Fetch in batches: records deleted since the scan are skipped, so a
 	// batch may yield fewer than asked.
+	// With filters, fetch at least scanCount at a time: many may not pass.
 	for len(page) > 0 && len(out) < limit {
-		n := min(limit-len(out), len(page))
+		n := limit - len(out)
+		if params.Filtered() {
+			n = max(n, scanCount)
+		}
+		n = min(n, len(page))
 		batch := make([]string, n)
 		for i, e := range page[:n] {
 			batch[i] = e.redisKey
@@ -101,9 +107,41 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, recs...)
+		for _, rec := range recs {
+			if len(out) < limit && params.Matches(rec) {
+				out = append(out, rec)
+			}
+		}
 	}
 	return out, nil
+}
+
+// Stats counts the records by state and finds the oldest in flight and the
+// unknown outcomes. It implements [retrysafe.Admin].
+//
+// Like List, it SCANs every key under the prefix and reads each record's
+// fields (not its body): O(records) work per call.
+func (s *Store) Stats(ctx context.Context, params *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":*"
+	keys, err := s.scan(ctx, match)
+	if err != nil {
+		return nil, s.fail(ctx, "stats", err)
+	}
+	fields := listFieldsNoBody
+	var recs []*retrysafe.Record
+	for len(keys) > 0 {
+		n := min(len(keys), scanCount)
+		batch, err := s.fetch(ctx, "stats", keys[:n], fields)
+		if err != nil {
+			return nil, err
+		}
+		keys = keys[n:]
+		recs = append(recs, batch...)
+	}
+	return retrysafe.StatsOf(recs, params), nil
 }
 
 // Find returns the records with params.Key ordered by scope, in every

@@ -61,11 +61,11 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	acked := 0
 	if s.waitReplicas == 0 {
 		reply, err = claimScript.Run(ctx, s.pipe, []string{k},
-			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce()).Slice()
+			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route).Slice()
 	} else {
 		var cmd *goredis.Cmd
 		cmd, acked, err = s.runWaited(ctx, claimScript, []string{k},
-			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce())
+			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route)
 		if err == nil {
 			reply, err = cmd.Slice()
 		}

@@ -27,12 +27,13 @@ const (
 	fStatus  = "status"
 	fHeader  = "header"
 	fBody    = "body"
+	fRoute   = "route" // absent when empty
 )
 
 // recordFields are the fields List reads; listFieldsNoBody omits the body.
 var (
 	recordFields = []string{fScope, fKey, fFP, fState, fToken, fAttempt,
-		fCreated, fUpdated, fLease, fExpires, fStatus, fHeader, fBody}
+		fCreated, fUpdated, fLease, fExpires, fStatus, fRoute, fHeader, fBody}
 	listFieldsNoBody = recordFields[:len(recordFields)-1]
 )
 
@@ -87,6 +88,7 @@ func decodeRecord(h map[string]string) (*retrysafe.Record, error) {
 		Fingerprint: h[fFP],
 		State:       retrysafe.State(h[fState]),
 		Token:       h[fToken],
+		Route:       h[fRoute],
 	}
 	if rec.State != retrysafe.StateProcessing && rec.State != retrysafe.StateCompleted {
 		return nil, fmt.Errorf("%w: state %q", errCorrupt, h[fState])

@@ -25,7 +25,7 @@ end
 // claimSrc claims KEYS[1].
 //
 // ARGV: 1 scope, 2 key, 3 fingerprint, 4 token, 5 now, 6 lease until,
-// 7 PX (ms), 8 call nonce.
+// 7 PX (ms), 8 call nonce, 9 route (stored only when not empty).
 //
 // Returns {1, attempt, created} when the caller owns the record (new,
 // replaced an expired completed record, took over an expired lease with the
@@ -57,6 +57,7 @@ redis.call('HSET', KEYS[1],
   'scope', ARGV[1], 'key', ARGV[2], 'fp', ARGV[3], 'state', 'processing',
   'token', ARGV[4], 'attempt', tostring(attempt), 'created', created,
   'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8])
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'route', ARGV[9]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 return {1, tostring(attempt), created}
 `

@@ -89,6 +89,12 @@ func (f admin) openAll(recs []*retrysafe.Record, withBodies bool) {
 	}
 }
 
+// Stats is the inner store's Stats: its records are processing ones,
+// which hold no response to open.
+func (f admin) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+	return f.a.Stats(ctx, p)
+}
+
 // Delete is the inner store's Delete.
 func (f admin) Delete(ctx context.Context, scope, key string) error {
 	return f.a.Delete(ctx, scope, key)

@@ -8,7 +8,8 @@ import (
 
 // List returns up to params.Limit records (default [retrysafe.DefaultListLimit])
 // ordered by (Scope, Key), strictly after the cursor (AfterScope,
-// AfterKey), in params.Scope or in every scope when it is empty. It lists
+// AfterKey), in params.Scope or in every scope when it is empty, that pass
+// params' filters (see [retrysafe.ListParams.Matches]). It lists
 // records as stored, including expired ones that no sweep has deleted yet.
 // Response bodies are included only with params.WithBodies.
 func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retrysafe.Record, error) {
@@ -16,12 +17,15 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	if params != nil {
 		p = *params
 	}
-	p.Limit = p.PageSize()
-	query := s.q.listNoBody
-	if p.WithBodies {
-		query = s.q.list
+	if !p.Filtered() {
+		query := s.q.listNoBody
+		if p.WithBodies {
+			query = s.q.list
+		}
+		return s.query(ctx, "list", query, p.Scope, p.AfterScope, p.AfterKey, p.PageSize(), p.OneScope())
 	}
-	return s.query(ctx, "list", query, p.Scope, p.AfterScope, p.AfterKey, p.Limit, p.OneScope())
+	query, args := s.listQuery(&p)
+	return s.query(ctx, "list", query, args...)
 }
 
 // Find returns the records with params.Key, ordered by scope, in every

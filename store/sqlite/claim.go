@@ -38,7 +38,7 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	}
 	args := []any{
 		params.Scope, params.Key, params.Fingerprint, params.Token,
-		toNanos(params.Now), toNanos(params.Now.Add(params.Lease)),
+		toNanos(params.Now), toNanos(params.Now.Add(params.Lease)), params.Route,
 	}
 	var res *retrysafe.ClaimResult
 	err := s.write(ctx, "claim", func(b *batchTx) error {

@@ -4,7 +4,7 @@ import "strings"
 
 // recordColumns are the columns scanRecord reads, in order.
 const recordColumns = `scope, idem_key, fingerprint, state, token, attempt,
-	created_at, updated_at, lease_until, expires_at, status, headers, body`
+	created_at, updated_at, lease_until, expires_at, status, headers, body, route`
 
 // queries holds the store's SQL with the table name filled in.
 type queries struct {
@@ -29,10 +29,11 @@ func newQueries(table string) queries {
 		// expired completed record is replaced by a new one.
 		claim: r.Replace(`INSERT INTO {{table}} (
 	scope, idem_key, fingerprint, state, token, attempt,
-	created_at, updated_at, lease_until, expires_at, status, headers, body
-) VALUES (?1, ?2, ?3, 'processing', ?4, 1, ?5, ?5, ?6, NULL, NULL, NULL, NULL)
+	created_at, updated_at, lease_until, expires_at, status, headers, body, route
+) VALUES (?1, ?2, ?3, 'processing', ?4, 1, ?5, ?5, ?6, NULL, NULL, NULL, NULL, ?7)
 ON CONFLICT (scope, idem_key) DO UPDATE SET
 	fingerprint = excluded.fingerprint,
+	route       = excluded.route,
 	state       = 'processing',
 	token       = excluded.token,
 	attempt     = CASE WHEN {{table}}.state = 'completed' THEN 1 ELSE {{table}}.attempt + 1 END,

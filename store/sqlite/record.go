@@ -85,7 +85,7 @@ func scanRecord(row scanner) (*retrysafe.Record, error) {
 		body                         []byte
 	)
 	err := row.Scan(&rec.Scope, &rec.Key, &rec.Fingerprint, &state, &rec.Token, &rec.Attempt,
-		&created, &updated, &leaseUntil, &expires, &status, &headers, &body)
+		&created, &updated, &leaseUntil, &expires, &status, &headers, &body, &rec.Route)
 	if err != nil {
 		return nil, err
 	}

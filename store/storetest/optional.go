@@ -24,6 +24,9 @@ func optionalScenarios() []scenario {
 		{"AdminFind", testAdminFind},
 		{"AdminFindAmongMany", testAdminFindAmongMany},
 		{"AdminListEmptyScope", testAdminListEmptyScope},
+		{"AdminListFilters", testAdminListFilters},
+		{"AdminStats", testAdminStats},
+		{"Route", testRoute},
 	}
 }
 

@@ -101,8 +101,13 @@ func claimParams(scope, key, fp string, now time.Time) *retrysafe.ClaimParams {
 		Token:       retrysafe.NewToken(),
 		Now:         now,
 		Lease:       lease,
+		Route:       routeOf(key),
 	}
 }
+
+// routeOf is the route the suite's claims of key give: every record has
+// one, so every scenario checks that stores keep it.
+func routeOf(key string) string { return "POST /r/" + key }
 
 // claim claims scope/key with a fresh token and fails the test on error.
 func (h *harness) claim(scope, key, fp string, now time.Time) (*retrysafe.ClaimParams, *retrysafe.ClaimResult) {
@@ -212,8 +217,8 @@ func describe(rec *retrysafe.Record) string {
 	if rec.Response != nil {
 		resp = fmt.Sprintf("{status=%d headers=%d body=%d bytes}", rec.Response.Status, len(rec.Response.Header), len(rec.Response.Body))
 	}
-	return fmt.Sprintf("{scope=%s key=%s fp=%s state=%s token=%s attempt=%d created=%s updated=%s lease_until=%s expires=%s response=%s}",
-		short(rec.Scope), short(rec.Key), short(rec.Fingerprint), rec.State, short(rec.Token), rec.Attempt,
+	return fmt.Sprintf("{scope=%s key=%s fp=%s state=%s token=%s attempt=%d route=%q created=%s updated=%s lease_until=%s expires=%s response=%s}",
+		short(rec.Scope), short(rec.Key), short(rec.Fingerprint), rec.State, short(rec.Token), rec.Attempt, rec.Route,
 		rel(rec.CreatedAt), rel(rec.UpdatedAt), rel(rec.LeaseUntil), rel(rec.ExpiresAt), resp)
 }
 
@@ -258,6 +263,9 @@ func checkProcessing(t *testing.T, rec *retrysafe.Record, p *retrysafe.ClaimPara
 	if rec.Attempt != attempt {
 		t.Errorf("Attempt = %d, want %d", rec.Attempt, attempt)
 	}
+	if rec.Route != p.Route {
+		t.Errorf("Route = %q, want the claimant's %q", rec.Route, p.Route)
+	}
 	checkTime(t, "CreatedAt", rec.CreatedAt, created)
 	checkTime(t, "UpdatedAt", rec.UpdatedAt, p.Now)
 	checkTime(t, "LeaseUntil", rec.LeaseUntil, p.Now.Add(p.Lease))
@@ -271,7 +279,7 @@ func checkProcessing(t *testing.T, rec *retrysafe.Record, p *retrysafe.ClaimPara
 func checkSameRecord(t *testing.T, what string, got, want *retrysafe.Record) {
 	t.Helper()
 	if got.Scope != want.Scope || got.Key != want.Key || got.Fingerprint != want.Fingerprint ||
-		got.State != want.State || got.Token != want.Token || got.Attempt != want.Attempt ||
+		got.State != want.State || got.Token != want.Token || got.Attempt != want.Attempt || got.Route != want.Route ||
 		!got.CreatedAt.Equal(want.CreatedAt) || !got.UpdatedAt.Equal(want.UpdatedAt) ||
 		!got.LeaseUntil.Equal(want.LeaseUntil) || !got.ExpiresAt.Equal(want.ExpiresAt) {
 		t.Errorf("%s changed:\n got  %s\n want %s", what, describe(got), describe(want))

@@ -1,0 +1,93 @@
+package sqlite
+
+import (
+	"context"
+	"strings"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// listQuery builds List's keyset query: the cursor, the scope and each
+// filter of p that is set become a WHERE clause, so that with one scope
+// selected the primary key (scope, idem_key) bounds the scan.
+func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any) {
+	cols := recordColumns
+	if !p.WithBodies {
+		cols = strings.Replace(recordColumns, "body", "NULL", 1)
+	}
+	var b strings.Builder
+	args := []any{p.AfterScope, p.AfterKey}
+	b.WriteString("SELECT " + cols + " FROM " + quoteIdent(s.cfg.Table) + " WHERE (scope, idem_key) > (?, ?)")
+	add := func(clause string, a ...any) {
+		b.WriteString(" AND " + clause)
+		args = append(args, a...)
+	}
+	if p.OneScope() {
+		add("scope = ?", p.Scope)
+	}
+	if p.State != "" {
+		add("state = ?", string(p.State))
+	}
+	if p.KeyPrefix != "" {
+		add("substr(idem_key, 1, length(?)) = ?", p.KeyPrefix, p.KeyPrefix)
+		add("idem_key >= ?", p.KeyPrefix)
+		if end, ok := p.KeyPrefixEnd(); ok {
+			add("idem_key < ?", end)
+		}
+	}
+	if !p.UpdatedFrom.IsZero() {
+		add("updated_at >= ?", toNanos(p.UpdatedFrom))
+	}
+	if !p.UpdatedTo.IsZero() {
+		add("updated_at < ?", toNanos(p.UpdatedTo))
+	}
+	if !p.LeaseExpiredBy.IsZero() {
+		add("state = 'processing' AND lease_until <= ?", toNanos(p.LeaseExpiredBy))
+	}
+	if p.Route != "" {
+		add("route = ?", p.Route)
+	}
+	b.WriteString(" ORDER BY scope, idem_key LIMIT ?")
+	args = append(args, p.PageSize())
+	return b.String(), args
+}
+
+// Stats implements [retrysafe.Admin]: one pass over the table for the
+// counts, and two queries over the processing records (found through the
+// partial index on lease_until) for the oldest in flight and the unknown
+// outcomes.
+func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+	now := toNanos(p.Now)
+	table := quoteIdent(s.cfg.Table)
+	var st retrysafe.Stats
+	err := s.retry(ctx, "stats", func() error {
+		return s.db.QueryRowContext(ctx, `SELECT
+	COALESCE(SUM(CASE WHEN state = 'processing' THEN 1 ELSE 0 END), 0),
+	COALESCE(SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END), 0),
+	COALESCE(SUM(CASE WHEN state = 'processing' AND lease_until <= ?1 THEN 1 ELSE 0 END), 0),
+	COALESCE(SUM(CASE WHEN state = 'completed' AND status >= 400 THEN 1 ELSE 0 END), 0),
+	COALESCE(SUM(CASE WHEN state = 'completed' AND expires_at <= ?1 THEN 1 ELSE 0 END), 0)
+FROM `+table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.Failed, &st.Expired)
+	})
+	if err != nil {
+		return nil, err
+	}
+	cols := strings.Replace(recordColumns, "body", "NULL", 1)
+	oldest, err := s.query(ctx, "stats", "SELECT "+cols+" FROM "+table+
+		" WHERE state = 'processing' AND lease_until > ?1 ORDER BY created_at, scope, idem_key LIMIT 1", now)
+	if err != nil {
+		return nil, err
+	}
+	if len(oldest) > 0 {
+		st.OldestInFlight = oldest[0]
+	}
+	st.Unknown, err = s.query(ctx, "stats", "SELECT "+cols+" FROM "+table+
+		" WHERE state = 'processing' AND lease_until <= ?1 ORDER BY lease_until, scope, idem_key LIMIT ?2", now, p.UnknownLimit())
+	if err != nil {
+		return nil, err
+	}
+	if st.Unknown == nil {
+		st.Unknown = []*retrysafe.Record{}
+	}
+	return &st, nil
+}
