@@ -13,21 +13,24 @@
 // SQLite accepts the query parameters retrysafe_table (sqlite:app.db?retrysafe_table=idem)
 // and synchronous (full, the default, or normal: see sqlite.Config.Synchronous).
 // SQLite and PostgreSQL stores apply their migrations when opened.
+//
+// A binary that needs neither PostgreSQL nor Redis builds faster and
+// smaller without their drivers: the build tags retrysafe_nopostgres and
+// retrysafe_noredis leave them out (such a binary answers their URLs with
+// [ErrNotBuiltIn]). The memory and SQLite stores are always built in.
 package storeurl
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/memory"
-	"github.com/retrysafe/retrysafe/store/postgres"
-	"github.com/retrysafe/retrysafe/store/redis"
-	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
 // Default is the store used when none is given.
@@ -48,6 +51,10 @@ const (
 // no such operation.
 var ErrNotSupported = errors.New("not supported by this store")
 
+// ErrNotBuiltIn is returned by [Open] for a store whose driver this binary
+// was built without (build tags retrysafe_nopostgres, retrysafe_noredis).
+var ErrNotBuiltIn = errors.New("not built into this binary")
+
 // Options are settings that apply to every kind of store.
 type Options struct {
 	// ProcessingRetention is how long a processing record whose lease ran
@@ -55,6 +62,12 @@ type Options struct {
 	// expiry use it (SQLite and PostgreSQL take it from each sweep's
 	// SweepParams). Zero means retrysafe.DefaultProcessingRetention.
 	ProcessingRetention time.Duration
+	// MustExist refuses to create a store: a SQLite file that does not
+	// exist is an error wrapping fs.ErrNotExist, instead of a new, empty
+	// database. Commands that only read or tidy records set it, so that a
+	// mistyped path is reported rather than created. (PostgreSQL and
+	// Redis databases are never created by Open.)
+	MustExist bool
 }
 
 // Open opens the store rawURL names ("" means [Default]) with zero
@@ -85,76 +98,22 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (retrysafe.Store
 		s := memory.New(memory.Config{ProcessingRetention: opts.ProcessingRetention})
 		return s, s.Close, nil
 	case "sqlite", "sqlite3":
-		path, cfg, err := sqlitePath(rest)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store %q: %w", Redact(rawURL), err)
-		}
-		s, err := sqlite.Open(ctx, path, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Close, nil
+		return openSQLite(ctx, rawURL, rest, opts)
 	case "postgres", "postgresql":
-		s, err := postgres.Open(ctx, rawURL, postgres.Config{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Close, nil
+		return openPostgres(ctx, rawURL)
 	case "redis", "rediss":
-		u, prefix, err := redisURL(rawURL)
-		if err != nil {
-			return nil, nil, err
-		}
-		s, err := redis.Open(ctx, u, redis.Config{Prefix: prefix, ProcessingRetention: opts.ProcessingRetention})
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Close, nil
+		return openRedis(ctx, rawURL, opts)
 	}
 	return nil, nil, fmt.Errorf("store %q: unknown scheme %q; use %s", Redact(rawURL), scheme, Accepted)
 }
 
-// sqlitePath splits the part after "sqlite:" into a file path and the
-// store's configuration.
-func sqlitePath(rest string) (path string, cfg sqlite.Config, err error) {
-	if p, q, ok := strings.Cut(rest, "?"); ok {
-		rest = p
-		vals, err := url.ParseQuery(q)
-		if err != nil {
-			return "", cfg, fmt.Errorf("query: %w", err)
-		}
-		for k := range vals {
-			if k != ParamTable && k != ParamSynchronous {
-				return "", cfg, fmt.Errorf("unknown parameter %q (only %s and %s)", k, ParamTable, ParamSynchronous)
-			}
-		}
-		cfg.Table = vals.Get(ParamTable)
-		cfg.Synchronous = vals.Get(ParamSynchronous)
-	}
-	if after, ok := strings.CutPrefix(rest, "//"); ok {
-		rest = after // sqlite://rel.db is relative; sqlite:///abs.db is absolute
-	}
-	if rest == "" {
-		return "", cfg, errors.New("empty path; write sqlite:retrysafe.db or sqlite:/var/lib/retrysafe.db")
-	}
-	return rest, cfg, nil
-}
-
-// redisURL removes the retrysafe_prefix parameter, which go-redis would
-// reject.
-func redisURL(raw string) (string, string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", "", fmt.Errorf("store %q: %w", Redact(raw), err)
-	}
-	q := u.Query()
-	if !q.Has(ParamPrefix) {
-		return raw, "", nil
-	}
-	prefix := q.Get(ParamPrefix)
-	q.Del(ParamPrefix)
-	u.RawQuery = q.Encode()
-	return u.String(), prefix, nil
+// RouteDriverLogs sends the log lines that store drivers print on their
+// own to l's handler, so that a process logging JSON prints nothing else on
+// stderr. Only go-redis prints by itself (connection-pool failures, through
+// one logger per process); pgx and the SQLite driver log nothing unless
+// given a logger. Call it once, before opening stores.
+func RouteDriverLogs(l *slog.Logger) {
+	routeRedisLogs(l)
 }
 
 // Redact returns rawURL with any password replaced by "xxxxx", for logs and

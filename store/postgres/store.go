@@ -120,7 +120,7 @@ func Open(ctx context.Context, connString string, cfg Config) (*Store, error) {
 	s.ownsPool = true
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
-		return nil, err
+		return nil, tidyConnectError(err)
 	}
 	return s, nil
 }
@@ -187,5 +187,5 @@ func (s *Store) wrap(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		return fmt.Errorf("postgres: %s: %w (%v)", op, ctxErr, err)
 	}
-	return retrysafe.Unavailable(op, err)
+	return retrysafe.Unavailable(op, tidyConnectError(err))
 }
