@@ -374,4 +374,3 @@ func isIdentStart(c byte) bool {
 }
 
 func isIdentChar(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
-
