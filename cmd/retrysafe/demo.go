@@ -199,7 +199,7 @@ func (r *demoRow) expect(ok bool, format string, args ...any) {
 var demoStories = []demoStory{
 	{"double click", "the customer clicks Pay twice; both requests carry the same key", demoDoubleClick},
 	{"response lost", "the payment went through but the answer never reached the client; it retries", demoResponseLost},
-	{"50 concurrent duplicates", "a retry storm: 50 requests with one key arrive at the same moment", demoBurst},
+	{"50 concurrent duplicates", "50 requests with one key arrive at the same moment (a retry storm)", demoBurst},
 	{"same key, other amount", "a buggy client reuses a key for a different payment", demoOtherAmount},
 	{"payments service down", "the gateway cannot reach the payments service; the client retries later", demoUpstreamDown},
 	{"client gave up", "the client hangs up while the payment runs and retries a moment later", demoClientGaveUp},
@@ -211,8 +211,9 @@ func (d *demo) run(ctx context.Context) error {
 	fmt.Fprintf(d.out, "retrysafe demo: a payments service behind the retrysafe gateway\n")
 	fmt.Fprintf(d.out, "  payments service  %s  (charges a card per request; knows nothing about keys)\n", d.upstream.url())
 	fmt.Fprintf(d.out, "  gateway           %s  (store sqlite:%s)\n", d.gwURL, d.dbPath)
-	fmt.Fprintf(d.out, "  gateway policy    key required; a duplicate waits up to %s for the original, then gets 409; lease %s\n\n",
-		demoWaitTimeout, demoLease)
+	fmt.Fprintf(d.out, "  gateway policy    key required; a duplicate waits up to %s for the original, then gets 409\n", demoWaitTimeout)
+	fmt.Fprintf(d.out, "  lease             %s: when the gateway cannot know whether a payment ran (story 8),\n", demoLease)
+	fmt.Fprintf(d.out, "                    its key stays locked this long, so no retry charges it twice\n\n")
 
 	rows := make([]*demoRow, 0, len(demoStories))
 	for i, s := range demoStories {

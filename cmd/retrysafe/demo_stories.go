@@ -193,7 +193,11 @@ func demoUpstreamCut(ctx context.Context, d *demo, row *demoRow) {
 		resp.Body.Close()
 		charges = st.Charges
 	}
-	row.saw = append(row.saw, first.String(), "retry: "+retry.String(), fmt.Sprintf("GET status: %d charge", charges))
+	check := "status check: no answer"
+	if charges >= 0 {
+		check = fmt.Sprintf("status check: %d charge found", charges)
+	}
+	row.saw = append(row.saw, first.String(), "retry: "+retry.String(), check)
 	row.expect(first.status == http.StatusBadGateway && first.problem == gateway.ProblemOutcomeUnknown,
 		"want 502 %s, got %s", gateway.ProblemOutcomeUnknown, first)
 	row.expect(retry.status == http.StatusConflict, "want 409 while the key is locked, got %s", retry)

@@ -33,6 +33,25 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(out.String(), "FAILED") {
 		t.Fatalf("a story failed")
 	}
+	// The wording: each story line is "title: what happens" (one colon);
+	// the header says what the lease does; the status check of the last
+	// story says what it found.
+	for line := range strings.SplitSeq(out.String(), "\n") {
+		if _, story, ok := strings.Cut(line, "/8] "); ok && strings.HasPrefix(line, "[") {
+			if n := strings.Count(story, ":"); n != 1 {
+				t.Errorf("story line with %d colons, want 1: %q", n, line)
+			}
+		}
+	}
+	for _, want := range []string{
+		"lease             3s: when the gateway cannot know whether a payment ran (story 8),\n" +
+			"                    its key stays locked this long, so no retry charges it twice",
+		"retry: 409 outcome unknown, status check: 1 charge found",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
 }
 
 // TestDemoInvariantBroken checks that the demo fails, and says so, when the

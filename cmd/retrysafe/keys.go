@@ -48,6 +48,10 @@ as absent). A processing record whose lease ran out is shown as
 "processing (lease expired)": its outcome is unknown, and the next request with
 its key takes it over.
 
+keys never creates a store: a SQLite file that does not exist is reported as
+such. The memory store lives inside one process: keys can only open a new,
+empty one (it says so).
+
 Owner tokens are never printed. Response bodies can hold personal data: they
 are printed only with --bodies.
 
@@ -65,10 +69,19 @@ const keysExamples = `  retrysafe keys list --store sqlite:retrysafe.db
   retrysafe keys delete --store sqlite:retrysafe.db --scope 3f1a9c KEY
   retrysafe keys list --store sqlite:retrysafe.db --json | jq '.records[] | select(.state == "failed")'`
 
-// storeOpener opens a store from a --store URL; storeurl.Open in the
+// storeOpener opens a store from a --store URL; storeurl.OpenWith in the
 // binary. Tests pass one that returns a store they populated (the memory
 // store cannot be reached through a URL from another process).
-type storeOpener func(ctx context.Context, rawURL string) (retrysafe.Store, func() error, error)
+type storeOpener func(ctx context.Context, rawURL string, opts storeurl.Options) (retrysafe.Store, func() error, error)
+
+// memoryNote is printed by commands that open a memory: store: it lives
+// inside one process, so a command run on its own sees a new, empty one.
+const memoryNote = "the memory store lives inside one process; this command opened a new, empty one"
+
+// isMemoryURL reports whether rawURL names the memory store.
+func isMemoryURL(rawURL string) bool {
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(rawURL)), "memory:")
+}
 
 // keysOptions are the flags of "keys".
 type keysOptions struct {
@@ -139,11 +152,16 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := open(ctx, o.store)
+	// keys never creates a store: a mistyped SQLite path is an error, not
+	// a new, empty database with "no records".
+	store, closeStore, err := open(ctx, o.store, storeurl.Options{MustExist: true})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer closeStore()
+	if isMemoryURL(o.store) {
+		fmt.Fprintf(stderr, "Note: %s.\n", memoryNote)
+	}
 	if ring != nil {
 		// Records stored before encryption was turned on are shown as
 		// they are; records the ring cannot open are listed still sealed.

@@ -128,7 +128,7 @@ func memoryBackend(t *testing.T) cliBackend {
 	t.Cleanup(func() { _ = mem.Close() })
 	return cliBackend{
 		name: "memory", url: "memory:", store: mem,
-		open: func(context.Context, string) (retrysafe.Store, func() error, error) {
+		open: func(context.Context, string, storeurl.Options) (retrysafe.Store, func() error, error) {
 			return mem, func() error { return nil }, nil
 		},
 	}
@@ -166,7 +166,7 @@ func openCLIBackendIfUp(t *testing.T, name, rawURL string) (cliBackend, bool) {
 		return cliBackend{}, false
 	}
 	t.Cleanup(func() { _ = closeStore() })
-	return cliBackend{name: name, url: rawURL, store: s, open: storeurl.Open}, true
+	return cliBackend{name: name, url: rawURL, store: s, open: storeurl.OpenWith}, true
 }
 
 func cliRandom(t *testing.T) string {

@@ -42,10 +42,10 @@ type command struct {
 var commands = []*command{
 	{name: "serve", summary: "run the idempotency gateway in front of an HTTP service", run: runServe},
 	{name: "demo", summary: "play the classic failure stories against a demo payments service", run: runDemo},
-	{name: "keys", summary: "list, show or delete idempotency records", run: keysCommand(storeurl.Open)},
-	{name: "ui", summary: "serve the operator page for a store on its own (gateways sharing PostgreSQL or Redis)", run: uiCommand(storeurl.Open)},
-	{name: "sweep", summary: "delete expired records once (stores without native expiry)", run: sweepCommand(storeurl.Open)},
-	{name: "migrate", summary: "apply the store's schema migrations (SQLite, PostgreSQL)", run: migrateCommand(storeurl.Open)},
+	{name: "keys", summary: "list, show or delete idempotency records", run: keysCommand(storeurl.OpenWith)},
+	{name: "ui", summary: "serve the operator page for a store on its own (gateways sharing PostgreSQL or Redis)", run: uiCommand(storeurl.OpenWith)},
+	{name: "sweep", summary: "delete expired records once (stores without native expiry)", run: sweepCommand(storeurl.OpenWith)},
+	{name: "migrate", summary: "apply the store's schema migrations (SQLite, PostgreSQL)", run: migrateCommand(storeurl.OpenWith)},
 	{name: "health", summary: "exit 0 when a running gateway's /readyz answers 200 (container health check)", run: runHealth},
 	{name: "version", summary: "print the module version and VCS revision", run: runVersion},
 }
@@ -114,11 +114,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitStatus(c.run(ctx, args[1:], stdout, stderr), c.name, stderr)
 }
 
+// loggedError is an error that the command has written to its log
+// already: the exit status is 1 and nothing more is printed.
+type loggedError struct{ err error }
+
+func (e *loggedError) Error() string { return e.err.Error() }
+func (e *loggedError) Unwrap() error { return e.err }
+
 func exitStatus(err error, name string, stderr io.Writer) int {
 	var ue *usageError
+	var le *loggedError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &le):
+		return 1
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "retrysafe %s: %v\nRun 'retrysafe %s --help' for usage.\n", name, err, name)
 		return 2
@@ -143,8 +153,9 @@ func printUsage(w io.Writer) {
 }
 
 // newFlagSet returns a flag set for a command whose --help prints synopsis,
-// description, the flags and examples to stdout. Flag errors are returned
-// by Parse (wrap them with usagef) after a one-line hint on stderr.
+// description, the flags and examples to stdout. Parse it with
+// [parseFlags], which prints that help only for --help and turns flag
+// errors into usage errors (the error and a one-line pointer to --help).
 func newFlagSet(name, synopsis, description, examples string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("retrysafe "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -166,12 +177,20 @@ func newFlagSet(name, synopsis, description, examples string, stdout, stderr io.
 }
 
 // parseFlags parses args with fs, turning flag errors into usage errors.
+// The flag package calls fs.Usage on every parse error; the help is
+// printed only for -h/--help: a mistyped flag gets its error and a one-line
+// pointer to --help (see exitStatus), not the whole help text.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usagef("%v", err)
+	help := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = help
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		help()
+		return err
 	}
-	return nil
+	return usagef("%v", err)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"strings"
 
 	"github.com/retrysafe/retrysafe/internal/storeurl"
@@ -19,9 +20,16 @@ version of the gateway.
 
 SQLite and PostgreSQL have schemas (the serve command also applies them at
 start-up). The memory and Redis stores have no schema: there is nothing to
-migrate, and the command says so and succeeds.`
+migrate, and the command says so and succeeds.
+
+A SQLite file that does not exist is an error (a mistyped path would
+otherwise become a new, empty database): pass --create to create it and
+apply the schema, e.g. to prepare a volume before the first start. serve
+creates its file by itself. A PostgreSQL database must exist; migrate
+creates the schema and tables in it.`
 
 const migrateExamples = `  retrysafe migrate --store sqlite:/var/lib/retrysafe/retrysafe.db
+  retrysafe migrate --store sqlite:/var/lib/retrysafe/retrysafe.db --create   # a new file
   retrysafe migrate --store "postgres://retrysafe@db:5432/app?retrysafe_schema=idem"
   retrysafe migrate --store redis://127.0.0.1:6379/0      # nothing to migrate`
 
@@ -33,8 +41,9 @@ func migrateCommand(open storeOpener) func(ctx context.Context, args []string, s
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, open storeOpener) error {
-	fs := newFlagSet("migrate", "--store URL [--json]", migrateDescription, migrateExamples, stdout, stderr)
+	fs := newFlagSet("migrate", "--store URL [--create] [--json]", migrateDescription, migrateExamples, stdout, stderr)
 	storeURL := fs.String("store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
+	create := fs.Bool("create", false, "create the SQLite file if it does not exist (without it, a missing file is an error)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -44,7 +53,10 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	}
 	// Opening a SQLite or PostgreSQL store applies its migrations already;
 	// Migrate below confirms there is nothing left and reads the version.
-	store, closeStore, err := open(ctx, *storeURL)
+	store, closeStore, err := open(ctx, *storeURL, storeurl.Options{MustExist: !*create})
+	if !*create && errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("open store: %w; to create it, add --create", err)
+	}
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

@@ -106,7 +106,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.methods, "methods", "POST,PATCH", "comma-separated protected `methods`")
 	fs.StringVar(&o.storeStatuses, "store-statuses", "", "comma-separated `statuses` stored and replayed (codes or classes: 2xx,4xx,409); other statuses release the key (default: every status)")
 	fs.StringVar(&o.ignoreFields, "ignore-fields", "", "comma-separated JSON `pointers` left out of the body fingerprint, e.g. /meta/requestedAt")
-	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "bound on a protected request's upstream exchange; must be shorter than --lease")
+	fs.DurationVar(&o.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "bound on a protected request's upstream exchange; must be shorter than --lease. When only --lease is given, the default is two thirds of it, at most 20s (--lease 6s: 4s)")
 	fs.DurationVar(&o.dialTimeout, "dial-timeout", gateway.DefaultDialTimeout, "bound on connecting to the upstream")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", retrysafe.DefaultStoreTimeout, "bound on each store call")
 	fs.BoolVar(&o.failOpen, "fail-open", false, "forward requests unprotected while the store is down (default: 503, nothing forwarded)")
@@ -120,6 +120,20 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.readTimeout, "read-timeout", gateway.DefaultReadTimeout, "bound on reading a whole request, body included; a client that stalls mid-body is cut off and nothing runs")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", adminTokenUsage)
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
+}
+
+// deriveUpstreamTimeout gives --upstream-timeout a default that fits
+// --lease when only --lease was set: two thirds of the lease, at most
+// gateway.DefaultUpstreamTimeout (which is two thirds of the default
+// lease). The third left over covers storing the result before the lease
+// runs out. When both flags are set, nothing is derived: a contradictory
+// pair is reported by runServe.
+func (o *serveOptions) deriveUpstreamTimeout(fs *flag.FlagSet) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["lease"] && !set["upstream-timeout"] && o.lease > 0 {
+		o.upstreamTimeout = min(gateway.DefaultUpstreamTimeout, o.lease*2/3)
+	}
 }
 
 // policy returns the default policy the flags describe, or a usage error
@@ -201,7 +215,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, usagef("--log-format %q: want json or text", format)
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	var o serveOptions
 	fs := newFlagSet("serve", "--upstream URL [flags]", serveDescription, serveExamples, stdout, stderr)
 	o.flags(fs)
@@ -211,6 +225,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	o.deriveUpstreamTimeout(fs)
 	if o.upstream == "" {
 		return usagef("--upstream is required (the URL of the service to protect, e.g. http://127.0.0.1:3000)")
 	}
@@ -221,6 +236,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger, err := newLogger(stderr, o.logFormat, o.logLevel)
 	if err != nil {
 		return err
+	}
+	// From here on, stderr carries the log: a failure (other than a wrong
+	// flag, which gets the usual usage message) is one log record too.
+	defer func() {
+		var ue *usageError
+		if err != nil && !errors.As(err, &ue) {
+			logger.Error("serve failed", "err", err)
+			err = &loggedError{err: err}
+		}
+	}()
+	if stderr == os.Stderr {
+		// The gateway logs on the process's stderr: what the standard log
+		// package and the store drivers print goes through the same
+		// handler, so that a JSON log holds nothing but JSON. (Tests that
+		// run serve in-process with their own writer leave the process's
+		// loggers alone.)
+		slog.SetDefault(logger)
+		storeurl.RouteDriverLogs(logger)
 	}
 	defaults, err := o.policy()
 	if err != nil {
@@ -350,7 +383,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "retrysafe: admin on http://%s (/healthz, /readyz, /metrics; operator page /ui/, %s)\n", listeners[1].Addr(), describeAuth(adminTokens))
 	}
 	logger.Info("gateway started", "listen", ln.Addr().String(), "upstream", upstream.Redacted(),
-		"store", storeurl.Redact(o.store), "routes", len(routes), "encryption", describeKeyRing(ring), "tracing", tracingDesc)
+		"store", storeurl.Redact(o.store), "routes", len(routes), "encryption", describeKeyRing(ring),
+		"tracing", tracingDesc, "lease", o.lease.String(), "upstream_timeout", o.upstreamTimeout.String())
 
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {

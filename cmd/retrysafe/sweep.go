@@ -29,7 +29,8 @@ SQLite and PostgreSQL delete in batches of --batch records, each in its own
 short transaction, so requests keep being served during a long sweep. Redis
 expires records natively (key TTLs): there is nothing to sweep. The memory
 store lives inside one process, so sweeping a new one from this command finds
-nothing.`
+nothing. A SQLite file that does not exist is an error: sweep never creates
+a store.`
 
 const sweepExamples = `  retrysafe sweep --store sqlite:retrysafe.db
   retrysafe sweep --store postgres://retrysafe@db/retrysafe --batch 5000
@@ -61,7 +62,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open
 	if *retention <= 0 {
 		return usagef("--processing-retention must be positive (got %s; default %s)", *retention, retrysafe.DefaultProcessingRetention)
 	}
-	store, closeStore, err := open(ctx, *storeURL)
+	// Sweeping a store that does not exist would create an empty one.
+	store, closeStore, err := open(ctx, *storeURL, storeurl.Options{MustExist: true})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -87,8 +89,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open
 		}
 	case err != nil:
 		return fmt.Errorf("sweep %s: deleted %d records, then: %w", name, n, err)
-	case strings.HasPrefix(strings.ToLower(*storeURL), "memory:"):
-		result.Note = "the memory store lives inside one process; this command swept a new, empty one"
+	case isMemoryURL(*storeURL):
+		result.Note = memoryNote
 	}
 	if *asJSON {
 		return printJSON(stdout, result)

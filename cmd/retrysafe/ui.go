@@ -64,7 +64,8 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer, open st
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := open(ctx, *storeURL)
+	// The page looks at an existing store: it never creates one.
+	store, closeStore, err := open(ctx, *storeURL, storeurl.Options{MustExist: true})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

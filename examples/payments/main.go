@@ -51,10 +51,11 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	db, where, err := openDB(ctx, *pgURL, *pgSchema, *dbPath)
+	db, where, cleanup, err := openDB(ctx, *pgURL, *pgSchema, *dbPath)
 	if err != nil {
 		return err
 	}
+	defer cleanup() // after db.Close: deferred calls run last in, first out
 	defer db.Close()
 
 	psp := provider.New(provider.Config{})
@@ -97,18 +98,28 @@ func run() error {
 	return nil
 }
 
-func openDB(ctx context.Context, pgURL, schema, path string) (*repo.DB, string, error) {
+// openDB opens PostgreSQL, or SQLite at path, or SQLite in a new temporary
+// directory when path is empty. cleanup removes that directory (call it
+// after closing the database); it does nothing otherwise: a database given
+// with --db or --postgres is kept.
+func openDB(ctx context.Context, pgURL, schema, path string) (db *repo.DB, where string, cleanup func(), err error) {
+	cleanup = func() {}
 	if pgURL != "" {
 		db, err := repo.OpenPostgres(ctx, pgURL, schema)
-		return db, "PostgreSQL, schema " + schema, err
+		return db, "PostgreSQL, schema " + schema, cleanup, err
 	}
 	if path == "" {
 		dir, err := os.MkdirTemp("", "retrysafe-payments-")
 		if err != nil {
-			return nil, "", err
+			return nil, "", cleanup, err
 		}
+		cleanup = func() { _ = os.RemoveAll(dir) }
 		path = filepath.Join(dir, "payments.db")
 	}
-	db, err := repo.OpenSQLite(ctx, path, repo.SQLiteOptions{})
-	return db, "SQLite " + path, err
+	db, err = repo.OpenSQLite(ctx, path, repo.SQLiteOptions{})
+	if err != nil {
+		cleanup()
+		return nil, "", func() {}, err
+	}
+	return db, "SQLite " + path, cleanup, nil
 }

@@ -24,23 +24,24 @@
 // SQLite accepts the query parameters retrysafe_table (sqlite:app.db?retrysafe_table=idem)
 // and synchronous (full, the default, or normal: see sqlite.Config.Synchronous).
 // SQLite, PostgreSQL and MySQL stores apply their migrations when opened.
+//
+// A binary that needs neither PostgreSQL, MySQL nor Redis builds faster
+// and smaller without their drivers: the build tags retrysafe_nopostgres,
+// retrysafe_nomysql and retrysafe_noredis leave them out (such a binary answers their URLs with
+// [ErrNotBuiltIn]). The memory and SQLite stores are always built in.
 package storeurl
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/memory"
-	"github.com/retrysafe/retrysafe/store/mysql"
-	"github.com/retrysafe/retrysafe/store/postgres"
-	"github.com/retrysafe/retrysafe/store/redis"
-	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
 // Default is the store used when none is given.
@@ -66,6 +67,10 @@ const (
 // no such operation.
 var ErrNotSupported = errors.New("not supported by this store")
 
+// ErrNotBuiltIn is returned by [Open] for a store whose driver this binary
+// was built without (build tags retrysafe_nopostgres, retrysafe_noredis).
+var ErrNotBuiltIn = errors.New("not built into this binary")
+
 // Options are settings that apply to every kind of store.
 type Options struct {
 	// ProcessingRetention is how long a processing record whose lease ran
@@ -73,6 +78,12 @@ type Options struct {
 	// expiry use it (SQLite and PostgreSQL take it from each sweep's
 	// SweepParams). Zero means retrysafe.DefaultProcessingRetention.
 	ProcessingRetention time.Duration
+	// MustExist refuses to create a store: a SQLite file that does not
+	// exist is an error wrapping fs.ErrNotExist, instead of a new, empty
+	// database. Commands that only read or tidy records set it, so that a
+	// mistyped path is reported rather than created. (PostgreSQL and
+	// Redis databases are never created by Open.)
+	MustExist bool
 }
 
 // Open opens the store rawURL names ("" means [Default]) with zero
@@ -103,105 +114,24 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (retrysafe.Store
 		s := memory.New(memory.Config{ProcessingRetention: opts.ProcessingRetention})
 		return s, s.Close, nil
 	case "sqlite", "sqlite3":
-		path, cfg, err := sqlitePath(rest)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store %q: %w", Redact(rawURL), err)
-		}
-		s, err := sqlite.Open(ctx, path, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Close, nil
+		return openSQLite(ctx, rawURL, rest, opts)
 	case "postgres", "postgresql":
-		s, err := postgres.Open(ctx, rawURL, postgres.Config{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Close, nil
+		return openPostgres(ctx, rawURL)
 	case "mysql":
-		s, err := mysql.Open(ctx, rawURL, mysql.Config{})
-		if err != nil {
-			return nil, nil, fmt.Errorf("store %q: %w", Redact(rawURL), err)
-		}
-		return s, s.Close, nil
+		return openMySQL(ctx, rawURL)
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
-		u, cfg, err := redisURL(rawURL, opts.ProcessingRetention)
-		if err != nil {
-			return nil, nil, err
-		}
-		s, err := redis.Open(ctx, u, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Close, nil
+		return openRedis(ctx, rawURL, opts)
 	}
 	return nil, nil, fmt.Errorf("store %q: unknown scheme %q; use %s", Redact(rawURL), scheme, Accepted)
 }
 
-// sqlitePath splits the part after "sqlite:" into a file path and the
-// store's configuration.
-func sqlitePath(rest string) (path string, cfg sqlite.Config, err error) {
-	if p, q, ok := strings.Cut(rest, "?"); ok {
-		rest = p
-		vals, err := url.ParseQuery(q)
-		if err != nil {
-			return "", cfg, fmt.Errorf("query: %w", err)
-		}
-		for k := range vals {
-			if k != ParamTable && k != ParamSynchronous {
-				return "", cfg, fmt.Errorf("unknown parameter %q (only %s and %s)", k, ParamTable, ParamSynchronous)
-			}
-		}
-		cfg.Table = vals.Get(ParamTable)
-		cfg.Synchronous = vals.Get(ParamSynchronous)
-	}
-	if after, ok := strings.CutPrefix(rest, "//"); ok {
-		rest = after // sqlite://rel.db is relative; sqlite:///abs.db is absolute
-	}
-	if rest == "" {
-		return "", cfg, errors.New("empty path; write sqlite:retrysafe.db or sqlite:/var/lib/retrysafe.db")
-	}
-	return rest, cfg, nil
-}
-
-// redisURL removes the parameters of storeurl (retrysafe_prefix,
-// retrysafe_wait_replicas, retrysafe_wait_timeout), which go-redis would
-// reject, and returns them as the store's configuration. It works on the
-// query alone, so the comma-separated hosts of a cluster URL pass through.
-func redisURL(raw string, retention time.Duration) (string, redis.Config, error) {
-	cfg := redis.Config{ProcessingRetention: retention}
-	base, query, ok := strings.Cut(raw, "?")
-	if !ok {
-		return raw, cfg, nil
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return "", cfg, fmt.Errorf("store %q: query: %w", Redact(raw), err)
-	}
-	if q.Has(ParamPrefix) {
-		cfg.Prefix = q.Get(ParamPrefix)
-		q.Del(ParamPrefix)
-	}
-	if q.Has(ParamWaitReplicas) {
-		n, err := strconv.Atoi(q.Get(ParamWaitReplicas))
-		if err != nil || n < 0 {
-			return "", cfg, fmt.Errorf("store %q: %s must be a number of replicas, not %q", Redact(raw), ParamWaitReplicas, q.Get(ParamWaitReplicas))
-		}
-		cfg.WaitReplicas = n
-		q.Del(ParamWaitReplicas)
-	}
-	if q.Has(ParamWaitTimeout) {
-		d, err := time.ParseDuration(q.Get(ParamWaitTimeout))
-		if err != nil || d <= 0 {
-			return "", cfg, fmt.Errorf("store %q: %s must be a positive duration such as 100ms, not %q", Redact(raw), ParamWaitTimeout, q.Get(ParamWaitTimeout))
-		}
-		cfg.WaitTimeout = d
-		q.Del(ParamWaitTimeout)
-	}
-	if len(q) == 0 {
-		return base, cfg, nil
-	}
-	return base + "?" + q.Encode(), cfg, nil
+// RouteDriverLogs sends the log lines that store drivers print on their
+// own to l's handler, so that a process logging JSON prints nothing else on
+// stderr. Only go-redis prints by itself (connection-pool failures, through
+// one logger per process); pgx and the SQLite driver log nothing unless
+// given a logger. Call it once, before opening stores.
+func RouteDriverLogs(l *slog.Logger) {
+	routeRedisLogs(l)
 }
 
 // Redact returns rawURL with any password replaced by "xxxxx", for logs and

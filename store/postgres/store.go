@@ -168,7 +168,7 @@ func Open(ctx context.Context, connString string, cfg Config) (*Store, error) {
 	}
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
-		return nil, pgbouncerHint(cfg, err)
+		return nil, pgbouncerHint(cfg, tidyConnectError(err))
 	}
 	return s, nil
 }
@@ -285,5 +285,5 @@ func (s *Store) wrap(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		return fmt.Errorf("postgres: %s: %w (%v)", op, ctxErr, err)
 	}
-	return retrysafe.Unavailable(op, err)
+	return retrysafe.Unavailable(op, tidyConnectError(err))
 }
