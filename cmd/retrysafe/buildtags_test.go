@@ -1,19 +1,23 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// slimTags leave the PostgreSQL, MySQL and Redis drivers out of the binary.
-const slimTags = "retrysafe_nopostgres,retrysafe_nomysql,retrysafe_noredis"
+// slimTags leave the PostgreSQL, MySQL and Redis drivers and the
+// OpenTelemetry SDK and exporters out of the binary.
+const slimTags = "retrysafe_nopostgres,retrysafe_nomysql,retrysafe_noredis,retrysafe_notracing"
 
 // TestSlimBuild: with the build tags retrysafe_nopostgres,
-// retrysafe_nomysql and retrysafe_noredis the binary links neither pgx,
-// go-sql-driver/mysql nor go-redis, still runs the demo and the SQLite
-// store, and answers a PostgreSQL, MySQL or Redis URL with a clear error.
+// retrysafe_nomysql, retrysafe_noredis and retrysafe_notracing the binary
+// links neither pgx, go-sql-driver/mysql, go-redis nor the OpenTelemetry
+// SDK, exporters and gRPC, still runs the demo and the SQLite store,
+// answers a PostgreSQL, MySQL or Redis URL with a clear error, and refuses
+// an OTLP exporter rather than run untraced.
 func TestSlimBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -24,7 +28,8 @@ func TestSlimBuild(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	deps := string(out)
-	for _, gone := range []string{"github.com/jackc/pgx", "github.com/redis/go-redis", "github.com/go-sql-driver/mysql", "retrysafe/store/postgres", "retrysafe/store/redis", "retrysafe/store/mysql"} {
+	for _, gone := range []string{"github.com/jackc/pgx", "github.com/redis/go-redis", "github.com/go-sql-driver/mysql", "retrysafe/store/postgres", "retrysafe/store/redis", "retrysafe/store/mysql",
+		"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", "google.golang.org/grpc", "retrysafe/otel/sdkenv"} {
 		if strings.Contains(deps, gone) {
 			t.Errorf("the slim build still imports %s", gone)
 		}
@@ -46,6 +51,11 @@ func TestSlimBuild(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Errorf("keys list --store %s: %v\n%s\nwant %q", store, err, out, want)
 		}
+	}
+	serve := exec.Command(bin, "serve", "--upstream", "http://127.0.0.1:1", "--store", "memory:")
+	serve.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318")
+	if out, err := serve.CombinedOutput(); err == nil || !strings.Contains(string(out), "built without tracing (-tags retrysafe_notracing)") {
+		t.Errorf("serve with OTEL_EXPORTER_OTLP_ENDPOINT: %v\n%s\nwant a refusal naming retrysafe_notracing", err, out)
 	}
 	sqlite := "sqlite:" + filepath.Join(t.TempDir(), "slim.db")
 	if out, err := exec.Command(bin, "migrate", "--create", "--store", sqlite).CombinedOutput(); err != nil || !strings.Contains(string(out), "Schema up to date") {

@@ -340,7 +340,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	tracingDesc := "off"
 	if tracer != nil {
-		gwCfg.TracerProvider, gwCfg.Propagator, gwCfg.StoreName = tracer, tracer.Propagator, storeName(o.store)
+		gwCfg.TracerProvider, gwCfg.Propagator, gwCfg.StoreName = tracer.Provider, tracer.Propagator, storeName(o.store)
 		tracingDesc = strings.Join(tracer.Exporters, ", ")
 	}
 	gw, err := gateway.New(gwCfg)

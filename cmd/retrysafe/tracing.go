@@ -1,3 +1,5 @@
+//go:build !retrysafe_notracing
+
 package main
 
 import (
@@ -5,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,11 +18,11 @@ import (
 // serve exits.
 const tracingShutdownTimeout = 5 * time.Second
 
-// startTracing returns the TracerProvider the OTEL_* environment
-// describes (see package sdkenv), or nil when tracing is off, and a
-// function that flushes and stops it. The SDK's own errors and log lines
-// go to logger, not to plain-text stderr.
-func startTracing(ctx context.Context, console io.Writer, logger *slog.Logger) (*sdkenv.Provider, func(), error) {
+// startTracing returns the tracing the OTEL_* environment describes (see
+// package sdkenv), or nil when tracing is off, and a function that flushes
+// and stops it. The SDK's own errors and log lines go to logger, not to
+// plain-text stderr.
+func startTracing(ctx context.Context, console io.Writer, logger *slog.Logger) (*tracing, func(), error) {
 	ctx = context.WithoutCancel(ctx) // the exporters outlive serve's context: they flush after it ends
 	p, err := sdkenv.NewTracerProvider(ctx, sdkenv.Options{ServiceName: "retrysafe", ServiceVersion: serviceVersion(), Console: console})
 	if err != nil || p == nil {
@@ -38,7 +39,7 @@ func startTracing(ctx context.Context, console io.Writer, logger *slog.Logger) (
 			logger.Warn("tracing: exporting the last spans failed", "err", err)
 		}
 	}
-	return p, stop, nil
+	return &tracing{Provider: p, Propagator: p.Propagator, Exporters: p.Exporters}, stop, nil
 }
 
 // serviceVersion is service.version in traces: the module version, or ""
@@ -52,19 +53,4 @@ func serviceVersion() string {
 		return v
 	}
 	return ""
-}
-
-// storeName is the kind of store a --store URL names, for traces.
-func storeName(rawURL string) string {
-	scheme, _, _ := strings.Cut(rawURL, ":")
-	switch s := strings.ToLower(scheme); s {
-	case "postgres", "postgresql":
-		return "postgres"
-	case "redis", "rediss":
-		return "redis"
-	case "", "sqlite":
-		return "sqlite"
-	default:
-		return s
-	}
 }
