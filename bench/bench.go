@@ -199,6 +199,13 @@ func Client(concurrency int) *http.Client {
 // Load sends n POST requests to target+"/payments" from concurrency
 // workers over client, the i-th with key keys(i), and measures them.
 func Load(ctx context.Context, client *http.Client, target string, keys Keys, n, concurrency int) Result {
+	return LoadSplit(ctx, client, []string{target}, keys, n, concurrency)
+}
+
+// LoadSplit is Load over several targets (gateways sharing one store):
+// worker w sends all its requests to targets[w%len(targets)], so the
+// workers, and the load, are split evenly between them.
+func LoadSplit(ctx context.Context, client *http.Client, targets []string, keys Keys, n, concurrency int) Result {
 	latencies := make([]time.Duration, n)
 	var (
 		next     atomic.Int64
@@ -208,7 +215,8 @@ func Load(ctx context.Context, client *http.Client, target string, keys Keys, n,
 	)
 	cpu0 := cputime.Process()
 	start := time.Now()
-	for range concurrency {
+	for w := range concurrency {
+		target := targets[w%len(targets)]
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1

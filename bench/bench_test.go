@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/bench/pebblekv"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/mysql"
@@ -89,6 +90,14 @@ func openStores(tb testing.TB, all bool) []benchStore {
 		}
 		out = append(out, benchStore{"sqlite-tmpfs", fast, func() { _ = fast.Close(); _ = os.RemoveAll(shm) }})
 	}
+
+	// The pebble prototype (bench/pebblekv), durable writes: measured
+	// next to SQLite on the same disk, not a product store.
+	pb, err := pebblekv.Open(filepath.Join(dir, "pebble"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out = append(out, benchStore{"pebble", pb, func() { _ = pb.Close() }})
 
 	suffix := randomSuffix(tb)
 	pgURL := cmpEnv("RETRYSAFE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
@@ -250,8 +259,10 @@ func BenchmarkGateway(b *testing.B) {
 			rows = append(rows, r)
 		}
 	}
-	// measure runs one scenario interleaved with the plain proxy.
-	measure := func(name, target string, keys Keys, check func(b *testing.B, r Result)) {
+	// measure runs one scenario interleaved with the plain proxy, its load
+	// split between targets; extraCPU, when not nil, reads the CPU time of
+	// the other processes the scenario runs (its gateways).
+	measure := func(name string, targets []string, extraCPU func() time.Duration, keys Keys, check func(b *testing.B, r Result)) {
 		b.Run(name, func(b *testing.B) {
 			var gw, base Result
 			var ratios []float64
@@ -259,7 +270,14 @@ func BenchmarkGateway(b *testing.B) {
 			for done := 0; done < b.N; done += per {
 				n := min(per, b.N-done)
 				p := Load(ctx, client, plain.URL, FreshKeys(), n, *concurrency)
-				g := Load(ctx, client, target, keys, n, *concurrency)
+				var cpu0 time.Duration
+				if extraCPU != nil {
+					cpu0 = extraCPU()
+				}
+				g := LoadSplit(ctx, client, targets, keys, n, *concurrency)
+				if extraCPU != nil {
+					g.CPU += extraCPU() - cpu0
+				}
 				base, gw = base.Merge(p), gw.Merge(g)
 				if p.RPS() > 0 {
 					ratios = append(ratios, g.RPS()/p.RPS())
@@ -302,14 +320,46 @@ func BenchmarkGateway(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		measure(s.name+"/new", gw.URL, FreshKeys(), fresh)
+		measure(s.name+"/new", []string{gw.URL}, nil, FreshKeys(), fresh)
 		keys := FixedKeys(*replayKeys)
 		if r := Load(ctx, client, gw.URL, keys, *replayKeys, *concurrency); r.Errors > 0 {
 			b.Fatalf("%s: storing the replay keys: %d errors", s.name, r.Errors)
 		}
-		measure(s.name+"/replay", gw.URL, keys, replayed)
+		measure(s.name+"/replay", []string{gw.URL}, nil, keys, replayed)
 		gw.Close()
 		s.close()
+	}
+
+	// The fleet case: `retrysafe serve` processes sharing one PostgreSQL
+	// schema, the clients split evenly between them, against the same
+	// plain proxy with the same total clients. One process first (the
+	// same gateway out of process), then -fleet of them.
+	if *fleetSize > 0 {
+		if storeURL, drop, ok := fleetStore(b); ok {
+			bin, err := retrysafeBinary(b)
+			if err != nil {
+				drop()
+				b.Fatal(err)
+			}
+			for _, n := range slices.Compact([]int{1, *fleetSize}) {
+				f, err := startFleet(bin, n, upstream.URL, storeURL)
+				if err != nil {
+					drop()
+					b.Fatal(err)
+				}
+				name := fmt.Sprintf("postgres-fleet-%d", n)
+				measure(name+"/new", f.urls, f.cpu, FreshKeys(), fresh)
+				keys := FixedKeys(*replayKeys)
+				if r := LoadSplit(ctx, client, f.urls, keys, *replayKeys, *concurrency); r.Errors > 0 {
+					f.close()
+					drop()
+					b.Fatalf("%s: storing the replay keys: %d errors", name, r.Errors)
+				}
+				measure(name+"/replay", f.urls, f.cpu, keys, replayed)
+				f.close()
+			}
+			drop()
+		}
 	}
 
 	var sb strings.Builder

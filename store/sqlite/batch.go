@@ -116,7 +116,7 @@ const (
 
 // writeQueries are the statements batches run.
 func (s *Store) writeQueries() []string {
-	return []string{s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep, s.q.retire}
+	return []string{s.q.claimNew, s.q.claim, s.q.get, s.q.extend, s.q.complete, s.q.release, s.q.del, s.q.sweep, s.q.retire}
 }
 
 // writerConn is a connection the writer holds while it has work, with

@@ -11,16 +11,23 @@ import (
 // Claim claims params.Key in params.Scope for params.Token (see
 // [retrysafe.Store] for the rules).
 //
-// Every claim is one atomic statement, INSERT … ON CONFLICT DO UPDATE …
-// WHERE <claimable> RETURNING: a new key is inserted, an expired completed
-// record is replaced, and a processing record whose lease ran out is taken
-// over when the fingerprint matches. When that statement returns no row the
-// existing record blocked the claim (a replay, a request in flight, a
-// mismatch), and a read of it in the same transaction (which holds the
-// write lock) returns the record that blocked the claim (never a
-// check-then-insert). The claim is one of this Store's group-committed
+// A new key is one statement, INSERT … ON CONFLICT DO NOTHING, which
+// inserts exactly when no record of that scope and key exists. When it
+// inserts nothing, the existing record is read in the same transaction
+// (which holds the write lock, so it is the record that blocked the insert;
+// never a check-then-insert): a replay, a request in flight or a mismatch
+// is answered with it. Only a record that may be taken over (completed and
+// expired, or processing with its lease run out and the same fingerprint)
+// goes on to INSERT … ON CONFLICT DO UPDATE … WHERE <claimable> RETURNING,
+// whose WHERE decides in SQL: it replaces the expired completed record or
+// takes the lease over. The claim is one of this Store's group-committed
 // writes: Claim returns once the transaction that holds it has committed
 // (see the package documentation).
+//
+// Before, every claim began with that upsert: it inserts a new key too, but
+// its RETURNING, which SQLite buffers in an ephemeral table, doubles the
+// statement's CPU (about 10 against 5 µs per new key), and a duplicate
+// paid it before its read (docs/performance.md).
 //
 // Duplicates go through the writer too. A read-first fast path (answering
 // a duplicate from a plain read, without the write lock) made replays a
@@ -42,46 +49,82 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	}
 	var res *retrysafe.ClaimResult
 	err := s.write(ctx, "claim", func(b *batchTx) error {
-		// A new key or a takeover is one statement.
-		var (
-			attempt int
-			created int64
-		)
-		err := b.stmt(s.q.claim).QueryRow(args...).Scan(&attempt, &created)
-		if err == nil {
-			// The rest of the record is params', as the upsert set it:
-			// returning two columns instead of the row keeps the
-			// writer's statement short.
-			res = &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt,
-				fromNanos(created), fromNanos(toNanos(params.Now)), fromNanos(toNanos(params.Now.Add(params.Lease))))}
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		// A new key, the common case, is one plain insert, which
+		// inserts exactly when the upsert below would (no row of
+		// this scope and key), without its RETURNING.
+		r, err := b.stmt(s.q.claimNew).Exec(args...)
+		if err != nil {
 			return err
 		}
-		// Blocked: the blocker is read in the same transaction, which
-		// has held the write lock since the batch began (BEGIN
-		// IMMEDIATE), so the record read is the one that blocked the
-		// claim, even if an earlier write of this batch wrote it: a
-		// claim of a key claimed earlier in the batch sees that
-		// claim's record, as if the two were serialised, which they
-		// are.
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			res = &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(1,
+				fromNanos(toNanos(params.Now)), fromNanos(toNanos(params.Now)), fromNanos(toNanos(params.Now.Add(params.Lease))))}
+			return nil
+		}
+		// The key exists. Its record is read in the same transaction,
+		// which has held the write lock since the batch began (BEGIN
+		// IMMEDIATE), so it is the record that blocked the insert, even
+		// if an earlier write of this batch wrote it: a claim of a key
+		// claimed earlier in the batch sees that claim's record, as if
+		// the two were serialised, which they are. Most such claims are
+		// replays or requests in flight, answered by this read alone.
 		rec, err := scanRecord(b.stmt(s.q.get).QueryRow(params.Scope, params.Key))
 		if errors.Is(err, sql.ErrNoRows) {
-			// Impossible under the write lock: the upsert either
-			// inserted or found a row.
+			// Impossible under the write lock: the insert found a row.
 			return errors.New("claim blocked by a record that does not exist")
 		}
 		if err != nil {
 			return err
 		}
-		res = &retrysafe.ClaimResult{Claimed: false, Record: rec}
+		if !claimable(rec, params) {
+			res = &retrysafe.ClaimResult{Claimed: false, Record: rec}
+			return nil
+		}
+		// An expired completed record, or a lease that ran out with the
+		// same fingerprint: the upsert, whose WHERE decides in SQL, takes
+		// it over (it matches no row only if claimable and that WHERE
+		// disagreed, and then the record read stands).
+		var (
+			attempt int
+			created int64
+		)
+		err = b.stmt(s.q.claim).QueryRow(args...).Scan(&attempt, &created)
+		if errors.Is(err, sql.ErrNoRows) {
+			res = &retrysafe.ClaimResult{Claimed: false, Record: rec}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// The rest of the record is params', as the upsert set it:
+		// returning two columns instead of the row keeps the writer's
+		// statement short.
+		res = &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt,
+			fromNanos(created), fromNanos(toNanos(params.Now)), fromNanos(toNanos(params.Now.Add(params.Lease))))}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// claimable reports whether the claim upsert's WHERE holds for rec at
+// params.Now: a completed record that expired, or a processing record
+// whose lease ran out, claimed with the same fingerprint. Times compare
+// as the stored integer nanoseconds; a completed record without an
+// expiry (NULL, never written by this store) is not claimable, as in SQL.
+func claimable(rec *retrysafe.Record, params *retrysafe.ClaimParams) bool {
+	now := toNanos(params.Now)
+	switch rec.State {
+	case retrysafe.StateCompleted:
+		return !rec.ExpiresAt.IsZero() && toNanos(rec.ExpiresAt) <= now
+	case retrysafe.StateProcessing:
+		return toNanos(rec.LeaseUntil) <= now && rec.Fingerprint == params.Fingerprint
+	}
+	return false
 }
 
 // Get returns the record for params.Key in params.Scope, or

@@ -20,10 +20,12 @@
 //
 // # Atomicity and fencing
 //
-// Claim writes with a single INSERT … ON CONFLICT DO UPDATE … WHERE …
-// RETURNING statement; when it matches no row (a replay, a request in
-// flight, a mismatch), the record that blocked it is read in the same
-// transaction, under the write lock. Extend,
+// Claim inserts a new key with INSERT … ON CONFLICT DO NOTHING; when the
+// key exists, it reads the record that blocked the insert (a replay, a
+// request in flight, a mismatch), and only a record that may be taken over
+// goes on to a single INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING
+// statement, whose WHERE decides. All of it runs in one transaction, under
+// the write lock. Extend,
 // Complete and Release are single UPDATE/DELETE statements matching scope,
 // key, owner token and state 'processing', and report
 // [retrysafe.ErrLeaseLost] when they match no row. Nothing is ever checked
@@ -45,7 +47,7 @@
 // no delay to gather writes: a lone write commits at once, and writes that
 // arrive while a commit is in progress share the next one.
 //
-//   - Each write is still one atomic statement under SQLite's write lock,
+//   - Each write is still atomic under SQLite's write lock,
 //     and the writes of a batch run one after the other in queue order, so
 //     each sees the ones before it: two claims of one key in one batch
 //     behave exactly as if serialised (one wins, the other sees its
