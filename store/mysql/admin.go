@@ -98,24 +98,30 @@ func (s *Store) deleteBatch(ctx context.Context, query string, bound int64, batc
 
 // List implements [retrysafe.Admin.List]: records ordered by (Scope, Key) in
 // byte order (the columns are binary), after the cursor, expired ones
-// included (List takes no time).
+// included (List takes no time), narrowed by p's filters (see
+// [retrysafe.ListParams.Matches]) as WHERE clauses of the same keyset
+// query. The unfiltered queries (four shapes) are prepared once and kept;
+// a filtered one is prepared for its call only, so that the many shapes
+// filters make hold no server-side statements.
 func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
 	if p == nil {
 		p = &retrysafe.ListParams{}
 	}
-	args := []any{p.AfterScope, p.AfterScope, p.AfterKey}
-	var query string
-	switch {
-	case !p.OneScope() && p.WithBodies:
-		query = s.q.list
-	case !p.OneScope():
-		query = s.q.listNoBody
-	case p.WithBodies:
-		query, args = s.q.listScope, append(args, p.Scope)
-	default:
-		query, args = s.q.listScopeNoBody, append(args, p.Scope)
+	query, args, err := s.listQuery(p)
+	if err != nil {
+		return nil, err
 	}
-	return s.query(ctx, "list", query, append(args, p.PageSize())...)
+	if !p.Filtered() {
+		return s.query(ctx, "list", query, args...)
+	}
+	if err := s.open(); err != nil {
+		return nil, s.wrap(ctx, "list", err)
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, s.wrap(ctx, "list", err)
+	}
+	return s.records(ctx, "list", rows)
 }
 
 // Find implements [retrysafe.Admin.Find]: the records with p.Key ordered by
@@ -151,6 +157,11 @@ func (s *Store) query(ctx context.Context, op, query string, args ...any) ([]*re
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
+	return s.records(ctx, op, rows)
+}
+
+// records reads the records of rows (of recordColumns) and closes it.
+func (s *Store) records(ctx context.Context, op string, rows *sql.Rows) ([]*retrysafe.Record, error) {
 	defer rows.Close()
 	var out []*retrysafe.Record
 	for rows.Next() {

@@ -25,7 +25,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	if p == nil {
 		return nil, errors.New("mysql: claim: nil params")
 	}
-	if err := checkSizes("claim", p.Scope, p.Key, p.Fingerprint, p.Token); err != nil {
+	if err := checkSizes("claim", p.Scope, p.Key, p.Fingerprint, p.Token, p.Route); err != nil {
 		return nil, err
 	}
 	now, err := nanos(p.Now)
@@ -53,7 +53,7 @@ func (s *Store) claimOnce(ctx context.Context, p *retrysafe.ClaimParams, now, un
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(ctx, p.Scope, p.Key, p.Fingerprint, p.Token, now, until)
+	rows, err := st.QueryContext(ctx, p.Scope, p.Key, p.Fingerprint, p.Token, now, until, p.Route)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ const (
 	maxKey         = 1024
 	maxFingerprint = 1024
 	maxToken       = 255
+	maxRoute       = 1024
 )
 
 // identifierRE accepts the table names Config takes: a letter or
@@ -59,12 +60,12 @@ func (c Config) withDefaults() (Config, error) {
 func quote(name string) string { return "`" + name + "`" }
 
 // checkSizes returns an error when a value does not fit its column.
-func checkSizes(op, scope, key, fingerprint, token string) error {
+func checkSizes(op, scope, key, fingerprint, token, route string) error {
 	for _, f := range []struct {
 		name  string
 		value string
 		max   int
-	}{{"scope", scope, maxScope}, {"key", key, maxKey}, {"fingerprint", fingerprint, maxFingerprint}, {"token", token, maxToken}} {
+	}{{"scope", scope, maxScope}, {"key", key, maxKey}, {"fingerprint", fingerprint, maxFingerprint}, {"token", token, maxToken}, {"route", route, maxRoute}} {
 		if len(f.value) > f.max {
 			return fmt.Errorf("mysql: %s: %s is %d bytes, longer than the %d the table holds", op, f.name, len(f.value), f.max)
 		}

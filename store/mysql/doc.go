@@ -45,8 +45,8 @@
 // params.Now, never by the server's clock. Scope, key, fingerprint, token,
 // headers and body are binary columns (VARBINARY, BLOB): every byte is
 // kept, keys compare byte by byte (case and trailing spaces count), and
-// Admin.List orders by bytes. Scope and key may be up to 1024 bytes, the
-// fingerprint 1024 and the token 255; bodies up to the server's
+// Admin.List orders by bytes. Scope, key and route may be up to 1024
+// bytes, the fingerprint 1024 and the token 255; bodies up to the server's
 // max_allowed_packet.
 //
 // # Notifications

@@ -7,22 +7,18 @@ import "strings"
 type queries struct {
 	claim, get, extend, complete, release, del   string
 	sweep, retire                                string
-	list, listScope, listNoBody, listScopeNoBody string
 	find, findScope, findNoBody, findScopeNoBody string
+	statsCounts, statsOldest, statsUnknown       string
 }
 
 func buildQueries(table string) queries {
 	t := quote(table)
 	sel := "SELECT " + recordColumns + " FROM " + t
 	selNoBody := "SELECT " + strings.Replace(recordColumns, ", body", ", NULL", 1) + " FROM " + t
-	// The cursor condition is spelled out instead of a row comparison
-	// (scope, idem_key) > (?, ?), so that every server version uses the
-	// primary key's range.
-	after := " WHERE (scope > ? OR (scope = ? AND idem_key > ?))"
 	return queries{
-		// scope, key, fingerprint, token, now, lease until: the claim
-		// procedure of migrations/0002_claim_procedure.sql.
-		claim: "CALL " + quote(table+"_claim") + "(?, ?, ?, ?, ?, ?)",
+		// scope, key, fingerprint, token, now, lease until, route: the
+		// claim procedure of migrations/0002_claim_procedure.sql.
+		claim: "CALL " + quote(table+"_claim") + "(?, ?, ?, ?, ?, ?, ?)",
 		get:   sel + " WHERE scope = ? AND idem_key = ?",
 		// The fenced statements: each matches only the owner's processing
 		// record, and changes it (revision), so one affected row means
@@ -47,15 +43,25 @@ func buildQueries(table string) queries {
 		// now minus the processing retention, batch size: abandoned
 		// attempts, through the (state, lease_until_ns) index.
 		retire: "DELETE FROM " + t + " WHERE state = 'processing' AND lease_until_ns <= ? LIMIT ?",
-		// after scope (twice), after key, [scope,] limit.
-		list:            sel + after + " ORDER BY scope, idem_key LIMIT ?",
-		listScope:       sel + after + " AND scope = ? ORDER BY scope, idem_key LIMIT ?",
-		listNoBody:      selNoBody + after + " ORDER BY scope, idem_key LIMIT ?",
-		listScopeNoBody: selNoBody + after + " AND scope = ? ORDER BY scope, idem_key LIMIT ?",
 		// key [, scope].
 		find:            sel + " WHERE idem_key = ? ORDER BY scope",
 		findScope:       sel + " WHERE idem_key = ? AND scope = ?",
 		findNoBody:      selNoBody + " WHERE idem_key = ? ORDER BY scope",
 		findScopeNoBody: selNoBody + " WHERE idem_key = ? AND scope = ?",
+		// now (twice): the counts of Admin.Stats, in one pass.
+		statsCounts: "SELECT" +
+			" COALESCE(SUM(CASE WHEN state = 'processing' THEN 1 ELSE 0 END), 0)," +
+			" COALESCE(SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END), 0)," +
+			" COALESCE(SUM(CASE WHEN state = 'processing' AND lease_until_ns <= ? THEN 1 ELSE 0 END), 0)," +
+			" COALESCE(SUM(CASE WHEN state = 'completed' AND status >= 400 THEN 1 ELSE 0 END), 0)," +
+			" COALESCE(SUM(CASE WHEN state = 'completed' AND expires_at_ns <= ? THEN 1 ELSE 0 END), 0)" +
+			" FROM " + t,
+		// now: the processing record with a live lease created first.
+		statsOldest: selNoBody + " WHERE state = 'processing' AND lease_until_ns > ?" +
+			" ORDER BY created_at_ns, scope, idem_key LIMIT 1",
+		// now, limit: the processing records whose lease ran out, the
+		// longest expired first.
+		statsUnknown: selNoBody + " WHERE state = 'processing' AND lease_until_ns <= ?" +
+			" ORDER BY lease_until_ns, scope, idem_key LIMIT ?",
 	}
 }

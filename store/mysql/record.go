@@ -67,7 +67,7 @@ type scanner interface {
 
 // recordColumns are the columns every statement that returns a record
 // selects, in the order scanRecord reads them.
-const recordColumns = "scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body"
+const recordColumns = "scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body, route"
 
 // row holds one record's columns as scanned.
 type row struct {
@@ -75,13 +75,13 @@ type row struct {
 	attempt                               int64
 	created, updated, lease, expires      sql.NullInt64
 	status                                sql.NullInt64
-	header, body                          []byte
+	header, body, route                   []byte
 }
 
 // dest returns the scan destinations of the columns after scope and key.
 func (r *row) dest() []any {
 	return []any{&r.fingerprint, &r.state, &r.token, &r.attempt, &r.created, &r.updated, &r.lease, &r.expires,
-		&r.status, &r.header, &r.body}
+		&r.status, &r.header, &r.body, &r.route}
 }
 
 // record builds the Record the row holds.
@@ -93,6 +93,7 @@ func (r *row) record() (*retrysafe.Record, error) {
 		State:       retrysafe.State(r.state),
 		Token:       string(r.token),
 		Attempt:     int(r.attempt),
+		Route:       string(r.route),
 		CreatedAt:   fromNanos(r.created),
 		UpdatedAt:   fromNanos(r.updated),
 		LeaseUntil:  fromNanos(r.lease),

@@ -3,6 +3,8 @@ package mysql_test
 import (
 	"database/sql"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -221,6 +223,7 @@ func TestInputLimits(t *testing.T) {
 		"scope":       {Scope: long, Key: "k", Fingerprint: fpA, Token: "t", Now: at(0), Lease: lease},
 		"fingerprint": {Scope: scope, Key: "k", Fingerprint: long, Token: "t", Now: at(0), Lease: lease},
 		"token":       {Scope: scope, Key: "k", Fingerprint: fpA, Token: strings.Repeat("t", 256), Now: at(0), Lease: lease},
+		"route":       {Scope: scope, Key: "k", Fingerprint: fpA, Token: "t", Now: at(0), Lease: lease, Route: long},
 		"time":        {Scope: scope, Key: "k", Fingerprint: fpA, Token: "t", Now: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), Lease: lease},
 	} {
 		_, err := s.Claim(ctx, p)
@@ -230,12 +233,49 @@ func TestInputLimits(t *testing.T) {
 	}
 	// The longest values that fit are stored exactly.
 	p := &retrysafe.ClaimParams{Scope: strings.Repeat("s", 1024), Key: strings.Repeat("k", 1024), Fingerprint: strings.Repeat("f", 1024),
-		Token: strings.Repeat("t", 255), Now: at(0), Lease: lease}
+		Token: strings.Repeat("t", 255), Now: at(0), Lease: lease, Route: strings.Repeat("r", 1024)}
 	if res := mustClaim(t, s, p); !res.Claimed {
 		t.Fatalf("claim of the longest values: %+v", res)
 	}
 	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: p.Scope, Key: p.Key, Now: at(0)})
-	if err != nil || rec.Fingerprint != p.Fingerprint || rec.Token != p.Token {
+	if err != nil || rec.Fingerprint != p.Fingerprint || rec.Token != p.Token || rec.Route != p.Route {
 		t.Fatalf("Get of the longest values: %v", err)
+	}
+}
+
+// TestListKeyPrefixBytes: List's KeyPrefix is an exact byte prefix on the
+// binary key column: pattern characters, case, trailing spaces and bytes
+// past 0x7f (no upper bound then, see ListParams.KeyPrefixEnd) are
+// matched as bytes.
+func TestListKeyPrefixBytes(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	keys := []string{"a%b", "a_b", "aXb", "A%b", "a% ", "a%", "\xffa", "\xff\xffb", "\xfe", "%\xffz", "X\xffz"}
+	for i, k := range keys {
+		mustClaim(t, s, &retrysafe.ClaimParams{Scope: scope, Key: k, Fingerprint: fpA, Token: fmt.Sprint("t", i), Now: at(0), Lease: lease})
+	}
+	for _, c := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"a%", []string{"a%", "a% ", "a%b"}},
+		{"a% ", []string{"a% "}},
+		{"a_", []string{"a_b"}},
+		{"A", []string{"A%b"}},
+		{"\xff", []string{"\xffa", "\xff\xffb"}},
+		{"\xff\xff", []string{"\xff\xffb"}},
+		{"%\xff", []string{"%\xffz"}}, // no upper bound: the prefix test alone
+	} {
+		recs, err := s.List(t.Context(), &retrysafe.ListParams{KeyPrefix: c.prefix})
+		if err != nil {
+			t.Fatalf("List with prefix %q: %v", c.prefix, err)
+		}
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.Key)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("List with prefix %q = %q, want %q", c.prefix, got, c.want)
+		}
 	}
 }

@@ -5,6 +5,10 @@
 -- nanoseconds (BIGINT), so the times callers pass in params.Now come back
 -- exactly; read them in SQL with FROM_UNIXTIME(created_at_ns DIV 1000000000).
 --
+-- route is ClaimParams.Route, the route that handled the request (for
+-- operators; it decides nothing): a claim and a takeover set it, Complete
+-- keeps it.
+--
 -- revision counts the changes of a row. Every fenced UPDATE increments it,
 -- so a matched row is always a changed row and the affected-row count
 -- means the same whether or not the connection sets CLIENT_FOUND_ROWS.
@@ -26,6 +30,7 @@ CREATE TABLE IF NOT EXISTS {{records}} (
     status         INT             NULL,
     header         MEDIUMBLOB      NULL,
     body           LONGBLOB        NULL,
+    route          VARBINARY(1024) NOT NULL DEFAULT '',
     revision       BIGINT UNSIGNED NOT NULL DEFAULT 0,
     PRIMARY KEY (scope, idem_key),
     KEY {{expires_index}} (state, expires_at_ns),

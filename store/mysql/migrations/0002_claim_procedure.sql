@@ -2,7 +2,8 @@ DROP PROCEDURE IF EXISTS {{claim_proc}}
 -- ;
 -- The claim: one CALL, one round trip, one result row:
 --   claimed, fingerprint, state, token, attempt, created_at_ns,
---   updated_at_ns, lease_until_ns, expires_at_ns, status, header, body
+--   updated_at_ns, lease_until_ns, expires_at_ns, status, header, body,
+--   route
 -- (scope and key are the caller's).
 --
 -- 1. A plain read (no lock, no transaction). A record that blocks the
@@ -22,7 +23,8 @@ DROP PROCEDURE IF EXISTS {{claim_proc}}
 --    expired completed record, or an expired lease with the caller's
 --    fingerprint) and one UPDATE takes it over (claimed: a takeover keeps
 --    created_at_ns and adds one to attempt, a replaced completed record
---    starts afresh); or it blocks the claim (returned, unchanged).
+--    starts afresh; either way the row gets the caller's route); or it
+--    blocks the claim (returned, unchanged, with its own route).
 -- 4. COMMIT, and only then the result row, so a claim is never reported
 --    won unless its commit succeeded. Any error rolls the transaction back
 --    and is passed on (RESIGNAL); the store retries a deadlock.
@@ -30,7 +32,8 @@ DROP PROCEDURE IF EXISTS {{claim_proc}}
 -- Nothing here reads a clock: p_now is the caller's params.Now.
 CREATE PROCEDURE {{claim_proc}}(
     IN p_scope VARBINARY(1024), IN p_key VARBINARY(1024), IN p_fingerprint VARBINARY(1024),
-    IN p_token VARBINARY(255), IN p_now BIGINT, IN p_lease_until BIGINT)
+    IN p_token VARBINARY(255), IN p_now BIGINT, IN p_lease_until BIGINT,
+    IN p_route VARBINARY(1024))
     MODIFIES SQL DATA
     SQL SECURITY INVOKER
     COMMENT 'retrysafe claim (github.com/retrysafe/retrysafe/store/mysql)'
@@ -45,6 +48,7 @@ BEGIN
     DECLARE v_status INT;
     DECLARE v_header MEDIUMBLOB;
     DECLARE v_body LONGBLOB;
+    DECLARE v_route VARBINARY(1024);
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = FALSE;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -52,20 +56,20 @@ BEGIN
         RESIGNAL;
     END;
 
-    SELECT fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body
-      INTO v_fingerprint, v_state, v_token, v_attempt, v_created, v_updated, v_lease, v_expires, v_status, v_header, v_body
+    SELECT fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body, route
+      INTO v_fingerprint, v_state, v_token, v_attempt, v_created, v_updated, v_lease, v_expires, v_status, v_header, v_body, v_route
       FROM {{records}} WHERE scope = p_scope AND idem_key = p_key;
 
     IF NOT v_found OR COALESCE((v_state = 'completed' AND v_expires <= p_now)
             OR (v_state = 'processing' AND v_lease <= p_now AND v_fingerprint = p_fingerprint), FALSE) THEN
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
-        INSERT INTO {{records}} (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns)
-            VALUES (p_scope, p_key, p_fingerprint, 'processing', p_token, 1, p_now, p_now, p_lease_until)
+        INSERT INTO {{records}} (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route)
+            VALUES (p_scope, p_key, p_fingerprint, 'processing', p_token, 1, p_now, p_now, p_lease_until, p_route)
             ON DUPLICATE KEY UPDATE scope = scope;
         SET v_found = TRUE;
-        SELECT fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body
-          INTO v_fingerprint, v_state, v_token, v_attempt, v_created, v_updated, v_lease, v_expires, v_status, v_header, v_body
+        SELECT fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body, route
+          INTO v_fingerprint, v_state, v_token, v_attempt, v_created, v_updated, v_lease, v_expires, v_status, v_header, v_body, v_route
           FROM {{records}} WHERE scope = p_scope AND idem_key = p_key FOR UPDATE;
         IF NOT v_found THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe claim: the row vanished under its lock';
@@ -82,13 +86,13 @@ BEGIN
             UPDATE {{records}} SET fingerprint = p_fingerprint, state = 'processing', token = p_token,
                     attempt = v_attempt, created_at_ns = v_created, updated_at_ns = p_now,
                     lease_until_ns = p_lease_until, expires_at_ns = NULL, status = NULL, header = NULL, body = NULL,
-                    revision = revision + 1
+                    route = p_route, revision = revision + 1
                 WHERE scope = p_scope AND idem_key = p_key;
             SET v_claimed = TRUE, v_fingerprint = p_fingerprint, v_state = 'processing', v_token = p_token,
-                v_updated = p_now, v_lease = p_lease_until, v_expires = NULL, v_status = NULL, v_header = NULL, v_body = NULL;
+                v_updated = p_now, v_lease = p_lease_until, v_expires = NULL, v_status = NULL, v_header = NULL, v_body = NULL, v_route = p_route;
         END IF;
         COMMIT;
     END IF;
 
-    SELECT v_claimed, v_fingerprint, v_state, v_token, v_attempt, v_created, v_updated, v_lease, v_expires, v_status, v_header, v_body;
+    SELECT v_claimed, v_fingerprint, v_state, v_token, v_attempt, v_created, v_updated, v_lease, v_expires, v_status, v_header, v_body, v_route;
 END
