@@ -3,9 +3,9 @@ module github.com/retrysafe/retrysafe/internal/e2e
 go 1.26.0
 
 require (
-	github.com/go-sql-driver/mysql v1.10.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
@@ -15,7 +15,17 @@ require (
 	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
 )
 
-require filippo.io/edwards25519 v1.2.0 // indirect
+require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/retrysafe/retrysafe/otel v0.0.0-00010101000000-000000000000 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -56,3 +66,5 @@ replace (
 )
 
 replace github.com/retrysafe/retrysafe/store/mysql => ../../store/mysql
+
+replace github.com/retrysafe/retrysafe/otel => ../../otel

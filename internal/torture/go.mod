@@ -63,3 +63,7 @@ replace (
 )
 
 replace github.com/retrysafe/retrysafe/store/mysql => ../../store/mysql
+
+replace github.com/retrysafe/retrysafe/gateway => ../../gateway
+
+replace github.com/retrysafe/retrysafe/otel => ../../otel
