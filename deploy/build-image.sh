@@ -7,7 +7,9 @@
 #
 # Environment: VERSION (default: git describe), DOCKER (default: docker),
 # CA_FILE (default: /etc/ssl/certs/ca-certificates.crt, from Debian's
-# ca-certificates package).
+# ca-certificates package), TAGS (Go build tags, e.g.
+# TAGS=retrysafe_nopostgres,retrysafe_nomysql,retrysafe_noredis,retrysafe_notracing
+# for a smaller image with only the SQLite and memory stores and no tracing).
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +31,7 @@ trap 'rm -rf "$ctx"' EXIT
 # wins, e.g. GOARCH=arm64 with a cross-building daemon).
 arch=${GOARCH:-$(go env GOARCH)}
 CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -C "$root/cmd/retrysafe" \
-	-trimpath -buildvcs=true -ldflags "-s -w -X main.buildVersion=$version -X main.buildRevision=$revision" \
+	-trimpath -buildvcs=true -tags "${TAGS:-}" -ldflags "-s -w -X main.buildVersion=$version -X main.buildRevision=$revision" \
 	-o "$ctx/retrysafe" .
 
 cp "$ca_file" "$ctx/ca-certificates.crt"

@@ -221,9 +221,9 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 
 // encode is the stored form of rec (scope and key are in the pebble key):
 // state, attempt, the four times in Unix nanoseconds, fingerprint, token,
-// then for a completed record the status, the encoded header and the body.
+// route, then for a completed record the status, the encoded header and the body.
 func encode(rec *retrysafe.Record) []byte {
-	b := make([]byte, 0, 96+len(rec.Fingerprint)+len(rec.Token))
+	b := make([]byte, 0, 96+len(rec.Fingerprint)+len(rec.Token)+len(rec.Route))
 	completed := rec.State == retrysafe.StateCompleted
 	if completed {
 		b = append(b, 1)
@@ -236,6 +236,7 @@ func encode(rec *retrysafe.Record) []byte {
 	}
 	b = appendBytes(b, []byte(rec.Fingerprint))
 	b = appendBytes(b, []byte(rec.Token))
+	b = appendBytes(b, []byte(rec.Route))
 	if completed && rec.Response != nil {
 		b = binary.AppendVarint(b, int64(rec.Response.Status))
 		b = appendBytes(b, headercodec.Encode(rec.Response.Header))
@@ -291,7 +292,7 @@ func decode(v []byte) (*retrysafe.Record, error) {
 		times[i], v = fromNanos(t), v[n:]
 	}
 	rec.CreatedAt, rec.UpdatedAt, rec.LeaseUntil, rec.ExpiresAt = times[0], times[1], times[2], times[3]
-	var fp, token []byte
+	var fp, token, route []byte
 	var err error
 	if fp, v, err = readBytes(v); err != nil {
 		return nil, err
@@ -299,7 +300,10 @@ func decode(v []byte) (*retrysafe.Record, error) {
 	if token, v, err = readBytes(v); err != nil {
 		return nil, err
 	}
-	rec.Fingerprint, rec.Token = string(fp), string(token)
+	if route, v, err = readBytes(v); err != nil {
+		return nil, err
+	}
+	rec.Fingerprint, rec.Token, rec.Route = string(fp), string(token), string(route)
 	if completed {
 		status, n := binary.Varint(v)
 		if n <= 0 {

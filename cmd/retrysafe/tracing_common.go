@@ -22,7 +22,7 @@ func storeName(rawURL string) string {
 	switch s := strings.ToLower(scheme); s {
 	case "postgres", "postgresql":
 		return "postgres"
-	case "redis", "rediss", "redis+cluster", "rediss+cluster":
+	case "redis", "rediss":
 		return "redis"
 	case "", "sqlite":
 		return "sqlite"
