@@ -120,6 +120,7 @@ type (
 		} `yaml:"httpGet"`
 		PeriodSeconds    int `yaml:"periodSeconds"`
 		FailureThreshold int `yaml:"failureThreshold"`
+		TimeoutSeconds   int `yaml:"timeoutSeconds"`
 	}
 )
 
@@ -278,6 +279,12 @@ func TestKubernetesSidecar(t *testing.T) {
 		if p == nil || p.HTTPGet.Path != name || p.HTTPGet.Port != "admin" {
 			t.Errorf("probe %s: %+v, want httpGet %s on port admin", name, p, name)
 		}
+	}
+	// /readyz may take gateway.ReadyTimeout to answer 503 (a store that
+	// refuses connections is retried): a shorter probe timeout would see a
+	// timeout instead of the answer.
+	if p := gw.ReadinessProbe; p != nil && time.Duration(p.TimeoutSeconds)*time.Second <= gateway.ReadyTimeout {
+		t.Errorf("readinessProbe timeoutSeconds %d: want more than gateway.ReadyTimeout (%s)", p.TimeoutSeconds, gateway.ReadyTimeout)
 	}
 	// The Service sends traffic to the gateway, never straight to the app.
 	for k, v := range svc.Spec.Selector {
