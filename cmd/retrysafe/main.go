@@ -45,7 +45,7 @@ var commands = []*command{
 	{name: "keys", summary: "list, show or delete idempotency records", run: keysCommand(storeurl.OpenWith)},
 	{name: "ui", summary: "serve the operator page for a store on its own (gateways sharing PostgreSQL or Redis)", run: uiCommand(storeurl.OpenWith)},
 	{name: "sweep", summary: "delete expired records once (stores without native expiry)", run: sweepCommand(storeurl.OpenWith)},
-	{name: "migrate", summary: "apply the store's schema migrations (SQLite, PostgreSQL)", run: migrateCommand(storeurl.OpenWith)},
+	{name: "migrate", summary: "apply the store's schema migrations (SQLite, PostgreSQL, MySQL)", run: migrateCommand(storeurl.OpenWith)},
 	{name: "health", summary: "exit 0 when a running gateway's /readyz answers 200 (container health check)", run: runHealth},
 	{name: "version", summary: "print the module version and VCS revision", run: runVersion},
 }

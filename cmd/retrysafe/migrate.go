@@ -18,15 +18,16 @@ machines at once: applied migrations are recorded, and PostgreSQL serialises
 concurrent runs with an advisory lock. Run it before rolling out a new
 version of the gateway.
 
-SQLite and PostgreSQL have schemas (the serve command also applies them at
-start-up). The memory and Redis stores have no schema: there is nothing to
+SQLite, PostgreSQL and MySQL have schemas (the serve command also applies
+them at start-up). The memory and Redis stores have no schema: there is nothing to
 migrate, and the command says so and succeeds.
 
 A SQLite file that does not exist is an error (a mistyped path would
 otherwise become a new, empty database): pass --create to create it and
 apply the schema, e.g. to prepare a volume before the first start. serve
-creates its file by itself. A PostgreSQL database must exist; migrate
-creates the schema and tables in it.`
+creates its file by itself. A PostgreSQL or MySQL database must exist;
+migrate creates the schema (PostgreSQL), tables and the claim procedure
+(MySQL) in it.`
 
 const migrateExamples = `  retrysafe migrate --store sqlite:/var/lib/retrysafe/retrysafe.db
   retrysafe migrate --store sqlite:/var/lib/retrysafe/retrysafe.db --create   # a new file
@@ -51,7 +52,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	// Opening a SQLite or PostgreSQL store applies its migrations already;
+	// Opening a SQLite, PostgreSQL or MySQL store applies its migrations already;
 	// Migrate below confirms there is nothing left and reads the version.
 	store, closeStore, err := open(ctx, *storeURL, storeurl.Options{MustExist: !*create})
 	if !*create && errors.Is(err, iofs.ErrNotExist) {
