@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
+
+	"github.com/retrysafe/retrysafe/otel/otelenv"
 )
 
 // startTracing, in a binary built with -tags retrysafe_notracing (no
@@ -16,14 +17,12 @@ import (
 // start when the environment asks for an exporter, rather than run
 // untraced while the operator expects spans.
 func startTracing(context.Context, io.Writer, *slog.Logger) (*tracing, func(), error) {
-	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
-		return nil, func() {}, nil
+	exporters, err := otelenv.Exporters()
+	if err != nil {
+		return nil, func() {}, err
 	}
-	for _, name := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
-		if v := os.Getenv(name); v != "" && !(name == "OTEL_TRACES_EXPORTER" && strings.EqualFold(v, "none")) {
-			return nil, func() {}, fmt.Errorf("%s is set, but this binary was built without tracing (-tags retrysafe_notracing)", name)
-		}
+	if len(exporters) > 0 {
+		return nil, func() {}, fmt.Errorf("the environment asks for the %s trace exporter, but this binary was built without tracing (-tags retrysafe_notracing)", strings.Join(exporters, ", "))
 	}
 	return nil, func() {}, nil
 }

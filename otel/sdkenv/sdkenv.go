@@ -38,6 +38,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/retrysafe/retrysafe/otel/otelenv"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
@@ -77,45 +78,8 @@ type Provider struct {
 // Enabled reports whether the environment turns tracing on (see the
 // package documentation). It does not check the values further.
 func Enabled() bool {
-	exporters, _ := exporterNames()
+	exporters, _ := otelenv.Exporters()
 	return len(exporters) > 0
-}
-
-// exporterNames returns the exporters the environment asks for; none
-// when tracing is off.
-func exporterNames() ([]string, error) {
-	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
-		return nil, nil
-	}
-	v := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER"))
-	if v == "" {
-		for _, name := range []string{
-			"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-			"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-		} {
-			if strings.TrimSpace(os.Getenv(name)) != "" {
-				return []string{"otlp"}, nil
-			}
-		}
-		return nil, nil
-	}
-	var names []string
-	none := false
-	for _, n := range strings.Split(v, ",") {
-		switch n = strings.ToLower(strings.TrimSpace(n)); n {
-		case "":
-		case "none":
-			none = true
-		case "otlp", "console":
-			names = append(names, n)
-		default:
-			return nil, fmt.Errorf("OTEL_TRACES_EXPORTER %q: unsupported exporter %q (want otlp, console or none)", v, n)
-		}
-	}
-	if none && len(names) > 0 {
-		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER %q: none cannot be combined with an exporter", v)
-	}
-	return names, nil
 }
 
 // NewTracerProvider returns the TracerProvider the environment describes
@@ -123,7 +87,7 @@ func exporterNames() ([]string, error) {
 // exporter. It returns nil, and starts nothing, when tracing is off; an
 // error names the variable whose value it cannot use.
 func NewTracerProvider(ctx context.Context, opts Options) (*Provider, error) {
-	names, err := exporterNames()
+	names, err := otelenv.Exporters()
 	if err != nil || len(names) == 0 {
 		return nil, err
 	}
