@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"flag"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -191,6 +192,10 @@ var keySeq atomic.Int64
 // callers is the number of concurrent callers in BenchmarkParallel32.
 const callers = 32
 
+// benchInFlight sets Config.BatchesInFlight of the store BenchmarkParallel32
+// measures (0: the default).
+var benchInFlight = flag.Int("inflight", 0, "BenchmarkParallel32: the store's BatchesInFlight (0: default)")
+
 // parallel32 runs body from exactly `callers` goroutines (SetParallelism
 // multiplies by GOMAXPROCS, so GOMAXPROCS must divide 32) and reports
 // throughput.
@@ -227,7 +232,14 @@ func BenchmarkParallel32(b *testing.B) {
 	pool, _ := benchPool(b, callers)
 	schema := newSchema(b)
 	// The raw statements run on a table made by the same migration.
-	s := newStoreOn(b, pool, schema)
+	s, err := postgres.New(pool, postgres.Config{Schema: schema, BatchesInFlight: *benchInFlight})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	rawStore, err := postgres.New(pool, postgres.Config{Schema: schema, Table: "raw_records"})
 	if err != nil {
 		b.Fatal(err)

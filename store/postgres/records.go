@@ -34,34 +34,17 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	switch res.outcome {
 	case outClaimed, outBlocked:
 		return &retrysafe.ClaimResult{Claimed: res.outcome == outClaimed, Record: res.rec}, nil
-	case outAlone:
-		return s.claimAlone(ctx, p, now, until)
 	}
 	return nil, unexpected("claim", res.outcome)
 }
 
-// claimAlone is a claim in a statement of its own: the claim function.
-func (s *Store) claimAlone(ctx context.Context, p *retrysafe.ClaimParams, now, until int64) (*retrysafe.ClaimResult, error) {
-	var claimed bool
-	rec, err := scanRecord(s.pool.QueryRow(ctx, s.sql.claim, p.Scope, p.Key, p.Fingerprint, p.Token, now, until, p.Route), &claimed)
-	if err != nil {
-		// The statement always returns exactly one row, so ErrNoRows too
-		// is a failure of the store.
-		return nil, s.wrap(ctx, "claim", err)
-	}
-	return &retrysafe.ClaimResult{Claimed: claimed, Record: rec}, nil
-}
-
-// fenced turns the outcome of a fenced operation into its error, running
-// the operation alone (alone) when the batch did not decide it.
-func fenced(name string, res batchResult, alone func() error) error {
+// fenced turns the outcome of a fenced operation into its error.
+func fenced(name string, res batchResult) error {
 	switch res.outcome {
 	case outDone:
 		return nil
 	case outLost:
 		return retrysafe.ErrLeaseLost
-	case outAlone:
-		return alone()
 	}
 	return unexpected(name, res.outcome)
 }
@@ -108,16 +91,7 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 	if err != nil {
 		return err
 	}
-	return fenced("extend", res, func() error {
-		tag, err := s.pool.Exec(ctx, s.sql.extend, p.Scope, p.Key, p.Token, until, now)
-		if err != nil {
-			return s.wrap(ctx, "extend", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return retrysafe.ErrLeaseLost
-		}
-		return nil
-	})
+	return fenced("extend", res)
 }
 
 // Complete implements [retrysafe.Store.Complete]: fenced, batched like
@@ -136,7 +110,7 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 	if err != nil {
 		return err
 	}
-	return fenced("complete", res, func() error { return s.complete(ctx, s.pool, p) })
+	return fenced("complete", res)
 }
 
 // completeOp encodes a completion's arguments.
@@ -189,15 +163,12 @@ func (s *Store) complete(ctx context.Context, q querier, p *retrysafe.CompletePa
 	if err != nil {
 		return err
 	}
-	tag, err := q.Exec(ctx, s.sql.complete, p.Scope, p.Key, p.Token, op.now, op.until, op.status, op.header, op.body,
-		s.cfg.NotifyChannel, notifyPayload(p.Scope, p.Key))
+	op.payload = notifyPayload(p.Scope, p.Key)
+	res, err := s.runOne(ctx, q, op)
 	if err != nil {
 		return s.wrap(ctx, "complete", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return retrysafe.ErrLeaseLost
-	}
-	return nil
+	return fenced("complete", res)
 }
 
 // Release implements [retrysafe.Store.Release]: fenced, batched like
@@ -207,21 +178,12 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	if p == nil {
 		return errors.New("postgres: release: nil params")
 	}
-	payload := notifyPayload(p.Scope, p.Key)
-	res, err := s.submit(ctx, "release", &batchOp{kind: opRelease, scope: p.Scope, key: p.Key, token: p.Token, payload: payload})
+	res, err := s.submit(ctx, "release", &batchOp{kind: opRelease, scope: p.Scope, key: p.Key, token: p.Token,
+		payload: notifyPayload(p.Scope, p.Key)})
 	if err != nil {
 		return err
 	}
-	return fenced("release", res, func() error {
-		tag, err := s.pool.Exec(ctx, s.sql.release, p.Scope, p.Key, p.Token, s.cfg.NotifyChannel, payload)
-		if err != nil {
-			return s.wrap(ctx, "release", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return retrysafe.ErrLeaseLost
-		}
-		return nil
-	})
+	return fenced("release", res)
 }
 
 // notifyPayload names a record in notifications without revealing its key:
