@@ -1,10 +1,10 @@
 package postgres_test
 
 import (
-	"flag"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
