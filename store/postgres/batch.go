@@ -71,17 +71,21 @@ type batchResult struct {
 
 // BatchStats counts the batches a Store has sent: the number of batch
 // statements and the operations they held. Items/Batches is the mean batch
-// size.
+// size. Alone counts the operations a batch left undecided, which then ran
+// with their single statement: a second operation on a key already in the
+// batch, a takeover (an expired record or lease), a row another
+// transaction held, or every operation of a batch that failed.
 type BatchStats struct {
 	Batches int64
 	Items   int64
+	Alone   int64
 }
 
-// BatchStats returns how many batches this Store has sent and how many
-// operations they held.
+// BatchStats returns how many batches this Store has sent, how many
+// operations they held, and how many of those ran alone afterwards.
 func (s *Store) BatchStats() BatchStats {
 	st := s.committer.Stats()
-	return BatchStats{Batches: st.Batches, Items: st.Items}
+	return BatchStats{Batches: st.Batches, Items: st.Items, Alone: s.alone.Load()}
 }
 
 // submit runs op in a batch and returns its outcome, running it alone
@@ -93,6 +97,7 @@ func (s *Store) submit(ctx context.Context, name string, op *batchOp) (batchResu
 		return res, retrysafe.Unavailable(name, errors.New("postgres: store closed"))
 	}
 	if err == nil && res.outcome == outAlone {
+		s.alone.Add(1)
 		res, err = s.runOne(ctx, s.pool, op)
 	}
 	if err != nil {

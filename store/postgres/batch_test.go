@@ -441,3 +441,149 @@ func TestBatchesInFlight(t *testing.T) {
 		t.Fatalf("plug: %v", err)
 	}
 }
+
+// TestBatchEveryOutcome: one batch holding a claim in every state of its
+// key and every fenced operation, won and lost. Each caller gets the
+// answer its single statement would give; the takeovers, which the batch
+// leaves to the claim function, are counted as run alone.
+func TestBatchEveryOutcome(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := newBatchStore(t, sharedPool(t), schema)
+	ctx := t.Context()
+	resp := &retrysafe.Response{Status: 201, Body: []byte("created")}
+	complete := func(key, token string, now time.Time) error {
+		return s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: key, Token: token, Now: now, TTL: ttl, Response: resp})
+	}
+	now := at(lease + time.Second) // the batch's time
+	// Before the batch:
+	live := mustClaim(t, s, claimP("live", fpA, at(lease)))          // lease still live at now
+	done := mustClaim(t, s, claimP("done", fpA, at(0)))              // completed: a replay
+	stale := mustClaim(t, s, claimP("stale", fpA, at(0)))            // lease run out at now: takeover
+	old := mustClaim(t, s, claimP("old", fpA, at(-ttl-time.Minute))) // completed, expired at now
+	mine := mustClaim(t, s, claimP("mine", fpA, at(lease)))          // completed in the batch
+	rel := mustClaim(t, s, claimP("rel", fpA, at(lease)))            // released in the batch
+	ext := mustClaim(t, s, claimP("ext", fpA, at(lease)))            // extended in the batch
+	foreign := mustClaim(t, s, claimP("foreign", fpA, at(lease)))    // completed in the batch by a non-owner
+	if err := complete("done", done.Record.Token, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := complete("old", old.Record.Token, at(-ttl-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	release := holdKeys(t, schema, "plug")
+	plugErr, _ := plug(t, s, schema)
+	before := s.BatchStats()
+	claims := map[string]*retrysafe.ClaimParams{
+		"new": claimP("new", fpA, now), "live": claimP("live", fpB, now), "done": claimP("done", fpA, now),
+		"stale": claimP("stale", fpA, now), "old": claimP("old", fpB, now),
+	}
+	order := []string{"new", "live", "done", "stale", "old"}
+	got := make(map[string]*retrysafe.ClaimResult)
+	var mu sync.Mutex
+	var calls []func() error
+	for _, k := range order {
+		calls = append(calls, func() error {
+			res, err := s.Claim(ctx, claims[k])
+			mu.Lock()
+			got[k] = res
+			mu.Unlock()
+			return err
+		})
+	}
+	fencedOps := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"complete mine", func() error { return complete("mine", mine.Record.Token, now) }, nil},
+		{"release rel", func() error {
+			return s.Release(ctx, &retrysafe.ReleaseParams{Scope: scope, Key: "rel", Token: rel.Record.Token})
+		}, nil},
+		{"extend ext", func() error {
+			return s.Extend(ctx, &retrysafe.ExtendParams{Scope: scope, Key: "ext", Token: ext.Record.Token, Now: now, Lease: lease})
+		}, nil},
+		{"complete absent", func() error { return complete("absent-c", "tok", now) }, retrysafe.ErrLeaseLost},
+		{"complete foreign", func() error { return complete("foreign", live.Record.Token, now) }, retrysafe.ErrLeaseLost},
+		{"release absent", func() error {
+			return s.Release(ctx, &retrysafe.ReleaseParams{Scope: scope, Key: "absent-r", Token: "tok"})
+		}, retrysafe.ErrLeaseLost},
+		{"extend absent", func() error {
+			return s.Extend(ctx, &retrysafe.ExtendParams{Scope: scope, Key: "absent-e", Token: "tok", Now: now, Lease: lease})
+		}, retrysafe.ErrLeaseLost},
+	}
+	for _, op := range fencedOps {
+		calls = append(calls, op.call)
+	}
+	wait := sendInOrder(t, s, calls)
+	release()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("plug: %v", err)
+	}
+	errs := wait()
+	for i, k := range order {
+		if errs[i] != nil {
+			t.Fatalf("claim %s: %v", k, errs[i])
+		}
+	}
+	for j, op := range fencedOps {
+		if err := errs[len(order)+j]; !errors.Is(err, op.want) || (op.want == nil && err != nil) {
+			t.Errorf("%s: %v, want %v", op.name, err, op.want)
+		}
+	}
+	after := s.BatchStats()
+	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(len(calls)+1) {
+		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
+			after.Items-before.Items, after.Batches-before.Batches, len(calls))
+	}
+	if n := after.Alone - before.Alone; n != 2 {
+		t.Errorf("%d operations ran alone, want 2 (the takeover of stale and the replacement of old)", n)
+	}
+
+	if r := got["new"]; !r.Claimed || r.Record.Attempt != 1 || r.Record.Token != claims["new"].Token || !r.Record.CreatedAt.Equal(now) {
+		t.Errorf("new key: claimed=%v %+v", r.Claimed, r.Record)
+	}
+	if r := got["live"]; r.Claimed || r.Record.Token != live.Record.Token || r.Record.State != retrysafe.StateProcessing {
+		t.Errorf("live lease, other fingerprint: claimed=%v %+v, want the live record", r.Claimed, r.Record)
+	}
+	if r := got["done"]; r.Claimed || r.Record.State != retrysafe.StateCompleted || r.Record.Response == nil ||
+		string(r.Record.Response.Body) != "created" {
+		t.Errorf("replay: claimed=%v %+v, want the completed record", r.Claimed, r.Record)
+	}
+	if r := got["stale"]; !r.Claimed || r.Record.Attempt != 2 || r.Record.Token != claims["stale"].Token ||
+		!r.Record.CreatedAt.Equal(stale.Record.CreatedAt) {
+		t.Errorf("takeover: claimed=%v %+v, want attempt 2 keeping CreatedAt", r.Claimed, r.Record)
+	}
+	if r := got["old"]; !r.Claimed || r.Record.Attempt != 1 || r.Record.Fingerprint != fpB || !r.Record.CreatedAt.Equal(now) ||
+		r.Record.Response != nil {
+		t.Errorf("expired record replaced: claimed=%v %+v, want a fresh record", r.Claimed, r.Record)
+	}
+	get := func(key string) *retrysafe.Record {
+		rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: key, Now: now})
+		if errors.Is(err, retrysafe.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	if r := get("mine"); r == nil || r.State != retrysafe.StateCompleted || r.Response == nil || r.Response.Status != 201 {
+		t.Errorf("mine after its completion: %+v", r)
+	}
+	if r := get("rel"); r != nil {
+		t.Errorf("rel after its release: %+v, want no record", r)
+	}
+	if r := get("ext"); r == nil || !r.LeaseUntil.Equal(now.Add(lease)) || !r.UpdatedAt.Equal(now) {
+		t.Errorf("ext after its extension: %+v, want the lease until %v", r, now.Add(lease))
+	}
+	if r := get("foreign"); r == nil || r.State != retrysafe.StateProcessing || r.Token != foreign.Record.Token {
+		t.Errorf("foreign after a non-owner's completion: %+v, want its owner's processing record", r)
+	}
+	for _, k := range []string{"absent-c", "absent-r", "absent-e"} {
+		if r := get(k); r != nil {
+			t.Errorf("%s: a lost operation left a record: %+v", k, r)
+		}
+	}
+}

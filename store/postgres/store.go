@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,6 +49,7 @@ type Store struct {
 	// committer groups concurrent Claims, Completes, Releases and Extends
 	// into one statement (batch.go).
 	committer *groupcommit.Committer[*batchOp, batchResult]
+	alone     atomic.Int64 // operations batches left alone (BatchStats)
 }
 
 // Compile-time checks of the interfaces Store implements.
