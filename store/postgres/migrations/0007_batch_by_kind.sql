@@ -10,13 +10,15 @@
 -- four times the cost of the INSERT itself. This version runs one small
 -- statement per kind of operation the batch holds, and only those:
 --
---   claims       the read that answers blocked claims (as before), then
---                one INSERT ... ON CONFLICT DO NOTHING of the rest. A claim
---                that neither the read answered nor the INSERT took (a
---                claimable row: takeover of an expired record or lease;
---                or a key a concurrent claim inserted after the snapshot)
---                is answered "alone": its caller runs the claim function
---                of 0003, which decides every case under the row's lock.
+--   claims       one statement: a read of the claims' rows answers those
+--                a row blocks (replays, conflicts: nothing written, no
+--                lock taken), and one INSERT ... ON CONFLICT DO NOTHING,
+--                in key order, inserts the claims of keys absent from the
+--                snapshot. A claim that neither answered (a claimable row:
+--                takeover of an expired record or lease; or a key a
+--                concurrent claim inserted after the snapshot) is
+--                answered "alone": its caller runs the claim function of
+--                0003, which decides every case under the row's lock.
 --                Takeovers are rare (a key reused after its record
 --                expired, a lease that ran out); they cost one more round
 --                trip, no more.
@@ -40,50 +42,41 @@ RETURNS TABLE (
     out_created_at_ns bigint, out_updated_at_ns bigint, out_lease_until_ns bigint, out_expires_at_ns bigint,
     out_status integer, out_header bytea, out_body bytea, out_route text)
 LANGUAGE plpgsql VOLATILE AS $batch$
-DECLARE
-    answered integer[] := '{}';
 BEGIN
     IF 'claim' = ANY (p_op) THEN
-        -- The claims that their row blocks (replays, conflicts): a plain
-        -- read, answered at once.
-        FOR out_ord, out_scope, out_key, out_fingerprint, out_state, out_token, out_attempt, out_created_at_ns,
-            out_updated_at_ns, out_lease_until_ns, out_expires_at_ns, out_status, out_header, out_body, out_route IN
-            SELECT a.ord::integer, r.scope, r.key, r.fingerprint, r.state, r.token, r.attempt, r.created_at_ns,
-                   r.updated_at_ns, r.lease_until_ns, r.expires_at_ns, r.status, r.header, r.body, r.route
-            FROM unnest(p_op, p_scope, p_key, p_now, p_fingerprint) WITH ORDINALITY AS a(op, scope, key, now, fingerprint, ord)
-            JOIN {{records}} AS r ON r.scope = a.scope AND r.key = a.key
+        RETURN QUERY
+        WITH a AS (
+            SELECT a.scope, a.key, a.fingerprint, a.token, a.now, a.until, a.route, a.ord::integer AS ord
+            FROM unnest(p_op, p_scope, p_key, p_fingerprint, p_token, p_now, p_until, p_route)
+                 WITH ORDINALITY AS a(op, scope, key, fingerprint, token, now, until, route, ord)
             WHERE a.op = 'claim'
-              AND NOT coalesce((r.state = 'completed' AND r.expires_at_ns <= a.now)
-                            OR (r.state = 'processing' AND r.lease_until_ns <= a.now AND r.fingerprint = a.fingerprint), false)
-        LOOP
-            out_result := 'blocked';
-            answered := answered || out_ord;
-            RETURN NEXT;
-        END LOOP;
-
-        -- The others insert; what did not insert runs alone.
-        IF cardinality(answered) < cardinality(array_positions(p_op, 'claim')) THEN
-            RETURN QUERY
-            WITH a AS (
-                SELECT a.scope, a.key, a.fingerprint, a.token, a.now, a.until, a.route, a.ord::integer AS ord
-                FROM unnest(p_op, p_scope, p_key, p_fingerprint, p_token, p_now, p_until, p_route)
-                     WITH ORDINALITY AS a(op, scope, key, fingerprint, token, now, until, route, ord)
-                WHERE a.op = 'claim' AND a.ord <> ALL (answered)
-            ),
-            ins AS (
-                INSERT INTO {{records}} AS r (scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route)
-                SELECT a.scope, a.key, a.fingerprint, 'processing', a.token, 1, a.now, a.now, a.until, a.route
-                FROM a
-                ORDER BY a.scope COLLATE "C", a.key COLLATE "C"
-                ON CONFLICT (scope, key) DO NOTHING
-                RETURNING r.scope, r.key, r.fingerprint, r.state, r.token, r.attempt, r.created_at_ns, r.updated_at_ns,
-                          r.lease_until_ns, r.expires_at_ns, r.status, r.header, r.body, r.route
-            )
-            SELECT a.ord, CASE WHEN i.key IS NULL THEN 'alone' ELSE 'claimed' END,
-                   i.scope, i.key, i.fingerprint, i.state, i.token, i.attempt, i.created_at_ns, i.updated_at_ns,
-                   i.lease_until_ns, i.expires_at_ns, i.status, i.header, i.body, i.route
-            FROM a LEFT JOIN ins AS i ON i.scope = a.scope AND i.key = a.key;
-        END IF;
+        ),
+        cur AS (
+            SELECT a.ord, r.scope, r.key, r.fingerprint, r.state, r.token, r.attempt, r.created_at_ns, r.updated_at_ns,
+                   r.lease_until_ns, r.expires_at_ns, r.status, r.header, r.body, r.route,
+                   NOT coalesce((r.state = 'completed' AND r.expires_at_ns <= a.now)
+                             OR (r.state = 'processing' AND r.lease_until_ns <= a.now AND r.fingerprint = a.fingerprint), false) AS blocks
+            FROM a JOIN {{records}} AS r ON r.scope = a.scope AND r.key = a.key
+        ),
+        ins AS (
+            INSERT INTO {{records}} AS r (scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route)
+            SELECT a.scope, a.key, a.fingerprint, 'processing', a.token, 1, a.now, a.now, a.until, a.route
+            FROM a
+            WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.ord = a.ord)
+            ORDER BY a.scope COLLATE "C", a.key COLLATE "C"
+            ON CONFLICT (scope, key) DO NOTHING
+            RETURNING r.scope, r.key, r.fingerprint, r.state, r.token, r.attempt, r.created_at_ns, r.updated_at_ns,
+                      r.lease_until_ns, r.expires_at_ns, r.status, r.header, r.body, r.route
+        )
+        SELECT a.ord, CASE WHEN c.blocks THEN 'blocked' WHEN i.key IS NOT NULL THEN 'claimed' ELSE 'alone' END,
+               coalesce(i.scope, c.scope), coalesce(i.key, c.key), coalesce(i.fingerprint, c.fingerprint),
+               coalesce(i.state, c.state), coalesce(i.token, c.token), coalesce(i.attempt, c.attempt),
+               coalesce(i.created_at_ns, c.created_at_ns), coalesce(i.updated_at_ns, c.updated_at_ns),
+               coalesce(i.lease_until_ns, c.lease_until_ns), coalesce(i.expires_at_ns, c.expires_at_ns),
+               coalesce(i.status, c.status), coalesce(i.header, c.header), coalesce(i.body, c.body), coalesce(i.route, c.route)
+        FROM a
+        LEFT JOIN cur AS c ON c.ord = a.ord
+        LEFT JOIN ins AS i ON i.scope = a.scope AND i.key = a.key;
     END IF;
 
     IF 'complete' = ANY (p_op) THEN
