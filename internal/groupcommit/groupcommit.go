@@ -41,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,16 @@ type Config struct {
 	// that only batch functions touch may be cleaned up there without a
 	// lock: no batch runs until they return.
 	Idle, Exit func()
+	// Gather makes a leader yield the processor once (runtime.Gosched)
+	// before it takes a batch while another leader's batch is running, so
+	// that callers already runnable (typically those the last finished
+	// batch just answered, about to submit their next item) queue first
+	// and join this batch instead of the next one. It is not a timer: a
+	// leader with no batch running beside it never yields, so a lone
+	// caller is not delayed, and the yield returns at once when no other
+	// goroutine is runnable. Without it, with MaxInFlight above 1, the
+	// first of those callers starts a batch of its own, often of one item.
+	Gather bool
 }
 
 // Stats counts a Committer's work since it was made.
@@ -271,9 +282,18 @@ func (c *Committer[T, R]) Close() {
 // empty for the linger time, or the committer is closed.
 func (c *Committer[T, R]) lead() {
 	var idle *time.Timer
+	yielded := false
 	for {
 		c.mu.Lock()
 		n := min(len(c.queue), c.cfg.MaxBatch)
+		if n > 0 && n < c.cfg.MaxBatch && c.cfg.Gather && !yielded && c.leaders-c.idle > 1 {
+			// Another batch is running: let runnable callers queue first.
+			c.mu.Unlock()
+			yielded = true
+			runtime.Gosched()
+			continue
+		}
+		yielded = false
 		if n > 0 {
 			b := &Batch[T, R]{items: make([]*item[T, R], n)}
 			copy(b.items, c.queue)

@@ -198,8 +198,17 @@ func TestOrderAndMaxBatch(t *testing.T) {
 // every caller gets exactly its own result and batches form.
 func TestConcurrentCallers(t *testing.T) {
 	t.Parallel()
+	for _, cfg := range []groupcommit.Config{{MaxBatch: 16}, {MaxBatch: 16, MaxInFlight: 3, Gather: true}} {
+		t.Run(fmt.Sprintf("inflight=%d,gather=%v", cfg.MaxInFlight, cfg.Gather), func(t *testing.T) {
+			t.Parallel()
+			testConcurrentCallers(t, cfg)
+		})
+	}
+}
+
+func testConcurrentCallers(t *testing.T, cfg groupcommit.Config) {
 	db := newFakeDB()
-	c := groupcommit.New(groupcommit.Config{MaxBatch: 16}, db.run)
+	c := groupcommit.New(cfg, db.run)
 	defer c.Close()
 	const goroutines, rounds = 200, 5
 	for round := range rounds {
@@ -639,11 +648,24 @@ func TestStartAfterContextEnded(t *testing.T) {
 // is held; with both leaders busy, items queue for one next batch.
 func TestMaxInFlight(t *testing.T) {
 	t.Parallel()
+	for _, gather := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gather=%v", gather), func(t *testing.T) {
+			t.Parallel()
+			testMaxInFlight(t, gather)
+		})
+	}
+}
+
+// testMaxInFlight: with two batches in flight, a second item runs beside a
+// held batch at once (with Gather too: its leader yields once and does not
+// wait for the running batch), and the items queued while both run form
+// one next batch.
+func testMaxInFlight(t *testing.T, gather bool) {
 	entered := make(chan string, 10)
 	gates := map[string]chan struct{}{"first": make(chan struct{}), "second": make(chan struct{})}
 	var mu sync.Mutex
 	var batches [][]string
-	c := groupcommit.New(groupcommit.Config{MaxInFlight: 2}, func(b *groupcommit.Batch[string, int]) error {
+	c := groupcommit.New(groupcommit.Config{MaxInFlight: 2, Gather: gather}, func(b *groupcommit.Batch[string, int]) error {
 		var in []string
 		for i := range b.Len() {
 			if b.Start(i) {

@@ -79,13 +79,16 @@ type BatchStats struct {
 	Batches int64
 	Items   int64
 	Alone   int64
+	// Single counts the batches of one operation, sent with that
+	// operation's single statement instead of the batch function.
+	Single int64
 }
 
 // BatchStats returns how many batches this Store has sent, how many
 // operations they held, and how many of those ran alone afterwards.
 func (s *Store) BatchStats() BatchStats {
 	st := s.committer.Stats()
-	return BatchStats{Batches: st.Batches, Items: st.Items, Alone: s.alone.Load()}
+	return BatchStats{Batches: st.Batches, Items: st.Items, Alone: s.alone.Load(), Single: s.single.Load()}
 }
 
 // submit runs op in a batch and returns its outcome, running it alone
@@ -200,6 +203,7 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 	case 0:
 		return nil
 	case 1:
+		s.single.Add(1)
 		res, err := s.runOne(b.Context(), s.pool, b.Input(index[0]))
 		b.Set(index[0], res, err)
 		return nil

@@ -340,5 +340,7 @@ func reportBatches(b *testing.B, s *postgres.Store, before postgres.BatchStats) 
 	after := s.BatchStats()
 	if n := after.Batches - before.Batches; n > 0 {
 		b.ReportMetric(float64(after.Items-before.Items)/float64(n), "ops/batch")
+		b.ReportMetric(float64(after.Alone-before.Alone)/float64(b.N), "alone/op")
+		b.ReportMetric(float64(after.Single-before.Single)/float64(n), "single/batch")
 	}
 }

@@ -93,7 +93,10 @@ type Config struct {
 	// BatchesInFlight is the number of batch statements the Store runs at
 	// once, each on a connection of its own. Default 2. A batch is sent as
 	// soon as a batch slot is free, so a lone operation never waits; the
-	// more slots, the smaller the batches.
+	// more slots, the smaller the batches. While another batch runs, a
+	// free slot first lets the callers that are already runnable queue
+	// (one scheduler yield, no timer), so that the callers one batch
+	// answered go on in one next batch rather than one of them alone.
 	BatchesInFlight int
 
 	// PoolMode says what stands between the pool and PostgreSQL:

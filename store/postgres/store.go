@@ -50,6 +50,7 @@ type Store struct {
 	// into one statement (batch.go).
 	committer *groupcommit.Committer[*batchOp, batchResult]
 	alone     atomic.Int64 // operations batches left alone (BatchStats)
+	single    atomic.Int64 // batches of one operation (BatchStats)
 }
 
 // Compile-time checks of the interfaces Store implements.
@@ -104,7 +105,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	s.claimFn = quoted(cfg.Schema, cfg.Table+"_claim")
 	s.batchFn = quoted(cfg.Schema, cfg.Table+"_batch")
 	s.sql = buildStatements(s.table, s.claimFn, s.batchFn)
-	s.committer = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight}, s.runBatch)
+	s.committer = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight, Gather: true}, s.runBatch)
 	if cfg.polls() {
 		s.poller = newPoller(s)
 	} else {
