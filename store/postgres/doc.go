@@ -27,30 +27,35 @@
 // are grouped (group commit, through internal/groupcommit): every operation
 // queued while a batch runs goes into the next batch, which is one call of
 // the PL/pgSQL function "<table>_batch" that Migrate creates
-// (migrations/0005_batch_function.sql): one statement, one transaction, one
-// commit and one round trip for up to [Config.MaxBatch] operations. No
-// batch waits for a timer: a lone operation is sent at once, so a single
-// caller pays one round trip per call, as before. Up to
+// (migrations/0005_batch_function.sql, its current body in
+// 0007_batch_by_kind.sql): one transaction, one commit and one round trip
+// for up to [Config.MaxBatch] operations. No batch waits for a timer: a
+// lone operation is sent at once, with its own single statement, so a
+// single caller pays one round trip per call, as before. Up to
 // [Config.BatchesInFlight] batches run at once, each on its own connection.
 // Each caller gets exactly its own answer (claimed, the existing record,
-// fenced with [retrysafe.ErrLeaseLost]); [Store.BatchStats] counts batches
-// and operations.
+// fenced with [retrysafe.ErrLeaseLost]); [Store.BatchStats] counts batches,
+// operations, batches of one and operations run alone.
 //
-// The batch function is one set-based statement over the operations'
-// arrays; the keys of one batch are distinct (a second operation on a key
+// The batch function runs one set-based statement per kind of operation
+// the batch holds (claims, completions, releases, extensions), and only
+// those; the keys of one batch are distinct (a second operation on a key
 // of the batch runs alone once the batch has committed, so operations of
 // one key behave as if run one after another). A claim reads the row
 // first: a replay or a conflict writes nothing and takes no lock. A claim
-// of an absent key inserts (ON CONFLICT DO NOTHING); a takeover and the
-// fenced operations lock their row with FOR UPDATE SKIP LOCKED, so a batch
-// never waits for a row another transaction holds (say an uncommitted
-// CompleteTx): such an operation is answered "alone", and its caller runs it
-// with the single statement of before (which waits for the lock, bounded
-// by its context). If PostgreSQL rolls the batch back with an error (a
-// failing trigger, a deadlock), every operation of it runs alone, so one
-// failing operation never fails its neighbours. If the batch's connection
-// breaks or its backend is terminated, the outcome is unknown and every
-// operation of the batch fails with [retrysafe.ErrStoreUnavailable].
+// of an absent key inserts (ON CONFLICT DO NOTHING, in key order); a
+// takeover (an expired record or lease) is answered "alone", as is a claim
+// of a key a concurrent claim inserted. The fenced operations lock their
+// row with FOR UPDATE SKIP LOCKED, so a batch never waits for a row
+// another transaction holds (say an uncommitted CompleteTx): such an
+// operation is answered "alone". An operation answered alone is run by its
+// caller with the single statement of before (which waits for the lock,
+// bounded by its context). If PostgreSQL rolls the batch back with an
+// error (a failing trigger, a deadlock), every operation of it runs alone,
+// so one failing operation never fails its neighbours. If the batch's
+// connection breaks or its backend is terminated, the outcome is unknown
+// and every operation of the batch fails with
+// [retrysafe.ErrStoreUnavailable].
 //
 // The single statements are unchanged: Claim alone calls the function
 // "<table>_claim" (migrations/0003_claim_function.sql), which reads the row
