@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
@@ -172,7 +174,7 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 		routes   = make([]string, 0, n)
 	)
 	type scopeKey struct{ scope, key string }
-	seen := make(map[scopeKey]struct{}, n)
+	seen := make(map[scopeKey]bool, n) // key -> a later operation of the batch has it too
 	for i := range n {
 		if !b.Start(i) {
 			continue
@@ -181,10 +183,11 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 		if _, dup := seen[scopeKey{op.scope, op.key}]; dup {
 			// A second operation on a key of this batch runs alone, once
 			// the batch has committed: as if after it.
+			seen[scopeKey{op.scope, op.key}] = true
 			b.Set(i, batchResult{outcome: outAlone}, nil)
 			continue
 		}
-		seen[scopeKey{op.scope, op.key}] = struct{}{}
+		seen[scopeKey{op.scope, op.key}] = false
 		index = append(index, i)
 		ops = append(ops, string(op.kind))
 		scopes = append(scopes, op.scope)
@@ -216,8 +219,9 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 			return err
 		}
 		defer rows.Close()
+		row := newBatchRow()
 		for rows.Next() {
-			ord, r, err := scanBatchRow(rows)
+			ord, r, err := row.scan(rows)
 			if err != nil {
 				return err
 			}
@@ -229,24 +233,32 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 		return rows.Err()
 	}()
 	if err != nil {
-		if rolledBack(err) {
-			// Nothing of the batch took effect: each operation runs
-			// again alone, so that one that fails fails on its own.
-			for _, i := range index {
-				b.Set(i, batchResult{outcome: outAlone}, nil)
-			}
-			return nil
+		if !rolledBack(err) {
+			// The outcome is unknown (the connection broke, the server
+			// went away): every operation of the batch fails.
+			return err
 		}
-		// The outcome is unknown (the connection broke, the server went
-		// away): every operation of the batch fails.
-		return err
+		// Nothing of the batch took effect: each operation runs again
+		// alone, so that one that fails fails on its own.
+		for j := range results {
+			results[j] = batchResult{outcome: outAlone}
+		}
 	}
 	for j, i := range index {
-		if results[j].outcome == "" {
+		op := b.Input(i)
+		switch {
+		case results[j].outcome == "":
 			b.Set(i, batchResult{}, fmt.Errorf("postgres: batch function returned no row for position %d", j+1))
-			continue
+		case results[j].outcome == outAlone && seen[scopeKey{op.scope, op.key}]:
+			// Left undecided, with later operations of its key in the
+			// batch, which run alone once this batch has answered: it
+			// runs here first, so that they run after it.
+			s.alone.Add(1)
+			res, err := s.runOne(b.Context(), s.pool, op)
+			b.Set(i, res, err)
+		default:
+			b.Set(i, results[j], nil)
 		}
-		b.Set(i, results[j], nil)
 	}
 	return nil
 }
@@ -260,50 +272,63 @@ func rolledBack(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Severity == "ERROR"
 }
 
-// scanBatchRow reads one row of the batch function: the operation's
-// position and outcome, and for a claim the record (whose columns are NULL
-// for the other operations).
-func scanBatchRow(row pgx.Row) (int32, batchResult, error) {
-	var (
-		ord                          int32
-		out                          string
-		scope, key, fp, state, token *string
-		attempt                      *int32
-		created, updated             *int64
-		leaseUntil, expAt            *int64
-		status                       *int32
-		header, body                 []byte
-		route                        *string
-	)
-	if err := row.Scan(&ord, &out, &scope, &key, &fp, &state, &token, &attempt,
-		&created, &updated, &leaseUntil, &expAt, &status, &header, &body, &route); err != nil {
+// batchRow holds the destinations of one row of the batch function, reused
+// for every row of a batch: nullable columns scan into pgtype values, not
+// pointers, so a row allocates only its strings and bytes.
+type batchRow struct {
+	ord                               int32
+	out                               string
+	scope, key, fp, state, token      pgtype.Text
+	route                             pgtype.Text
+	attempt, status                   pgtype.Int4
+	created, updated, leaseUntil, exp pgtype.Int8
+	header, body                      []byte
+	dest                              []any
+}
+
+func newBatchRow() *batchRow {
+	r := &batchRow{}
+	r.dest = []any{&r.ord, &r.out, &r.scope, &r.key, &r.fp, &r.state, &r.token, &r.attempt,
+		&r.created, &r.updated, &r.leaseUntil, &r.exp, &r.status, &r.header, &r.body, &r.route}
+	return r
+}
+
+// fromInt8 is the time of a nullable nanosecond column.
+func fromInt8(n pgtype.Int8) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+// scan reads one row of the batch function: the operation's position and
+// outcome, and for a claim the record (whose columns are NULL for the
+// other operations).
+func (d *batchRow) scan(rows pgx.Rows) (int32, batchResult, error) {
+	d.header, d.body = nil, nil // scanned []byte may alias the previous row otherwise
+	if err := rows.Scan(d.dest...); err != nil {
 		return 0, batchResult{}, err
 	}
-	r := batchResult{outcome: outcome(out)}
+	r := batchResult{outcome: outcome(d.out)}
 	if r.outcome != outClaimed && r.outcome != outBlocked {
-		return ord, r, nil
+		return d.ord, r, nil
 	}
-	if scope == nil || key == nil || fp == nil || state == nil || token == nil || attempt == nil || created == nil || updated == nil {
-		return 0, r, fmt.Errorf("postgres: batch function returned a claim without its record (position %d)", ord)
+	if !d.scope.Valid || !d.key.Valid || !d.fp.Valid || !d.state.Valid || !d.token.Valid || !d.attempt.Valid ||
+		!d.created.Valid || !d.updated.Valid {
+		return 0, r, fmt.Errorf("postgres: batch function returned a claim without its record (position %d)", d.ord)
 	}
 	rec := &retrysafe.Record{
-		Scope: *scope, Key: *key, Fingerprint: *fp, State: retrysafe.State(*state), Token: *token,
-		Attempt:    int(*attempt),
-		CreatedAt:  fromNanos(created),
-		UpdatedAt:  fromNanos(updated),
-		LeaseUntil: fromNanos(leaseUntil),
-		ExpiresAt:  fromNanos(expAt),
+		Scope: d.scope.String, Key: d.key.String, Fingerprint: d.fp.String, State: retrysafe.State(d.state.String),
+		Token: d.token.String, Route: d.route.String, Attempt: int(d.attempt.Int32),
+		CreatedAt: fromInt8(d.created), UpdatedAt: fromInt8(d.updated), LeaseUntil: fromInt8(d.leaseUntil), ExpiresAt: fromInt8(d.exp),
 	}
-	if route != nil {
-		rec.Route = *route
-	}
-	if status != nil {
-		h, err := decodeHeader(header)
+	if d.status.Valid {
+		h, err := decodeHeader(d.header)
 		if err != nil {
 			return 0, r, fmt.Errorf("%w (scope %q)", err, rec.Scope)
 		}
-		rec.Response = &retrysafe.Response{Status: int(*status), Header: h, Body: body}
+		rec.Response = &retrysafe.Response{Status: int(d.status.Int32), Header: h, Body: d.body}
 	}
 	r.rec = rec
-	return ord, r, nil
+	return d.ord, r, nil
 }
