@@ -80,6 +80,11 @@ func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveTraced(w, r)
 		return
 	}
+	if !h.e.observed {
+		// No Observer: nothing to time (a RequestObserver is an Observer).
+		h.serve(w, r)
+		return
+	}
 	start := time.Now()
 	outcome := h.serve(w, r)
 	if outcome != "" {
