@@ -165,3 +165,50 @@ func TestStatsCountsCompleted(t *testing.T) {
 		t.Errorf("Stats = %+v, want 4 completed, 2 failed, 2 expired, 1 processing in flight", st)
 	}
 }
+
+// TestCompletedRecordConcurrentReaders: claims and gets of one completed
+// record racing each other (the first of them makes its *Record) all
+// get the same, intact record; run with -race.
+func TestCompletedRecordConcurrentReaders(t *testing.T) {
+	t.Parallel()
+	s := New(Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	p, err := claim(t, s, "k", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"id":"ord_1"}`)
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k", Token: p.Token, Now: base, TTL: time.Hour,
+		Response: &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}}); err != nil {
+		t.Fatal(err)
+	}
+	const readers = 8
+	got := make(chan *retrysafe.Record, readers)
+	start := make(chan struct{})
+	for n := range readers {
+		go func() {
+			<-start
+			var rec *retrysafe.Record
+			if n%2 == 0 {
+				rec, _ = s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "k", Now: base})
+			} else {
+				res, _ := s.Claim(ctx, &retrysafe.ClaimParams{Scope: "s", Key: "k", Fingerprint: "fp", Token: retrysafe.NewToken(), Now: base, Lease: time.Minute})
+				if res != nil {
+					rec = res.Record
+				}
+			}
+			got <- rec // nil on an error, which fails the comparison
+		}()
+	}
+	close(start)
+	first := <-got
+	for range readers - 1 {
+		if rec := <-got; rec != first {
+			t.Errorf("readers got different *Records (%p, %p): want one, made once", rec, first)
+		}
+	}
+	if first == nil || first.State != retrysafe.StateCompleted || first.Token != p.Token || string(first.Response.Body) != string(body) || first.Response.Status != 201 {
+		t.Errorf("record = %+v", first)
+	}
+}
