@@ -258,6 +258,8 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 		case !c.StoreStatus(status):
 		case cw.overflow:
 			resp = h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody))
+		case e.copiesResponse:
+			resp = cw.responseInPlace(c.StoreHeader, &h.header)
 		default:
 			resp = cw.response(c.StoreHeader, &h.header)
 		}

@@ -3,6 +3,7 @@ package memory
 import (
 	"math"
 	"net/http"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -122,7 +123,8 @@ func (e *entry) decode(i id) *retrysafe.Record {
 }
 
 // completedEntry returns the entry for the record rec completed with resp
-// (nil means an empty response) at now, expiring at exp.
+// (nil means an empty response) at now, expiring at exp. It copies resp
+// and its body, and keeps only its header map.
 //
 // The entry and its data are one allocation, in three sizes: 128, 208
 // and 336 bytes of data (240, 320 and 448 bytes in all) hold a 64-byte
@@ -153,10 +155,9 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 		done := *rec
 		done.State = retrysafe.StateCompleted
 		done.UpdatedAt, done.ExpiresAt = now, exp
-		done.Response = resp
-		if resp == nil {
-			done.Response = &retrysafe.Response{}
-		}
+		// A copy, as in the compact form: the caller may reuse the body
+		// (see Store.CopiesResponse). The header map is kept.
+		done.Response = &retrysafe.Response{Status: r.Status, Header: r.Header, Body: slices.Clone(r.Body)}
 		c.rec = &done
 	case n <= 128:
 		a := new(struct {

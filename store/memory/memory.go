@@ -373,6 +373,14 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	return nil
 }
 
+// CopiesResponse tells the engine that Complete copies
+// CompleteParams.Response and its body before it returns, keeping only its
+// header map, so the middleware may reuse the body's buffer afterwards
+// instead of making a copy for the store. It returns s: the engine relies
+// on the promise only when s itself is the configured store, not a type
+// that embeds it.
+func (s *Store) CopiesResponse() retrysafe.Store { return s }
+
 // NonBlocking implements [retrysafe.NonBlocking]: every call takes the
 // store's mutex for a bounded amount of work and never waits for I/O, so
 // the engine runs it without a StoreTimeout deadline.
