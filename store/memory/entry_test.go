@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -210,5 +211,41 @@ func TestCompletedRecordConcurrentReaders(t *testing.T) {
 	}
 	if first == nil || first.State != retrysafe.StateCompleted || first.Token != p.Token || string(first.Response.Body) != string(body) || first.Response.Status != 201 {
 		t.Errorf("record = %+v", first)
+	}
+}
+
+// BenchmarkGetCompleted: Get of a completed record the first time (the
+// store makes the *Record from its compact form) and again (kept).
+func BenchmarkGetCompleted(b *testing.B) {
+	for _, again := range []bool{false, true} {
+		b.Run(map[bool]string{false: "first", true: "again"}[again], func(b *testing.B) {
+			s := New(Config{JanitorInterval: -1})
+			defer s.Close()
+			ctx := context.Background()
+			keys := make([]string, b.N)
+			for n := range keys {
+				keys[n] = fmt.Sprintf("%036d", n)
+				p := &retrysafe.ClaimParams{Key: keys[n], Fingerprint: strings.Repeat("f", 64), Token: retrysafe.NewToken(), Now: base, Lease: time.Minute}
+				if _, err := s.Claim(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+				resp := &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_1"}`)}
+				if err := s.Complete(ctx, &retrysafe.CompleteParams{Key: keys[n], Token: p.Token, Now: base, TTL: time.Hour, Response: resp}); err != nil {
+					b.Fatal(err)
+				}
+				if again {
+					if _, err := s.Get(ctx, &retrysafe.GetParams{Key: keys[n], Now: base}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := range b.N {
+				if _, err := s.Get(ctx, &retrysafe.GetParams{Key: keys[n], Now: base}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
