@@ -31,6 +31,10 @@ type captureWriter struct {
 	wroteHeader bool
 	overflow    bool // passing through to w; body is no longer kept
 	clientGone  bool
+
+	// stored is the response handed to a store that copies it (see
+	// captureWriter.responseInPlace), valid until release.
+	stored Response
 }
 
 // captureWriters recycles capture writers with their header map and body
@@ -53,6 +57,7 @@ func (c *captureWriter) release() {
 	}
 	clear(c.header)
 	c.body.Reset()
+	c.stored = Response{}
 	c.w, c.status, c.limit = nil, 0, 0
 	c.wroteHeader, c.overflow, c.clientGone = false, false, false
 	captureWriters.Put(c)
@@ -138,6 +143,23 @@ func (c *captureWriter) statusCode() int {
 // reused: stored responses are read-only, so one map serves many records,
 // which saves a map per stored response and the collector's work on it.
 func (c *captureWriter) response(keep func(string) bool, last *sharedHeader) *Response {
+	r := newResponse(c.body.Bytes())
+	r.Status, r.Header = c.statusCode(), c.storedHeader(keep, last)
+	return r
+}
+
+// responseInPlace is response for a store that copies the response in
+// Complete and keeps at most its header map (see responseCopier): the
+// Response is c's own and its body is c's buffer, so it is valid only
+// until release; the header map is made as response makes it.
+func (c *captureWriter) responseInPlace(keep func(string) bool, last *sharedHeader) *Response {
+	c.stored = Response{Status: c.statusCode(), Header: c.storedHeader(keep, last), Body: c.body.Bytes()}
+	return &c.stored
+}
+
+// storedHeader returns the header map of the stored response (see
+// response).
+func (c *captureWriter) storedHeader(keep func(string) bool, last *sharedHeader) http.Header {
 	h := last.reuse(c.header, keep)
 	if h == nil {
 		h = make(http.Header, len(c.header))
@@ -148,9 +170,7 @@ func (c *captureWriter) response(keep func(string) bool, last *sharedHeader) *Re
 		}
 		last.v.Store(h)
 	}
-	r := newResponse(c.body.Bytes())
-	r.Status, r.Header = c.statusCode(), h
-	return r
+	return h
 }
 
 // sharedHeader holds the header map of the last response stored through

@@ -18,6 +18,9 @@ type engine struct {
 	nonBlocking bool     // the store says its calls never block
 	observed    bool     // an Observer was configured: time the store calls
 	tracer      Tracer   // the Observer, when it is a Tracer; else nil
+	// copiesResponse: the store copies CompleteParams.Response in
+	// Complete (see responseCopier).
+	copiesResponse bool
 
 	spare      sync.Pool // *string: owner tokens of claims that did not win
 	spareBoxes sync.Pool // *string: empty boxes for spare
@@ -30,8 +33,9 @@ func newEngine(cfg *Config) *engine {
 	nb, _ := cfg.Store.(NonBlocking)
 	_, nop := cfg.Observer.(nopObserver)
 	tr, _ := cfg.Observer.(Tracer)
+	rc, _ := cfg.Store.(responseCopier)
 	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop,
-		tracer: tr, beats: heartbeatQueue(cfg.Lease / 3)}
+		tracer: tr, copiesResponse: rc != nil && rc.CopiesResponse() == cfg.Store, beats: heartbeatQueue(cfg.Lease / 3)}
 }
 
 // call runs one store operation (see timed) and reports it to the Tracer

@@ -80,6 +80,11 @@ func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveTraced(w, r)
 		return
 	}
+	if !h.e.observed {
+		// No Observer: nothing to time (a RequestObserver is an Observer).
+		h.serve(w, r)
+		return
+	}
 	start := time.Now()
 	outcome := h.serve(w, r)
 	if outcome != "" {
@@ -253,6 +258,8 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 		case !c.StoreStatus(status):
 		case cw.overflow:
 			resp = h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody))
+		case e.copiesResponse:
+			resp = cw.responseInPlace(c.StoreHeader, &h.header)
 		default:
 			resp = cw.response(c.StoreHeader, &h.header)
 		}

@@ -31,13 +31,9 @@ const (
 // the middleware, and functions run by [Do], find it in their context with
 // [OperationFromContext].
 type Operation struct {
-	scope       string
-	key         string
-	token       string
-	fingerprint string
-	attempt     int
-	ttl         time.Duration
-	now         func() time.Time
+	rec *Record // the claimed processing record (read-only): scope, key, token, fingerprint, attempt
+	ttl time.Duration
+	now func() time.Time
 
 	mu          sync.Mutex
 	disposition Disposition
@@ -48,23 +44,32 @@ func (o *Operation) init(rec *Record, ttl time.Duration, now func() time.Time) {
 	if now == nil {
 		now = time.Now
 	}
-	o.scope, o.key, o.token, o.fingerprint = rec.Scope, rec.Key, rec.Token, rec.Fingerprint
-	o.attempt, o.ttl, o.now = rec.Attempt, ttl, now
+	o.rec, o.ttl, o.now = rec, ttl, now
 }
 
+// record returns the operation's record; a zero Operation has an empty one.
+func (o *Operation) record() *Record {
+	if o.rec == nil {
+		return &noRecord
+	}
+	return o.rec
+}
+
+var noRecord Record
+
 // Scope returns the operation's scope (the caller's identity hash).
-func (o *Operation) Scope() string { return o.scope }
+func (o *Operation) Scope() string { return o.record().Scope }
 
 // Key returns the operation's idempotency key.
-func (o *Operation) Key() string { return o.key }
+func (o *Operation) Key() string { return o.record().Key }
 
 // Fingerprint returns the request fingerprint the record was claimed with.
-func (o *Operation) Fingerprint() string { return o.fingerprint }
+func (o *Operation) Fingerprint() string { return o.record().Fingerprint }
 
 // Attempt returns 1 for the first execution and n for the n-th, after n-1
 // takeovers of expired leases. An attempt above 1 means an earlier execution
 // may have had side effects: check business state before acting again.
-func (o *Operation) Attempt() int { return o.attempt }
+func (o *Operation) Attempt() int { return o.record().Attempt }
 
 // CompleteParams returns the parameters to complete this operation's record
 // with resp, fenced by the operation's owner token. Use it with a store's
@@ -72,9 +77,9 @@ func (o *Operation) Attempt() int { return o.attempt }
 // business write, then call [Operation.MarkCompleted].
 func (o *Operation) CompleteParams(resp *Response) *CompleteParams {
 	return &CompleteParams{
-		Scope:    o.scope,
-		Key:      o.key,
-		Token:    o.token,
+		Scope:    o.record().Scope,
+		Key:      o.record().Key,
+		Token:    o.record().Token,
 		Now:      o.now(),
 		TTL:      o.ttl,
 		Response: resp,

@@ -254,6 +254,19 @@ type NonBlocking interface {
 	NonBlocking() bool
 }
 
+// responseCopier is implemented by the stores of this module whose
+// Complete copies CompleteParams.Response and its body before it returns
+// and keeps neither (it may keep Response.Header, which is never modified
+// once stored). The middleware then hands Complete a response whose body
+// is its capture buffer, reused once the request is answered, instead of
+// a copy made for the store to keep. CopiesResponse returns the store
+// itself: the engine relies on it only when that is the configured store,
+// so a type that embeds such a store and replaces its Complete does not
+// inherit the promise. (The memory store implements it.)
+type responseCopier interface {
+	CopiesResponse() Store
+}
+
 // SweepParams are the arguments of [Sweeper.Sweep].
 type SweepParams struct {
 	Now time.Time

@@ -3,10 +3,12 @@
 // services that can afford to forget their records on restart.
 //
 // Records live in one map behind one mutex. A record is immutable once
-// stored: every change (takeover, renewal, completion) stores a new
+// handed out: every change (takeover, renewal, completion) makes a new
 // *Record, so Claim and Get hand out the stored record itself without a
-// copy, and Complete keeps the caller's Response as it is (the
-// [retrysafe.Store] contract forbids modifying either afterwards).
+// copy (the [retrysafe.Store] contract forbids modifying it). A completed
+// record is kept in a compact form with few pointers, which the garbage
+// collector scans cheaply, and made into a *Record the first time Claim
+// or Get returns it (see entry).
 // The store is bounded (Config.MaxRecords): when full it evicts expired
 // records and abandoned ones (processing records whose lease ran out more
 // than Config.ProcessingRetention ago), never live ones, and refuses new
@@ -83,7 +85,7 @@ type Store struct {
 	retention time.Duration
 
 	mu      sync.Mutex
-	records map[id]*retrysafe.Record
+	records map[id]*entry
 	subs    waiters.Registry[id]
 	// nextExpiry is a lower bound of ExpiresAt over the completed records:
 	// while now is before it, no record has expired and an eviction scan
@@ -116,7 +118,7 @@ func New(cfg Config) *Store {
 		max:         cmp.Or(cfg.MaxRecords, DefaultMaxRecords),
 		now:         cfg.Now,
 		retention:   cfg.ProcessingRetention,
-		records:     make(map[id]*retrysafe.Record),
+		records:     make(map[id]*entry),
 		stop:        make(chan struct{}),
 		janitorDone: make(chan struct{}),
 	}
@@ -186,14 +188,14 @@ func (s *Store) lock(ctx context.Context, op string) error {
 	return nil
 }
 
-// live returns the record for i, or nil when there is none or it is a
+// live returns the entry for i, or nil when there is none or it holds a
 // completed record that expired at now.
-func (s *Store) live(i id, now time.Time) *retrysafe.Record {
-	rec := s.records[i]
-	if rec == nil || rec.Expired(now) {
+func (s *Store) live(i id, now time.Time) *entry {
+	e := s.records[i]
+	if e == nil || e.expired(now) {
 		return nil
 	}
-	return rec
+	return e
 }
 
 // Claim implements [retrysafe.Store].
@@ -204,14 +206,14 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	defer s.mu.Unlock()
 
 	i := id{p.Scope, p.Key}
-	rec, exists := s.records[i]
-	if exists && !rec.Expired(p.Now) {
-		if rec.State != retrysafe.StateProcessing || p.Now.Before(rec.LeaseUntil) || rec.Fingerprint != p.Fingerprint {
-			return &retrysafe.ClaimResult{Record: rec}, nil
+	e, exists := s.records[i]
+	if exists && !e.expired(p.Now) {
+		if e.done != nil || p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
+			return &retrysafe.ClaimResult{Record: e.record(i)}, nil
 		}
 		// Takeover of an expired lease.
-		rec = p.ProcessingRecord(rec.Attempt+1, rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
-		s.records[i] = rec
+		rec := p.ProcessingRecord(e.rec.Attempt+1, e.rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
+		s.records[i] = &entry{rec: rec}
 		return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
 	}
 	if !exists && len(s.records) >= s.max {
@@ -220,14 +222,17 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w (MaxRecords=%d)", ErrFull, s.max))
 		}
 	}
-	// The record and the result that returns it, in one allocation.
+	// The record, its entry and the result that returns it, in one
+	// allocation.
 	c := &struct {
 		res retrysafe.ClaimResult
 		rec retrysafe.Record
+		e   entry
 	}{}
 	c.rec = *p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
 	c.res = retrysafe.ClaimResult{Claimed: true, Record: &c.rec}
-	s.records[i] = &c.rec
+	c.e.rec = &c.rec
+	s.records[i] = &c.e
 	s.lowerLeaseBoundLocked(c.rec.LeaseUntil)
 	return &c.res, nil
 }
@@ -256,26 +261,28 @@ func (s *Store) evictLocked(now time.Time) {
 func (s *Store) sweepLocked(now time.Time, retention time.Duration) int {
 	n := 0
 	var nextExpiry, nextLease time.Time
-	for i, rec := range s.records {
-		if rec.State == retrysafe.StateProcessing {
-			if !now.Before(rec.LeaseUntil.Add(retention)) {
+	for i, e := range s.records {
+		if e.done == nil {
+			leaseUntil := e.rec.LeaseUntil
+			if !now.Before(leaseUntil.Add(retention)) {
 				delete(s.records, i)
 				s.notifyLocked(i)
 				n++
 				continue
 			}
-			if nextLease.IsZero() || rec.LeaseUntil.Before(nextLease) {
-				nextLease = rec.LeaseUntil
+			if nextLease.IsZero() || leaseUntil.Before(nextLease) {
+				nextLease = leaseUntil
 			}
 			continue
 		}
-		if !now.Before(rec.ExpiresAt) {
+		expires := e.done.time(expiresAt)
+		if !now.Before(expires) {
 			delete(s.records, i)
 			n++
 			continue
 		}
-		if nextExpiry.IsZero() || rec.ExpiresAt.Before(nextExpiry) {
-			nextExpiry = rec.ExpiresAt
+		if nextExpiry.IsZero() || expires.Before(nextExpiry) {
+			nextExpiry = expires
 		}
 	}
 	// With no record of a kind left, no bound applies until one is
@@ -296,21 +303,22 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	rec := s.live(id{p.Scope, p.Key}, p.Now)
-	if rec == nil {
+	i := id{p.Scope, p.Key}
+	e := s.live(i, p.Now)
+	if e == nil {
 		return nil, retrysafe.ErrNotFound
 	}
-	return rec, nil
+	return e.record(i), nil
 }
 
-// owned returns the processing record for scope/key owned by token, or
-// ErrLeaseLost.
-func (s *Store) owned(scope, key, token string) (*retrysafe.Record, error) {
-	rec := s.records[id{scope, key}]
-	if rec == nil || rec.State != retrysafe.StateProcessing || rec.Token != token {
+// owned returns the entry of the processing record for scope/key owned by
+// token, or ErrLeaseLost.
+func (s *Store) owned(scope, key, token string) (*entry, error) {
+	e := s.records[id{scope, key}]
+	if e == nil || e.done != nil || e.rec.Token != token {
 		return nil, retrysafe.ErrLeaseLost
 	}
-	return rec, nil
+	return e, nil
 }
 
 // Extend implements [retrysafe.Store].
@@ -319,14 +327,14 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	rec, err := s.owned(p.Scope, p.Key, p.Token)
+	e, err := s.owned(p.Scope, p.Key, p.Token)
 	if err != nil {
 		return err
 	}
-	renewed := *rec
+	renewed := *e.rec
 	renewed.LeaseUntil = p.Now.Add(p.Lease)
 	renewed.UpdatedAt = p.Now
-	s.records[id{p.Scope, p.Key}] = &renewed
+	e.rec = &renewed
 	s.lowerLeaseBoundLocked(renewed.LeaseUntil)
 	return nil
 }
@@ -337,21 +345,14 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 		return err
 	}
 	defer s.mu.Unlock()
-	rec, err := s.owned(p.Scope, p.Key, p.Token)
+	e, err := s.owned(p.Scope, p.Key, p.Token)
 	if err != nil {
 		return err
 	}
-	done := *rec
-	done.State = retrysafe.StateCompleted
-	done.UpdatedAt = p.Now
-	done.ExpiresAt = p.Now.Add(p.TTL)
-	done.Response = p.Response // kept as is: the caller may not modify it
-	if done.Response == nil {
-		done.Response = &retrysafe.Response{}
-	}
-	s.records[id{p.Scope, p.Key}] = &done
-	if done.ExpiresAt.Before(s.nextExpiry) {
-		s.nextExpiry = done.ExpiresAt
+	expires := p.Now.Add(p.TTL)
+	s.records[id{p.Scope, p.Key}] = completedEntry(e.rec, p.Response, p.Now, expires)
+	if expires.Before(s.nextExpiry) {
+		s.nextExpiry = expires
 	}
 	s.notifyLocked(id{p.Scope, p.Key})
 	return nil
@@ -371,6 +372,14 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	s.notifyLocked(i)
 	return nil
 }
+
+// CopiesResponse tells the engine that Complete copies
+// CompleteParams.Response and its body before it returns, keeping only its
+// header map, so the middleware may reuse the body's buffer afterwards
+// instead of making a copy for the store. It returns s: the engine relies
+// on the promise only when s itself is the configured store, not a type
+// that embeds it.
+func (s *Store) CopiesResponse() retrysafe.Store { return s }
 
 // NonBlocking implements [retrysafe.NonBlocking]: every call takes the
 // store's mutex for a bounded amount of work and never waits for I/O, so
@@ -421,8 +430,11 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	defer s.mu.Unlock()
 	limit := p.PageSize()
 	var ids []id
-	for i, rec := range s.records {
-		if compareID(i, id{p.AfterScope, p.AfterKey}) <= 0 || !p.Matches(rec) {
+	for i, e := range s.records {
+		if compareID(i, id{p.AfterScope, p.AfterKey}) <= 0 {
+			continue
+		}
+		if rec := e.view(i); !p.Matches(&rec) {
 			continue
 		}
 		ids = append(ids, i)
@@ -461,7 +473,11 @@ func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe
 func (s *Store) copiesLocked(ids []id, withBodies bool) []*retrysafe.Record {
 	out := make([]*retrysafe.Record, len(ids))
 	for n, i := range ids {
-		rec := s.records[i]
+		e := s.records[i]
+		rec := e.rec
+		if rec == nil {
+			rec = e.decode(i) // not kept: an operator's look is no replay
+		}
 		if withBodies || rec.Response == nil {
 			out[n] = rec.Clone()
 			continue
@@ -483,13 +499,27 @@ func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	recs := make([]*retrysafe.Record, 0, len(s.records))
-	for _, rec := range s.records {
-		recs = append(recs, rec)
+	// The processing records go to StatsOf as they are (immutable, no
+	// response); the completed ones are counted here, as StatsOf would,
+	// without making a *Record of each.
+	var recs []*retrysafe.Record
+	var done, failed, expired int64
+	for _, e := range s.records {
+		if e.done == nil {
+			recs = append(recs, e.rec)
+			continue
+		}
+		done++
+		if e.done.status >= 400 {
+			failed++
+		}
+		if e.expired(p.Now) {
+			expired++
+		}
 	}
-	// The records are immutable; the processing ones Stats returns hold
-	// no response.
-	return retrysafe.StatsOf(recs, p), nil
+	st := retrysafe.StatsOf(recs, p)
+	st.Completed, st.Failed, st.Expired = done, failed, expired
+	return st, nil
 }
 
 // Delete implements [retrysafe.Admin]: it removes the record whatever its

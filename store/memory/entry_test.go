@@ -1,0 +1,251 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// TestCompletedRecordRoundTrip: a completed record comes back from Get,
+// Claim, List and Find exactly as it was completed, whichever form the
+// store keeps it in (compact in each of its sizes, or a *Record for a
+// large body or times in different locations): every field, the body's
+// bytes, a nil body as nil and an empty one as empty, the times in their
+// locations. The record Get and Claim return is made once and shared.
+func TestCompletedRecordRoundTrip(t *testing.T) {
+	t.Parallel()
+	paris := time.FixedZone("CET", 3600)
+	utc := time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)
+	local := time.Now()
+	for _, tc := range []struct {
+		name       string
+		claimed    time.Time // the claim's Now
+		completed  time.Time // the completion's Now
+		body       []byte
+		route      string
+		attempt    bool // take the record over once first (Attempt 2)
+		wantPacked bool
+	}{
+		{"nil body", utc, utc.Add(time.Second), nil, "", false, true},
+		{"empty body", utc, utc.Add(time.Second), []byte{}, "POST /orders", false, true},
+		{"small", utc, utc.Add(time.Second), []byte(`{"id":"ord_1"}`), "POST /orders", false, true},
+		{"medium", local, local.Add(time.Second), []byte(strings.Repeat("m", 100)), "", false, true},
+		{"large", utc, utc.Add(time.Second), []byte(strings.Repeat("l", 240)), "", true, true},
+		{"too large", utc, utc.Add(time.Second), []byte(strings.Repeat("x", 241)), "", false, false},
+		{"locations differ", utc, utc.Add(time.Second).In(paris), []byte("x"), "", false, false},
+		{"in a zone", utc.In(paris), utc.Add(time.Second).In(paris), []byte("x"), "", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(Config{JanitorInterval: -1})
+			t.Cleanup(func() { s.Close() })
+			ctx := t.Context()
+			fp := strings.Repeat("f", 64)
+			p := &retrysafe.ClaimParams{Scope: "scope", Key: "k", Fingerprint: fp, Token: retrysafe.NewToken(), Now: tc.claimed, Lease: time.Minute, Route: tc.route}
+			res, err := s.Claim(ctx, p)
+			if err != nil || !res.Claimed {
+				t.Fatalf("Claim: %+v, %v", res, err)
+			}
+			if tc.attempt {
+				p.Token, p.Now = retrysafe.NewToken(), tc.claimed.Add(2*time.Minute)
+				if res, err = s.Claim(ctx, p); err != nil || !res.Claimed {
+					t.Fatalf("takeover: %+v, %v", res, err)
+				}
+			}
+			header := http.Header{"Content-Type": {"application/json"}, "X-Two": {"a", "b"}}
+			resp := &retrysafe.Response{Status: http.StatusCreated, Header: header, Body: tc.body}
+			if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "scope", Key: "k", Token: p.Token, Now: tc.completed, TTL: time.Hour, Response: resp}); err != nil {
+				t.Fatal(err)
+			}
+			want := *res.Record
+			want.State = retrysafe.StateCompleted
+			want.UpdatedAt, want.ExpiresAt = tc.completed, tc.completed.Add(time.Hour)
+			want.Response = &retrysafe.Response{Status: http.StatusCreated, Header: header, Body: tc.body}
+			// Monotonic readings are not kept (no other store keeps them).
+			for _, tm := range []*time.Time{&want.CreatedAt, &want.UpdatedAt, &want.LeaseUntil, &want.ExpiresAt} {
+				*tm = tm.Round(0)
+			}
+
+			s.mu.Lock()
+			packed := s.records[id{"scope", "k"}].rec == nil
+			s.mu.Unlock()
+			if packed != tc.wantPacked {
+				t.Errorf("kept compact: %v, want %v", packed, tc.wantPacked)
+			}
+
+			get, err := s.Get(ctx, &retrysafe.GetParams{Scope: "scope", Key: "k", Now: tc.completed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, "Get", get, &want)
+			p.Token, p.Now = retrysafe.NewToken(), tc.completed.Add(time.Minute)
+			dup, err := s.Claim(ctx, p)
+			if err != nil || dup.Claimed {
+				t.Fatalf("duplicate Claim: %+v, %v", dup, err)
+			}
+			check(t, "duplicate Claim", dup.Record, &want)
+			if dup.Record != get {
+				t.Errorf("Claim and Get returned different *Records for one completed record: want it made once")
+			}
+
+			list, err := s.List(ctx, &retrysafe.ListParams{WithBodies: true, State: retrysafe.StateCompleted, Route: tc.route})
+			if err != nil || len(list) != 1 {
+				t.Fatalf("List: %d records, %v", len(list), err)
+			}
+			check(t, "List", list[0], &want)
+			if list[0] == get || list[0].Response == get.Response {
+				t.Errorf("List returned the stored record, want a copy")
+			}
+			found, err := s.Find(ctx, &retrysafe.FindParams{Key: "k"})
+			if err != nil || len(found) != 1 {
+				t.Fatalf("Find: %d records, %v", len(found), err)
+			}
+			noBody := want
+			noBody.Response = &retrysafe.Response{Status: http.StatusCreated, Header: header}
+			check(t, "Find without bodies", found[0], &noBody)
+		})
+	}
+}
+
+// check fails unless got equals want field by field, times compared
+// with == (so in the same location too) and the body's nil-ness kept.
+func check(t *testing.T, what string, got, want *retrysafe.Record) {
+	t.Helper()
+	g, w := *got, *want
+	g.Response, w.Response = nil, nil
+	if g != w {
+		t.Errorf("%s:\n got  %+v\n want %+v", what, g, w)
+	}
+	gr, wr := got.Response, want.Response
+	if gr == nil || gr.Status != wr.Status || !reflect.DeepEqual(gr.Header, wr.Header) ||
+		string(gr.Body) != string(wr.Body) || (gr.Body == nil) != (wr.Body == nil) {
+		t.Errorf("%s: response %s, want %s", what, describeResponse(gr), describeResponse(wr))
+	}
+}
+
+func describeResponse(r *retrysafe.Response) string {
+	if r == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("{%d %v body=%q nil=%v}", r.Status, r.Header, r.Body, r.Body == nil)
+}
+
+// TestStatsCountsCompleted: Stats counts completed records (kept
+// compact) as StatsOf does: completed, failed (status >= 400), expired.
+func TestStatsCountsCompleted(t *testing.T) {
+	t.Parallel()
+	s := New(Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	for n, tc := range []struct {
+		status int
+		ttl    time.Duration
+	}{{200, time.Hour}, {500, time.Hour}, {404, time.Second}, {201, time.Second}} {
+		p, err := claim(t, s, fmt.Sprint("done-", n), base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: p.Key, Token: p.Token, Now: base, TTL: tc.ttl, Response: &retrysafe.Response{Status: tc.status}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := claim(t, s, "processing", base); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats(ctx, &retrysafe.StatsParams{Now: base.Add(30 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Completed != 4 || st.Failed != 2 || st.Expired != 2 || st.Processing != 1 || st.OldestInFlight == nil {
+		t.Errorf("Stats = %+v, want 4 completed, 2 failed, 2 expired, 1 processing in flight", st)
+	}
+}
+
+// TestCompletedRecordConcurrentReaders: claims and gets of one completed
+// record racing each other (the first of them makes its *Record) all
+// get the same, intact record; run with -race.
+func TestCompletedRecordConcurrentReaders(t *testing.T) {
+	t.Parallel()
+	s := New(Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	p, err := claim(t, s, "k", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"id":"ord_1"}`)
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k", Token: p.Token, Now: base, TTL: time.Hour,
+		Response: &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}}); err != nil {
+		t.Fatal(err)
+	}
+	const readers = 8
+	got := make(chan *retrysafe.Record, readers)
+	start := make(chan struct{})
+	for n := range readers {
+		go func() {
+			<-start
+			var rec *retrysafe.Record
+			if n%2 == 0 {
+				rec, _ = s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "k", Now: base})
+			} else {
+				res, _ := s.Claim(ctx, &retrysafe.ClaimParams{Scope: "s", Key: "k", Fingerprint: "fp", Token: retrysafe.NewToken(), Now: base, Lease: time.Minute})
+				if res != nil {
+					rec = res.Record
+				}
+			}
+			got <- rec // nil on an error, which fails the comparison
+		}()
+	}
+	close(start)
+	first := <-got
+	for range readers - 1 {
+		if rec := <-got; rec != first {
+			t.Errorf("readers got different *Records (%p, %p): want one, made once", rec, first)
+		}
+	}
+	if first == nil || first.State != retrysafe.StateCompleted || first.Token != p.Token || string(first.Response.Body) != string(body) || first.Response.Status != 201 {
+		t.Errorf("record = %+v", first)
+	}
+}
+
+// BenchmarkGetCompleted: Get of a completed record the first time (the
+// store makes the *Record from its compact form) and again (kept).
+func BenchmarkGetCompleted(b *testing.B) {
+	for _, again := range []bool{false, true} {
+		b.Run(map[bool]string{false: "first", true: "again"}[again], func(b *testing.B) {
+			s := New(Config{JanitorInterval: -1})
+			defer s.Close()
+			ctx := context.Background()
+			keys := make([]string, b.N)
+			for n := range keys {
+				keys[n] = fmt.Sprintf("%036d", n)
+				p := &retrysafe.ClaimParams{Key: keys[n], Fingerprint: strings.Repeat("f", 64), Token: retrysafe.NewToken(), Now: base, Lease: time.Minute}
+				if _, err := s.Claim(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+				resp := &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_1"}`)}
+				if err := s.Complete(ctx, &retrysafe.CompleteParams{Key: keys[n], Token: p.Token, Now: base, TTL: time.Hour, Response: resp}); err != nil {
+					b.Fatal(err)
+				}
+				if again {
+					if _, err := s.Get(ctx, &retrysafe.GetParams{Key: keys[n], Now: base}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := range b.N {
+				if _, err := s.Get(ctx, &retrysafe.GetParams{Key: keys[n], Now: base}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
