@@ -13,12 +13,23 @@ import (
 	"github.com/retrysafe/retrysafe/store/storetest"
 )
 
+// TestConformance runs the suite on each of Claim's paths, forced, and on
+// the adaptive choice between them.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) retrysafe.Store {
-		s, _, _ := newStore(t)
-		return s
-	})
+	for _, order := range append(claimOrders, struct {
+		name  string
+		order int
+	}{"adaptive", redisstore.ClaimAdaptive}) {
+		t.Run(order.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, func(t *testing.T) retrysafe.Store {
+				s, _, _ := newStore(t)
+				redisstore.ForceClaimOrder(s, order.order)
+				return s
+			})
+		})
+	}
 }
 
 func TestUnavailable(t *testing.T) {

@@ -6,3 +6,18 @@ func SetAfterRead(s *Store, f func()) { s.afterRead = f }
 
 // RecordKey returns the Redis key of the record (scope, key).
 func RecordKey(s *Store, scope, key string) string { return s.recordKey(scope, key) }
+
+// Claim orders for ForceClaimOrder.
+const (
+	ClaimAdaptive    = orderAdaptive
+	ClaimReadFirst   = orderReadFirst
+	ClaimScriptFirst = orderScriptFirst
+)
+
+// ForceClaimOrder fixes the path Claim takes first (ClaimReadFirst,
+// ClaimScriptFirst) or restores the adaptive choice. Call it before the
+// store's first Claim.
+func ForceClaimOrder(s *Store, order int) { s.order.force = order }
+
+// ClaimReadsFirst reports whether the next Claim would read first.
+func ClaimReadsFirst(s *Store) bool { return s.order.readFirst() }

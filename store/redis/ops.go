@@ -16,15 +16,21 @@ import (
 // Claim claims (params.Scope, params.Key). See [retrysafe.Store] for the
 // rules.
 //
-// It first reads the record with one plain HGETALL. When that record blocks
-// the claim (completed and unexpired, processing with a live lease, or
-// processing with an expired lease and another fingerprint) Claim returns it
-// without running a script: a replay or an in-flight answer is one cheap
-// round trip. A blocking outcome writes nothing, so it is exactly what the
-// claim script would have answered at the moment of the read. Otherwise (the
-// key is absent, the result expired, or the lease may be taken over) the
-// claim script decides, re-checking everything atomically: the read is only
-// a shortcut, and a record that changed since cannot make it claim wrongly.
+// It takes one of two equally correct paths, chosen by what recent claims
+// met (see claimOrder):
+//
+//   - read first: one plain HGETALL. When that record blocks the claim
+//     (completed and unexpired, processing with a live lease, or processing
+//     with an expired lease and another fingerprint) Claim returns it
+//     without running a script: a replay or an in-flight answer is one
+//     cheap round trip. A blocking outcome writes nothing, so it is exactly
+//     what the claim script would have answered at the moment of the read.
+//     Otherwise (the key is absent, the result expired, or the lease may be
+//     taken over) the claim script decides;
+//   - script first: the claim script at once, which a new key needs anyway.
+//
+// The claim script re-checks everything atomically: the read is only a
+// shortcut, and a record that changed since cannot make it claim wrongly.
 // The loser of the script gets the blocking record in the same reply.
 func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
@@ -40,21 +46,26 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		return nil, err
 	}
 	k := s.recordKey(params.Scope, params.Key)
-	h, err := s.pipe.HGetAll(ctx, k).Result()
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, s.fail(ctx, "claim", err)
-	}
-	if len(h) > 0 {
-		rec, err := decodeRecord(h)
-		if err != nil {
-			return nil, retrysafe.Unavailable("claim", err)
+	readFirst := s.order.readFirst()
+	if readFirst {
+		h, err := s.pipe.HGetAll(ctx, k).Result()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return nil, s.fail(ctx, "claim", err)
 		}
-		if blocksClaim(rec, params) {
-			return &retrysafe.ClaimResult{Record: rec}, nil
+		if len(h) > 0 {
+			rec, err := decodeRecord(h)
+			if err != nil {
+				return nil, retrysafe.Unavailable("claim", err)
+			}
+			if blocksClaim(rec, params) {
+				s.order.observe(true)
+				return &retrysafe.ClaimResult{Record: rec}, nil
+			}
 		}
-	}
-	if s.afterRead != nil {
-		s.afterRead()
+		s.order.observe(false)
+		if s.afterRead != nil {
+			s.afterRead()
+		}
 	}
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
 	var reply []any
@@ -73,11 +84,13 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	if err != nil {
 		return nil, s.fail(ctx, "claim", err)
 	}
-	if len(reply) < 2 {
+	if len(reply) < 1 {
 		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
 	}
-	won, _ := reply[0].(int64)
-	if won == 0 {
+	if won, _ := reply[0].(int64); won == 0 {
+		if len(reply) != 2 {
+			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
+		}
 		flat, _ := reply[1].([]any)
 		h, err := flatToMap(flat)
 		if err != nil {
@@ -87,27 +100,34 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		if err != nil {
 			return nil, retrysafe.Unavailable("claim", err)
 		}
+		if !readFirst {
+			s.order.observe(true)
+		}
 		return &retrysafe.ClaimResult{Record: rec}, nil
 	}
-	if len(reply) != 3 {
-		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
+	if !readFirst {
+		s.order.observe(false)
 	}
-	attemptS, _ := reply[1].(string)
-	createdS, _ := reply[2].(string)
-	attempt, err := strconv.Atoi(attemptS)
-	if err != nil {
-		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: attempt %q", errCorrupt, attemptS))
+	// {1}: a fresh record, attempt 1 created now; {1, attempt, created}:
+	// a takeover or a retry of this very call.
+	attempt, created := 1, exactTime(params.Now)
+	if len(reply) != 1 {
+		if len(reply) != 3 {
+			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
+		}
+		attemptS, _ := reply[1].(string)
+		createdS, _ := reply[2].(string)
+		if attempt, err = strconv.Atoi(attemptS); err != nil {
+			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: attempt %q", errCorrupt, attemptS))
+		}
+		if created, err = decodeTime(createdS); err != nil {
+			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: created: %v", errCorrupt, err))
+		}
 	}
 	if acked < s.waitReplicas {
 		return nil, s.unreplicatedClaim(ctx, k, params.Token, attempt, acked)
 	}
-	created, err := decodeTime(createdS)
-	if err != nil {
-		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: created: %v", errCorrupt, err))
-	}
-	nowT, _ := decodeTime(now)
-	leaseT, _ := decodeTime(lease)
-	return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt, created, nowT, leaseT)}, nil
+	return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt, created, exactTime(params.Now), exactTime(leaseUntil))}, nil
 }
 
 // blocksClaim reports whether rec, read at params.Now, makes a claim with
@@ -191,16 +211,14 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 		return err
 	}
 	k := s.recordKey(params.Scope, params.Key)
-	args := []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), k}
-	if resp := params.Response; resp != nil {
-		header := encodeHeader(resp.Header)
-		hasBody := "0"
-		if resp.Body != nil {
-			hasBody = "1"
-		}
-		args = append(args, "1", resp.Status, header, hasBody, resp.Body)
-	} else {
-		args = append(args, "0", "", "", "0", "")
+	var args []any
+	switch resp := params.Response; {
+	case resp == nil:
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "0"}
+	case resp.Body == nil:
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "1", resp.Status, encodeHeader(resp.Header), "0"}
+	default:
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "1", resp.Status, encodeHeader(resp.Header), "1", resp.Body}
 	}
 	if s.waitReplicas > 0 {
 		return s.completeWaited(ctx, k, args)

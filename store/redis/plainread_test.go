@@ -18,24 +18,54 @@ import (
 	redisstore "github.com/retrysafe/retrysafe/store/redis"
 )
 
-// scriptCounter counts the script commands (EVAL, EVALSHA) a client sends.
-func scriptCounter(c *goredis.Client) *atomic.Int64 {
-	var n atomic.Int64
+// commandCounts counts the script commands (EVAL, EVALSHA) and the plain
+// reads (HGETALL) a client sends.
+type commandCounts struct{ scripts, reads atomic.Int64 }
+
+func countCommands(c *goredis.Client) *commandCounts {
+	var n commandCounts
 	c.AddHook(recorder{func(name string, _ error) {
-		if strings.HasPrefix(name, "eval") {
-			n.Add(1)
+		switch {
+		case strings.HasPrefix(name, "eval"):
+			n.scripts.Add(1)
+		case name == "hgetall":
+			n.reads.Add(1)
 		}
 	}})
 	return &n
 }
 
-// TestClaimPlainRead: a claim that a record blocks (a replay, an in-flight
-// duplicate, a mismatch on an expired lease) runs no script and returns the
-// record as stored, response byte for byte; a claim that may write (absent,
-// expired result, takeover) runs the claim script.
-func TestClaimPlainRead(t *testing.T) {
+func (n *commandCounts) reset() { n.scripts.Store(0); n.reads.Store(0) }
+
+// claimOrders are Claim's two paths, forced, for tests that must cover
+// both.
+var claimOrders = []struct {
+	name  string
+	order int
+}{
+	{"read first", redisstore.ClaimReadFirst},
+	{"script first", redisstore.ClaimScriptFirst},
+}
+
+// TestClaimEveryState claims a record in every state on each of Claim's
+// paths: both give the same answer, the record as stored (response byte for
+// byte). Read first, a claim that a record blocks (a replay, an in-flight
+// duplicate, a mismatch on an expired lease) runs no script and one that may
+// write (absent, expired result, takeover) runs the claim script after the
+// read; script first, every claim is one script and no read.
+func TestClaimEveryState(t *testing.T) {
 	t.Parallel()
+	for _, order := range claimOrders {
+		t.Run(order.name, func(t *testing.T) {
+			t.Parallel()
+			testClaimEveryState(t, order.order)
+		})
+	}
+}
+
+func testClaimEveryState(t *testing.T, order int) {
 	s, c, _ := newStore(t)
+	redisstore.ForceClaimOrder(s, order)
 	ctx := t.Context()
 	now := time.Now()
 	resp := &retrysafe.Response{
@@ -44,65 +74,159 @@ func TestClaimPlainRead(t *testing.T) {
 		Body:   []byte("{\"id\":1}\x00\xff"),
 	}
 	// "done": completed until now+1m; "busy": leased until now+1m;
-	// "stale": lease ended at now-1s; "old": completed, expired at now-1s.
+	// "stale": lease ended at now-1s; "old": completed, expired at now-1s;
+	// "empty": completed without a response; "nobody": completed with a
+	// response without a body; "routed": claimed with a route.
 	setup := []struct {
 		key      string
 		claimAt  time.Time
 		lease    time.Duration
 		complete bool
 		ttl      time.Duration
+		resp     *retrysafe.Response
 	}{
-		{"done", now, time.Minute, true, time.Minute},
-		{"busy", now, time.Minute, false, 0},
-		{"stale", now.Add(-time.Minute), time.Minute - time.Second, false, 0},
-		{"old", now.Add(-time.Minute), time.Minute, true, time.Minute - time.Second},
+		{"done", now, time.Minute, true, time.Minute, resp},
+		{"busy", now, time.Minute, false, 0, nil},
+		{"stale", now.Add(-time.Minute), time.Minute - time.Second, false, 0, nil},
+		{"old", now.Add(-time.Minute), time.Minute, true, time.Minute - time.Second, resp},
+		{"empty", now, time.Minute, true, time.Minute, nil},
+		{"nobody", now, time.Minute, true, time.Minute, &retrysafe.Response{Status: 204, Header: http.Header{"A": {"b"}}}},
+		{"routed", now, time.Minute, false, 0, nil},
 	}
+	tokens := map[string]string{}
 	for _, r := range setup {
 		p := claimParams("scope", r.key, r.claimAt, r.lease)
-		if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+		if r.key == "routed" {
+			p.Route = "POST /r"
+		}
+		if res, err := s.Claim(ctx, p); err != nil || !res.Claimed || res.Record.Attempt != 1 || !res.Record.CreatedAt.Equal(r.claimAt) {
 			t.Fatalf("setup claim %s: %+v, %v", r.key, res, err)
 		}
+		tokens[r.key] = p.Token
 		if r.complete {
-			if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "scope", Key: r.key, Token: p.Token, Now: r.claimAt, TTL: r.ttl, Response: resp}); err != nil {
+			if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "scope", Key: r.key, Token: p.Token, Now: r.claimAt, TTL: r.ttl, Response: r.resp}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	evals := scriptCounter(c)
+	n := countCommands(c)
 	for _, tc := range []struct {
 		name, key, fp string
 		claimed       bool
 		state         retrysafe.State
-		scripts       int64
+		attempt       int
+		resp          *retrysafe.Response
+		route         string
+		readScripts   int64 // scripts when reading first
 	}{
-		{"replay", "done", "fp", false, retrysafe.StateCompleted, 0},
-		{"replay mismatch", "done", "other", false, retrysafe.StateCompleted, 0},
-		{"in flight", "busy", "fp", false, retrysafe.StateProcessing, 0},
-		{"in flight mismatch", "busy", "other", false, retrysafe.StateProcessing, 0},
-		{"expired lease mismatch", "stale", "other", false, retrysafe.StateProcessing, 0},
-		{"absent", "new", "fp", true, retrysafe.StateProcessing, 1},
-		{"expired result", "old", "fp", true, retrysafe.StateProcessing, 1},
-		{"takeover", "stale", "fp", true, retrysafe.StateProcessing, 1},
+		{"replay", "done", "fp", false, retrysafe.StateCompleted, 1, resp, "", 0},
+		{"replay mismatch", "done", "other", false, retrysafe.StateCompleted, 1, resp, "", 0},
+		{"replay without response", "empty", "fp", false, retrysafe.StateCompleted, 1, nil, "", 0},
+		{"replay without body", "nobody", "fp", false, retrysafe.StateCompleted, 1, &retrysafe.Response{Status: 204, Header: http.Header{"A": {"b"}}}, "", 0},
+		{"in flight", "busy", "fp", false, retrysafe.StateProcessing, 1, nil, "", 0},
+		{"in flight mismatch", "busy", "other", false, retrysafe.StateProcessing, 1, nil, "", 0},
+		{"in flight with route", "routed", "fp", false, retrysafe.StateProcessing, 1, nil, "POST /r", 0},
+		{"expired lease mismatch", "stale", "other", false, retrysafe.StateProcessing, 1, nil, "", 0},
+		{"absent", "new", "fp", true, retrysafe.StateProcessing, 1, nil, "", 1},
+		{"expired result", "old", "fp", true, retrysafe.StateProcessing, 1, nil, "", 1},
+		{"takeover", "stale", "fp", true, retrysafe.StateProcessing, 2, nil, "", 1},
 	} {
-		evals.Store(0)
+		n.reset()
 		p := claimParams("scope", tc.key, now, time.Minute)
 		p.Fingerprint = tc.fp
 		res, err := s.Claim(ctx, p)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if res.Claimed != tc.claimed || res.Record.State != tc.state {
-			t.Errorf("%s: claimed %v, state %s; want %v, %s", tc.name, res.Claimed, res.Record.State, tc.claimed, tc.state)
+		rec := res.Record
+		if res.Claimed != tc.claimed || rec.State != tc.state || rec.Attempt != tc.attempt || rec.Route != tc.route {
+			t.Errorf("%s: claimed %v, state %s, attempt %d, route %q; want %v, %s, %d, %q", tc.name, res.Claimed, rec.State, rec.Attempt, rec.Route, tc.claimed, tc.state, tc.attempt, tc.route)
 		}
-		if got := evals.Load(); got != tc.scripts {
-			t.Errorf("%s: %d script commands, want %d", tc.name, got, tc.scripts)
+		wantToken := tokens[tc.key]
+		if tc.claimed {
+			wantToken = p.Token
+		}
+		if rec.Token != wantToken || rec.Scope != "scope" || rec.Key != tc.key {
+			t.Errorf("%s: record %+v, want token %s", tc.name, rec, wantToken)
+		}
+		if tc.claimed && (!rec.UpdatedAt.Equal(now) || !rec.LeaseUntil.Equal(now.Add(time.Minute)) || rec.Fingerprint != "fp") {
+			t.Errorf("%s: claimed record %+v", tc.name, rec)
+		}
+		// The record as stored equals what Claim returned.
+		got, err := s.Get(ctx, &retrysafe.GetParams{Scope: "scope", Key: tc.key, Now: now})
+		if err != nil || !reflect.DeepEqual(got, rec) {
+			t.Errorf("%s: Get = %+v, %v; Claim returned %+v", tc.name, got, err, rec)
+		}
+		wantScripts, wantReads := tc.readScripts, int64(1)
+		if order == redisstore.ClaimScriptFirst {
+			wantScripts, wantReads = 1, 0
+		}
+		// Get above added one read.
+		if gotS, gotR := n.scripts.Load(), n.reads.Load()-1; gotS != wantScripts || gotR != wantReads {
+			t.Errorf("%s: %d script commands and %d reads, want %d and %d", tc.name, gotS, gotR, wantScripts, wantReads)
 		}
 		if tc.state == retrysafe.StateCompleted {
-			got := res.Record.Response
-			if got == nil || got.Status != resp.Status || !reflect.DeepEqual(got.Header, resp.Header) || !bytes.Equal(got.Body, resp.Body) {
-				t.Errorf("%s: response %+v, want %+v", tc.name, got, resp)
+			got := rec.Response
+			if tc.resp == nil {
+				if got != nil {
+					t.Errorf("%s: response %+v, want none", tc.name, got)
+				}
+			} else if got == nil || got.Status != tc.resp.Status || !reflect.DeepEqual(got.Header, tc.resp.Header) || !bytes.Equal(got.Body, tc.resp.Body) || (got.Body == nil) != (tc.resp.Body == nil) {
+				t.Errorf("%s: response %+v, want %+v", tc.name, got, tc.resp)
 			}
 		}
+	}
+}
+
+// TestClaimOrderAdapts: a store starts reading first; a run of new keys
+// moves it to the script first (one script, no read, per claim), and a run
+// of replays moves it back (no script per replay). Every answer stays right
+// along the way.
+func TestClaimOrderAdapts(t *testing.T) {
+	t.Parallel()
+	s, c, _ := newStore(t)
+	ctx := t.Context()
+	now := time.Now()
+	n := countCommands(c)
+	if !redisstore.ClaimReadsFirst(s) {
+		t.Fatal("a new store runs the script first; want the plain read")
+	}
+	newKeys := 0
+	for redisstore.ClaimReadsFirst(s) {
+		if newKeys++; newKeys > 100 {
+			t.Fatal("still reading first after 100 new keys")
+		}
+		p := claimParams("scope", fmt.Sprint("new-", newKeys), now, time.Minute)
+		mustClaim(t, s, p)
+		mustComplete(t, s, p, now, time.Minute)
+	}
+	t.Logf("script first after %d new keys", newKeys)
+	// More new keys settle the estimate well below the threshold.
+	for i := range 40 {
+		n.reset()
+		mustClaim(t, s, claimParams("scope", fmt.Sprint("more-", i), now, time.Minute))
+		if n.scripts.Load() != 1 || n.reads.Load() != 0 {
+			t.Fatalf("new key %d after the switch: %d scripts, %d reads; want 1, 0", i, n.scripts.Load(), n.reads.Load())
+		}
+	}
+	replays := 0
+	for !redisstore.ClaimReadsFirst(s) {
+		if replays++; replays > 100 {
+			t.Fatal("still running the script first after 100 replays")
+		}
+		res, err := s.Claim(ctx, claimParams("scope", "new-1", now, time.Minute))
+		if err != nil || res.Claimed || res.Record.State != retrysafe.StateCompleted {
+			t.Fatalf("replay %d: %+v, %v", replays, res, err)
+		}
+	}
+	t.Logf("read first again after %d replays", replays)
+	n.reset()
+	res, err := s.Claim(ctx, claimParams("scope", "new-2", now, time.Minute))
+	if err != nil || res.Claimed || res.Record.State != retrysafe.StateCompleted {
+		t.Fatalf("replay: %+v, %v", res, err)
+	}
+	if n.scripts.Load() != 0 || n.reads.Load() != 1 {
+		t.Fatalf("a replay after the switch back: %d scripts, %d reads; want 0, 1", n.scripts.Load(), n.reads.Load())
 	}
 }
 
@@ -161,6 +285,7 @@ func TestClaimStaleRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, _, prefix := newStore(t)
+			redisstore.ForceClaimOrder(s, redisstore.ClaimReadFirst) // the window is on this path
 			other, err := redisstore.New(newClient(t), redisstore.Config{Prefix: prefix})
 			if err != nil {
 				t.Fatal(err)
@@ -194,13 +319,23 @@ func TestClaimStaleRead(t *testing.T) {
 	}
 }
 
-// TestClaimReadRacesCompletion overlaps many claims of keys whose lease has
+// TestClaimReadRacesCompletion overlaps, on each of Claim's paths, many claims of keys whose lease has
 // run out (so every plain read may lead to a takeover) with the owner's
 // Complete: either the owner completes and nobody takes over, or exactly
 // one claimant takes over and the owner is fenced.
 func TestClaimReadRacesCompletion(t *testing.T) {
 	t.Parallel()
+	for _, order := range claimOrders {
+		t.Run(order.name, func(t *testing.T) {
+			t.Parallel()
+			testClaimRacesCompletion(t, order.order)
+		})
+	}
+}
+
+func testClaimRacesCompletion(t *testing.T, order int) {
 	s, _, prefix := newStore(t, func(o *goredis.Options) { o.PoolSize = 16 })
+	redisstore.ForceClaimOrder(s, order)
 	owner, err := redisstore.New(newClient(t), redisstore.Config{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
