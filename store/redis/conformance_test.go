@@ -13,8 +13,8 @@ import (
 	"github.com/retrysafe/retrysafe/store/storetest"
 )
 
-// TestConformance runs the suite on each of Claim's paths, forced, and on
-// the adaptive choice between them.
+// TestConformance runs the suite on each of Claim's paths, forced, on the
+// adaptive choice between them, and with a server that refuses RESTORE.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, order := range append(claimOrders, struct {
@@ -30,6 +30,17 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+	t.Run("RESTORE refused", func(t *testing.T) {
+		t.Parallel()
+		storetest.Run(t, func(t *testing.T) retrysafe.Store {
+			s, err := redisstore.New(restrictedClient(t), redisstore.Config{Prefix: testPrefix(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		})
+	})
 }
 
 func TestUnavailable(t *testing.T) {

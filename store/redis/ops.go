@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -22,16 +23,21 @@ import (
 //   - read first: one plain HGETALL. When that record blocks the claim
 //     (completed and unexpired, processing with a live lease, or processing
 //     with an expired lease and another fingerprint) Claim returns it
-//     without running a script: a replay or an in-flight answer is one
-//     cheap round trip. A blocking outcome writes nothing, so it is exactly
-//     what the claim script would have answered at the moment of the read.
-//     Otherwise (the key is absent, the result expired, or the lease may be
-//     taken over) the claim script decides;
-//   - script first: the claim script at once, which a new key needs anyway.
+//     without a write: a replay or an in-flight answer is one cheap round
+//     trip. A blocking outcome writes nothing, so it is exactly what the
+//     claim script would have answered at the moment of the read. When the
+//     key is absent, Claim writes the new record as below; when the result
+//     expired or the lease may be taken over, the claim script decides;
+//   - write first: the new record at once, with RESTORE (see dump.go),
+//     which creates the key only if it is absent, with its expiry, and
+//     runs no script. When the key exists (BUSYKEY), the claim script
+//     decides.
 //
-// The claim script re-checks everything atomically: the read is only a
+// The claim script checks everything atomically: the read is only a
 // shortcut, and a record that changed since cannot make it claim wrongly.
-// The loser of the script gets the blocking record in the same reply.
+// The loser of the script gets the blocking record in the same reply. A
+// server that refuses RESTORE (an ACL without it, a renamed command) gets
+// the claim script instead, from then on.
 func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -47,6 +53,7 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	}
 	k := s.recordKey(params.Scope, params.Key)
 	readFirst := s.order.readFirst()
+	absent := !readFirst // absent as far as Claim knows: worth a RESTORE
 	if readFirst {
 		h, err := s.pipe.HGetAll(ctx, k).Result()
 		if err != nil && !errors.Is(err, goredis.Nil) {
@@ -62,21 +69,35 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 				return &retrysafe.ClaimResult{Record: rec}, nil
 			}
 		}
+		absent = len(h) == 0
 		s.order.observe(false)
 		if s.afterRead != nil {
 			s.afterRead()
 		}
 	}
+	nonce := newNonce()
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
+	if absent && s.waitReplicas == 0 && !s.noRestore.Load() {
+		won, err := s.restoreClaim(ctx, k, params, now, lease, px, nonce)
+		if err != nil {
+			return nil, s.fail(ctx, "claim", err)
+		}
+		if won {
+			if !readFirst {
+				s.order.observe(false)
+			}
+			return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(1, exactTime(params.Now), exactTime(params.Now), exactTime(leaseUntil))}, nil
+		}
+	}
 	var reply []any
 	acked := 0
 	if s.waitReplicas == 0 {
 		reply, err = claimScript.Run(ctx, s.pipe, []string{k},
-			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route).Slice()
+			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, nonce, params.Route).Slice()
 	} else {
 		var cmd *goredis.Cmd
 		cmd, acked, err = s.runWaited(ctx, claimScript, []string{k},
-			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route)
+			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, nonce, params.Route)
 		if err == nil {
 			reply, err = cmd.Slice()
 		}
@@ -128,6 +149,42 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		return nil, s.unreplicatedClaim(ctx, k, params.Token, attempt, acked)
 	}
 	return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt, created, exactTime(params.Now), exactTime(leaseUntil))}, nil
+}
+
+// restoreClaim writes the fresh record of a claim with RESTORE: the same
+// fields the claim script writes for a new key, with PX px, only if the key
+// is absent. It reports whether it wrote the record; false, nil means the
+// key exists (BUSYKEY) or the server refuses RESTORE, and the claim script
+// has to decide. A refusal other than a transient one (an ACL without
+// RESTORE, a renamed command, a payload the server cannot read) switches
+// RESTORE off for the store.
+//
+// A RESTORE that go-redis sends again after a lost reply answers BUSYKEY;
+// the claim script then finds this call's token and nonce and lets it win,
+// as for its own retries.
+func (s *Store) restoreClaim(ctx context.Context, k string, params *retrysafe.ClaimParams, now, lease string, px int64, nonce string) (bool, error) {
+	var payload string
+	if params.Route == "" {
+		payload = hashDump(fScope, params.Scope, fKey, params.Key, fFP, params.Fingerprint, fState, string(retrysafe.StateProcessing),
+			fToken, params.Token, fAttempt, "1", fCreated, now, fUpdated, now, fLease, lease, fNonce, nonce)
+	} else {
+		payload = hashDump(fScope, params.Scope, fKey, params.Key, fFP, params.Fingerprint, fState, string(retrysafe.StateProcessing),
+			fToken, params.Token, fAttempt, "1", fCreated, now, fUpdated, now, fLease, lease, fNonce, nonce, fRoute, params.Route)
+	}
+	err := s.pipe.Restore(ctx, k, time.Duration(px)*time.Millisecond, payload).Err()
+	var rerr goredis.Error
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.As(err, &rerr):
+		return false, err // the connection, the context: the claim fails
+	case goredis.HasErrorPrefix(err, "BUSYKEY"):
+		return false, nil
+	case goredis.HasErrorPrefix(err, "ERR"), goredis.HasErrorPrefix(err, "NOPERM"):
+		s.noRestore.Store(true)
+	}
+	// OOM, READONLY, LOADING, …: the script meets the same server.
+	return false, nil
 }
 
 // blocksClaim reports whether rec, read at params.Now, makes a claim with

@@ -3,12 +3,13 @@ package redis
 import "sync/atomic"
 
 // claimOrder chooses which path a Claim takes first: the plain read (a
-// replay or an in-flight answer then costs one HGETALL and no script) or
-// the claim script (a new key then costs one command instead of two). Both
+// replay or an in-flight answer then costs one HGETALL and no write) or the
+// write (a new key then costs one RESTORE instead of a read and a RESTORE;
+// a replay costs a RESTORE that finds the key and the claim script). Both
 // paths give the same answer for every record state; only the cost
 // differs. The order follows a running estimate of how often a recent
 // claim met a record that blocked it: the read pays while those dominate,
-// the script while new keys do. Each path observes the outcome (the read
+// the write while new keys do. Each path observes the outcome (the read
 // sees the blocking record; the script returns it), so the estimate keeps
 // moving whichever path runs.
 type claimOrder struct {
@@ -23,19 +24,19 @@ type claimOrder struct {
 const (
 	orderAdaptive = iota
 	orderReadFirst
-	orderScriptFirst
+	orderWriteFirst
 
 	blockedOne   = 1 << 16
 	blockedShift = 4 // about the last 16 claims count
 	// readFirstFrom is the share of blocked claims from which the plain
 	// read goes first. With share p of blocked claims, reading first costs
-	// a read on every claim and saves a script on share p; the read costs
-	// about a third of a script here (docs/performance-redis.md).
+	// a read on every claim and saves a RESTORE and a script on share p;
+	// a read costs about a third of those (docs/performance-redis.md).
 	readFirstFrom = blockedOne / 3
 )
 
 // init starts the estimate at "all blocked": a store begins with the plain
-// read, as before claimOrder, and moves to the script after a few new keys.
+// read, as before claimOrder, and moves to the write after a few new keys.
 func (o *claimOrder) init() { o.blocked.Store(blockedOne) }
 
 // readFirst reports whether a Claim should read the record first.
@@ -43,7 +44,7 @@ func (o *claimOrder) readFirst() bool {
 	switch o.force {
 	case orderReadFirst:
 		return true
-	case orderScriptFirst:
+	case orderWriteFirst:
 		return false
 	}
 	return o.blocked.Load() >= readFirstFrom

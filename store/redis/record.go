@@ -28,6 +28,7 @@ const (
 	fHeader  = "header"
 	fBody    = "body"
 	fRoute   = "route" // absent when empty
+	fNonce   = "nonce" // of the call that claimed (a retry recognises itself)
 )
 
 // recordFields are the fields List reads; listFieldsNoBody omits the body.

@@ -92,6 +92,8 @@ type Store struct {
 	afterRead func()
 	// lastScope caches the key prefix of the last scope (scopePrefix).
 	lastScope atomic.Pointer[scopedPrefix]
+	// noRestore is set when the server refused RESTORE (restoreClaim).
+	noRestore atomic.Bool
 	// order chooses whether a Claim reads the record or runs the claim
 	// script first.
 	order claimOrder
@@ -110,6 +112,7 @@ type Store struct {
 type pipe interface {
 	goredis.Scripter
 	HGetAll(ctx context.Context, key string) *goredis.MapStringStringCmd
+	Restore(ctx context.Context, key string, ttl time.Duration, value string) *goredis.StatusCmd
 }
 
 var (
