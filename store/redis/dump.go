@@ -56,11 +56,13 @@ func hashDump(pairs ...string) string {
 	return string(b)
 }
 
-// crc64JonesTable is the table of Redis's CRC-64 (Jones polynomial,
-// reflected, initial value and final XOR 0), which checks DUMP payloads.
-var crc64JonesTable = func() (t [256]uint64) {
+// crc64JonesTables are the tables of Redis's CRC-64 (Jones polynomial,
+// reflected, initial value and final XOR 0), which checks DUMP payloads,
+// for eight bytes at a time: [0] is the byte-wise table, [k] advances a
+// byte's remainder by k more bytes.
+var crc64JonesTables = func() (t [8][256]uint64) {
 	const poly = 0x95ac9329ac4bc9b5 // 0xad93d23594c935a9, bit-reversed
-	for i := range t {
+	for i := range t[0] {
 		c := uint64(i)
 		for range 8 {
 			if c&1 == 1 {
@@ -69,16 +71,28 @@ var crc64JonesTable = func() (t [256]uint64) {
 				c >>= 1
 			}
 		}
-		t[i] = c
+		t[0][i] = c
+	}
+	for i := range t[0] {
+		for k := 1; k < 8; k++ {
+			t[k][i] = t[0][byte(t[k-1][i])] ^ t[k-1][i]>>8
+		}
 	}
 	return t
 }()
 
 // crc64Jones returns Redis's crc64(0, b).
 func crc64Jones(b []byte) uint64 {
+	t := &crc64JonesTables
 	var c uint64
+	for len(b) >= 8 {
+		c ^= binary.LittleEndian.Uint64(b)
+		c = t[7][byte(c)] ^ t[6][byte(c>>8)] ^ t[5][byte(c>>16)] ^ t[4][byte(c>>24)] ^
+			t[3][byte(c>>32)] ^ t[2][byte(c>>40)] ^ t[1][byte(c>>48)] ^ t[0][byte(c>>56)]
+		b = b[8:]
+	}
 	for _, x := range b {
-		c = crc64JonesTable[byte(c)^x] ^ c>>8
+		c = t[0][byte(c)^x] ^ c>>8
 	}
 	return c
 }
