@@ -25,10 +25,16 @@
 //
 // # Atomicity and round trips
 //
-// Claim first reads the record with one plain HGETALL; a record that blocks
-// the claim (a replay, an in-flight or a mismatching duplicate) is returned
-// from that read, without a script. Otherwise Claim runs the claim script,
-// which re-checks the record atomically. Extend, Complete and Release are
+// While recent claims mostly met a record, Claim first reads the record
+// with one plain HGETALL; a record that blocks the claim (a replay, an
+// in-flight or a mismatching duplicate) is returned from that read, without
+// a script. While they were mostly new keys, Claim writes first. A key
+// that is (believed) absent is written with RESTORE, which creates the
+// whole hash with its expiry only if the key is absent and runs no Lua;
+// otherwise (an expired result, a takeover, or RESTORE finding the key)
+// Claim runs the claim script, which re-checks the record atomically. A
+// server that refuses RESTORE (an ACL without @dangerous) gets the claim
+// script instead. Extend, Complete and Release are
 // Lua scripts, one round trip each. All of them run with EVALSHA (falling
 // back to EVAL, which caches the script, when the server answers
 // NOSCRIPT). Complete, Release and Extend are fenced by the owner token
@@ -36,7 +42,7 @@
 // calls share round trips through the client's autopipeliner (see
 // [Config.DisableAutoPipeline]). The scripts only
 // use HGETALL, HMGET, HSET, DEL, PEXPIRE and PUBLISH, and nothing a real
-// Redis 7 rejects.
+// Redis 7 rejects. See docs/redis.md for the round trips of each path.
 //
 // # Time and expiry
 //

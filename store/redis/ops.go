@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -16,16 +17,27 @@ import (
 // Claim claims (params.Scope, params.Key). See [retrysafe.Store] for the
 // rules.
 //
-// It first reads the record with one plain HGETALL. When that record blocks
-// the claim (completed and unexpired, processing with a live lease, or
-// processing with an expired lease and another fingerprint) Claim returns it
-// without running a script: a replay or an in-flight answer is one cheap
-// round trip. A blocking outcome writes nothing, so it is exactly what the
-// claim script would have answered at the moment of the read. Otherwise (the
-// key is absent, the result expired, or the lease may be taken over) the
-// claim script decides, re-checking everything atomically: the read is only
-// a shortcut, and a record that changed since cannot make it claim wrongly.
-// The loser of the script gets the blocking record in the same reply.
+// It takes one of two equally correct paths, chosen by what recent claims
+// met (see claimOrder):
+//
+//   - read first: one plain HGETALL. When that record blocks the claim
+//     (completed and unexpired, processing with a live lease, or processing
+//     with an expired lease and another fingerprint) Claim returns it
+//     without a write: a replay or an in-flight answer is one cheap round
+//     trip. A blocking outcome writes nothing, so it is exactly what the
+//     claim script would have answered at the moment of the read. When the
+//     key is absent, Claim writes the new record as below; when the result
+//     expired or the lease may be taken over, the claim script decides;
+//   - write first: the new record at once, with RESTORE (see dump.go),
+//     which creates the key only if it is absent, with its expiry, and
+//     runs no script. When the key exists (BUSYKEY), the claim script
+//     decides.
+//
+// The claim script checks everything atomically: the read is only a
+// shortcut, and a record that changed since cannot make it claim wrongly.
+// The loser of the script gets the blocking record in the same reply. A
+// server that refuses RESTORE (an ACL without it, a renamed command) gets
+// the claim script instead, from then on.
 func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -40,32 +52,52 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		return nil, err
 	}
 	k := s.recordKey(params.Scope, params.Key)
-	h, err := s.pipe.HGetAll(ctx, k).Result()
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, s.fail(ctx, "claim", err)
-	}
-	if len(h) > 0 {
-		rec, err := decodeRecord(h)
-		if err != nil {
-			return nil, retrysafe.Unavailable("claim", err)
+	readFirst := s.order.readFirst()
+	absent := !readFirst // absent as far as Claim knows: worth a RESTORE
+	if readFirst {
+		h, err := s.pipe.HGetAll(ctx, k).Result()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return nil, s.fail(ctx, "claim", err)
 		}
-		if blocksClaim(rec, params) {
-			return &retrysafe.ClaimResult{Record: rec}, nil
+		if len(h) > 0 {
+			rec, err := decodeRecord(h)
+			if err != nil {
+				return nil, retrysafe.Unavailable("claim", err)
+			}
+			if blocksClaim(rec, params) {
+				s.order.observe(true)
+				return &retrysafe.ClaimResult{Record: rec}, nil
+			}
+		}
+		absent = len(h) == 0
+		s.order.observe(false)
+		if s.afterRead != nil {
+			s.afterRead()
 		}
 	}
-	if s.afterRead != nil {
-		s.afterRead()
-	}
+	nonce := newNonce()
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
+	if absent && s.waitReplicas == 0 && !s.noRestore.Load() {
+		won, err := s.restoreClaim(ctx, k, params, now, lease, px, nonce)
+		if err != nil {
+			return nil, s.fail(ctx, "claim", err)
+		}
+		if won {
+			if !readFirst {
+				s.order.observe(false)
+			}
+			return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(1, exactTime(params.Now), exactTime(params.Now), exactTime(leaseUntil))}, nil
+		}
+	}
 	var reply []any
 	acked := 0
 	if s.waitReplicas == 0 {
 		reply, err = claimScript.Run(ctx, s.pipe, []string{k},
-			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route).Slice()
+			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, nonce, params.Route).Slice()
 	} else {
 		var cmd *goredis.Cmd
 		cmd, acked, err = s.runWaited(ctx, claimScript, []string{k},
-			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route)
+			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, nonce, params.Route)
 		if err == nil {
 			reply, err = cmd.Slice()
 		}
@@ -73,11 +105,13 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	if err != nil {
 		return nil, s.fail(ctx, "claim", err)
 	}
-	if len(reply) < 2 {
+	if len(reply) < 1 {
 		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
 	}
-	won, _ := reply[0].(int64)
-	if won == 0 {
+	if won, _ := reply[0].(int64); won == 0 {
+		if len(reply) != 2 {
+			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
+		}
 		flat, _ := reply[1].([]any)
 		h, err := flatToMap(flat)
 		if err != nil {
@@ -87,27 +121,70 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		if err != nil {
 			return nil, retrysafe.Unavailable("claim", err)
 		}
+		if !readFirst {
+			s.order.observe(true)
+		}
 		return &retrysafe.ClaimResult{Record: rec}, nil
 	}
-	if len(reply) != 3 {
-		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
+	if !readFirst {
+		s.order.observe(false)
 	}
-	attemptS, _ := reply[1].(string)
-	createdS, _ := reply[2].(string)
-	attempt, err := strconv.Atoi(attemptS)
-	if err != nil {
-		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: attempt %q", errCorrupt, attemptS))
+	// {1}: a fresh record, attempt 1 created now; {1, attempt, created}:
+	// a takeover or a retry of this very call.
+	attempt, created := 1, exactTime(params.Now)
+	if len(reply) != 1 {
+		if len(reply) != 3 {
+			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
+		}
+		attemptS, _ := reply[1].(string)
+		createdS, _ := reply[2].(string)
+		if attempt, err = strconv.Atoi(attemptS); err != nil {
+			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: attempt %q", errCorrupt, attemptS))
+		}
+		if created, err = decodeTime(createdS); err != nil {
+			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: created: %v", errCorrupt, err))
+		}
 	}
 	if acked < s.waitReplicas {
 		return nil, s.unreplicatedClaim(ctx, k, params.Token, attempt, acked)
 	}
-	created, err := decodeTime(createdS)
-	if err != nil {
-		return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: created: %v", errCorrupt, err))
+	return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt, created, exactTime(params.Now), exactTime(leaseUntil))}, nil
+}
+
+// restoreClaim writes the fresh record of a claim with RESTORE: the same
+// fields the claim script writes for a new key, with PX px, only if the key
+// is absent. It reports whether it wrote the record; false, nil means the
+// key exists (BUSYKEY) or the server refuses RESTORE, and the claim script
+// has to decide. A refusal other than a transient one (an ACL without
+// RESTORE, a renamed command, a payload the server cannot read) switches
+// RESTORE off for the store.
+//
+// A RESTORE that go-redis sends again after a lost reply answers BUSYKEY;
+// the claim script then finds this call's token and nonce and lets it win,
+// as for its own retries.
+func (s *Store) restoreClaim(ctx context.Context, k string, params *retrysafe.ClaimParams, now, lease string, px int64, nonce string) (bool, error) {
+	var payload string
+	if params.Route == "" {
+		payload = hashDump(fScope, params.Scope, fKey, params.Key, fFP, params.Fingerprint, fState, string(retrysafe.StateProcessing),
+			fToken, params.Token, fAttempt, "1", fCreated, now, fUpdated, now, fLease, lease, fNonce, nonce)
+	} else {
+		payload = hashDump(fScope, params.Scope, fKey, params.Key, fFP, params.Fingerprint, fState, string(retrysafe.StateProcessing),
+			fToken, params.Token, fAttempt, "1", fCreated, now, fUpdated, now, fLease, lease, fNonce, nonce, fRoute, params.Route)
 	}
-	nowT, _ := decodeTime(now)
-	leaseT, _ := decodeTime(lease)
-	return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt, created, nowT, leaseT)}, nil
+	err := s.pipe.Restore(ctx, k, time.Duration(px)*time.Millisecond, payload).Err()
+	var rerr goredis.Error
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.As(err, &rerr):
+		return false, err // the connection, the context: the claim fails
+	case goredis.HasErrorPrefix(err, "BUSYKEY"):
+		return false, nil
+	case goredis.HasErrorPrefix(err, "ERR"), goredis.HasErrorPrefix(err, "NOPERM"):
+		s.noRestore.Store(true)
+	}
+	// OOM, READONLY, LOADING, …: the script meets the same server.
+	return false, nil
 }
 
 // blocksClaim reports whether rec, read at params.Now, makes a claim with
@@ -191,16 +268,14 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 		return err
 	}
 	k := s.recordKey(params.Scope, params.Key)
-	args := []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), k}
-	if resp := params.Response; resp != nil {
-		header := encodeHeader(resp.Header)
-		hasBody := "0"
-		if resp.Body != nil {
-			hasBody = "1"
-		}
-		args = append(args, "1", resp.Status, header, hasBody, resp.Body)
-	} else {
-		args = append(args, "0", "", "", "0", "")
+	var args []any
+	switch resp := params.Response; {
+	case resp == nil:
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "0"}
+	case resp.Body == nil:
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "1", resp.Status, encodeHeader(resp.Header), "0"}
+	default:
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "1", resp.Status, encodeHeader(resp.Header), "1", resp.Body}
 	}
 	if s.waitReplicas > 0 {
 		return s.completeWaited(ctx, k, args)

@@ -28,6 +28,7 @@ const (
 	fHeader  = "header"
 	fBody    = "body"
 	fRoute   = "route" // absent when empty
+	fNonce   = "nonce" // of the call that claimed (a retry recognises itself)
 )
 
 // recordFields are the fields List reads; listFieldsNoBody omits the body.
@@ -51,7 +52,25 @@ func encodeTime(t time.Time) (string, error) {
 	if sec < 0 || sec > maxEncodedSec {
 		return "", fmt.Errorf("retrysafe/redis: time %s out of range", t)
 	}
-	return fmt.Sprintf("%012d%09d", sec, t.Nanosecond()), nil
+	var b [21]byte
+	putDigits(b[:12], uint64(sec))
+	putDigits(b[12:], uint64(t.Nanosecond()))
+	return string(b[:]), nil
+}
+
+// putDigits writes v into b as len(b) decimal digits, zero-padded; v must
+// fit.
+func putDigits(b []byte, v uint64) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+}
+
+// exactTime returns t as decodeTime(encodeTime(t)) does: in UTC, without a
+// monotonic reading, for a t that encodeTime accepts.
+func exactTime(t time.Time) time.Time {
+	return time.Unix(t.Unix(), int64(t.Nanosecond())).UTC()
 }
 
 // decodeTime parses what encodeTime wrote. The result is in UTC.

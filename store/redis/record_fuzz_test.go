@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"fmt"
 	"net/http"
 	"reflect"
 	"testing"
@@ -27,6 +28,15 @@ func FuzzTimeCodec(f *testing.F) {
 		da, err := decodeTime(ea)
 		if err != nil || !da.Equal(a) {
 			t.Fatalf("decodeTime(encodeTime(%v)) = %v, %v", a, da, err)
+		}
+		if want := fmt.Sprintf("%012d%09d", a.Unix()+year1Unix, a.Nanosecond()); ea != want {
+			t.Fatalf("encodeTime(%v) = %q, want %q (the format of earlier releases)", a, ea, want)
+		}
+		// exactTime is decodeTime(encodeTime(t)) without the strings, for
+		// any time: a monotonic reading and a location are dropped.
+		local := time.Unix(s1, n1%1_000_000_000).In(time.FixedZone("x", 3600))
+		if got := exactTime(local); got != da || got.Location() != time.UTC {
+			t.Fatalf("exactTime(%v) = %v, want %v", local, got, da)
 		}
 		if (ea < eb) != a.Before(b) {
 			t.Fatalf("order of %q and %q differs from %v and %v", ea, eb, a, b)

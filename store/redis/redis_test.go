@@ -46,9 +46,9 @@ func TestOpen(t *testing.T) {
 		t.Error("Open of a non-redis URL succeeded")
 	}
 
-	// Open loaded the scripts: a claim, through any store, is one EVALSHA
-	// that finds its script (a broken digest would cost NOSCRIPT + EVAL on
-	// every call).
+	// Open loaded the scripts: a takeover claim and a Complete, through any
+	// store, are one EVALSHA each that finds its script (a broken digest
+	// would cost NOSCRIPT + EVAL on every call).
 	c := newClient(t)
 	var names []string
 	var mu sync.Mutex
@@ -68,15 +68,21 @@ func TestOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	for i := range 2 {
-		if _, err := s2.Claim(ctx, claimParams("scope", fmt.Sprint("after-open-", i), now, time.Minute)); err != nil {
-			t.Fatal(err)
+	// The first claim writes a new key with RESTORE; the second takes the
+	// expired lease over with the claim script.
+	p = claimParams("scope", "after-open", now.Add(-time.Minute), time.Second)
+	for _, p := range []*retrysafe.ClaimParams{p, claimParams("scope", "after-open", now, time.Minute)} {
+		if res, err := s2.Claim(ctx, p); err != nil || !res.Claimed {
+			t.Fatalf("claim after Open: %+v, %v", res, err)
 		}
+	}
+	if err := s2.Complete(ctx, &retrysafe.CompleteParams{Scope: "scope", Key: "after-open", Token: p.Token, Now: now, TTL: time.Minute}); !errors.Is(err, retrysafe.ErrLeaseLost) {
+		t.Fatalf("Complete by the first owner after the takeover: %v, want ErrLeaseLost", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if got := strings.Join(names, ","); got != "evalsha,evalsha" {
-		t.Errorf("two claims after Open sent %q, want \"evalsha,evalsha\"", got)
+		t.Errorf("a takeover and a Complete after Open sent %q, want \"evalsha,evalsha\"", got)
 	}
 }
 
@@ -256,8 +262,8 @@ func TestScriptFlush(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	c.AddHook(recorder{func(name string, err error) {
-		if name == "hgetall" || name == "hello" || name == "client" {
-			return // Claim's plain read, connection setup: this test is about the scripts
+		if name == "hgetall" || name == "hello" || name == "client" || name == "restore" {
+			return // Claim's plain read and RESTORE, connection setup: this test is about the scripts
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -287,6 +293,11 @@ func TestScriptFlush(t *testing.T) {
 		call func(key string) error
 	}{
 		{"claim", func(key string) error {
+			// A takeover: writing the new key before it needs no script
+			// (RESTORE).
+			if _, err := s.Claim(ctx, claimParams("scope", key, now.Add(-time.Minute), time.Second)); err != nil {
+				return err
+			}
 			res, err := s.Claim(ctx, claimParams("scope", key, now, time.Minute))
 			if err == nil && !res.Claimed {
 				err = fmt.Errorf("not claimed: %+v", res.Record)

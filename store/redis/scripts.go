@@ -27,10 +27,12 @@ end
 // ARGV: 1 scope, 2 key, 3 fingerprint, 4 token, 5 now, 6 lease until,
 // 7 PX (ms), 8 call nonce, 9 route (stored only when not empty).
 //
-// Returns {1, attempt, created} when the caller owns the record (new,
-// replaced an expired completed record, took over an expired lease with the
-// same fingerprint, or this very call already claimed it before go-redis
-// retried it), else {0, HGETALL of the blocking record}.
+// Returns {1} when the caller owns a fresh record (attempt 1, created now:
+// the key was absent or its result had expired), {1, attempt, created} when
+// it took over an expired lease with the same fingerprint or this very call
+// already claimed it before go-redis retried it, else {0, HGETALL of the
+// blocking record}. A fresh record costs three calls: HGETALL (empty), one
+// HSET of every field, PEXPIRE.
 const claimSrc = luaLE + `
 local cur = redis.call('HGETALL', KEYS[1])
 local attempt, created = 1, ARGV[5]
@@ -53,12 +55,19 @@ if #cur > 0 then
   end
   redis.call('DEL', KEYS[1])
 end
-redis.call('HSET', KEYS[1],
-  'scope', ARGV[1], 'key', ARGV[2], 'fp', ARGV[3], 'state', 'processing',
-  'token', ARGV[4], 'attempt', tostring(attempt), 'created', created,
-  'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8])
-if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'route', ARGV[9]) end
+if ARGV[9] == '' then
+  redis.call('HSET', KEYS[1],
+    'scope', ARGV[1], 'key', ARGV[2], 'fp', ARGV[3], 'state', 'processing',
+    'token', ARGV[4], 'attempt', tostring(attempt), 'created', created,
+    'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8])
+else
+  redis.call('HSET', KEYS[1],
+    'scope', ARGV[1], 'key', ARGV[2], 'fp', ARGV[3], 'state', 'processing',
+    'token', ARGV[4], 'attempt', tostring(attempt), 'created', created,
+    'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8], 'route', ARGV[9])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
+if attempt == 1 then return {1} end
 return {1, tostring(attempt), created}
 `
 
@@ -74,10 +83,11 @@ return 1
 `
 
 // completeSrc stores the response in KEYS[1] if ARGV[1] owns it, sets its
-// expiry and publishes on the record's channel.
+// expiry and publishes on the record's channel (the key's name).
 //
-// ARGV: 1 token, 2 now, 3 expires at, 4 PX (ms), 5 call nonce, 6 channel,
-// 7 has response ('1'/'0'), 8 status, 9 header (binary encoding), 10 has body, 11 body.
+// ARGV: 1 token, 2 now, 3 expires at, 4 PX (ms), 5 call nonce,
+// 6 has response ('1'/'0'), and when it is '1': 7 status, 8 header (binary
+// encoding), 9 has body ('1'/'0'), 10 body.
 // Returns 1, or 0 (lease lost). A retry of a call that already completed the
 // record (same token and nonce) returns 1.
 const completeSrc = `
@@ -87,15 +97,17 @@ if st[1] == 'completed' and st[2] == ARGV[1] and st[3] == ARGV[5] then
   return 1
 end
 if st[1] ~= 'processing' or st[2] ~= ARGV[1] then return 0 end
-local f = {'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5]}
-if ARGV[7] == '1' then
-  f[#f + 1] = 'status'; f[#f + 1] = ARGV[8]
-  f[#f + 1] = 'header'; f[#f + 1] = ARGV[9]
-  if ARGV[10] == '1' then f[#f + 1] = 'body'; f[#f + 1] = ARGV[11] end
+if ARGV[6] ~= '1' then
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5])
+elseif ARGV[9] ~= '1' then
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5],
+    'status', ARGV[7], 'header', ARGV[8])
+else
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5],
+    'status', ARGV[7], 'header', ARGV[8], 'body', ARGV[10])
 end
-redis.call('HSET', KEYS[1], unpack(f))
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('PUBLISH', ARGV[6], 'completed')
+redis.call('PUBLISH', KEYS[1], 'completed')
 return 1
 `
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -89,6 +90,13 @@ type Store struct {
 	// afterRead, when set by a test, runs in Claim between the plain read
 	// and the claim script.
 	afterRead func()
+	// lastScope caches the key prefix of the last scope (scopePrefix).
+	lastScope atomic.Pointer[scopedPrefix]
+	// noRestore is set when the server refused RESTORE (restoreClaim).
+	noRestore atomic.Bool
+	// order chooses whether a Claim reads the record or runs the claim
+	// script first.
+	order claimOrder
 	// pipe sends the commands of Claim, Get, Complete, Release and
 	// Extend: the client's autopipeliner (see Config.DisableAutoPipeline),
 	// or the client itself.
@@ -104,6 +112,7 @@ type Store struct {
 type pipe interface {
 	goredis.Scripter
 	HGetAll(ctx context.Context, key string) *goredis.MapStringStringCmd
+	Restore(ctx context.Context, key string, ttl time.Duration, value string) *goredis.StatusCmd
 }
 
 var (
@@ -156,6 +165,12 @@ func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("retrysafe/redis: WaitTimeout %s must be below the client's ReadTimeout %s", cfg.WaitTimeout, rt)
 		}
 		s.waitClient, s.waitReplicas, s.waitTimeout = c, cfg.WaitReplicas, cfg.WaitTimeout
+	}
+	s.order.init()
+	if s.waitReplicas > 0 {
+		// A script carries a WAIT here, which a claim that a record
+		// blocks should not pay: always read first.
+		s.order.force = orderReadFirst
 	}
 	s.notify = newNotifier(client)
 	s.pipe = client
@@ -259,7 +274,23 @@ func scopeHash(scope string) string {
 // recordKey returns the Redis key of the record (scope, key). Its name is
 // also the record's pub/sub channel.
 func (s *Store) recordKey(scope, key string) string {
-	return s.prefix + scopeHash(scope) + ":" + key
+	return s.scopePrefix(scope) + key
+}
+
+// scopedPrefix is the part of a key name before the idempotency key.
+type scopedPrefix struct{ scope, prefix string }
+
+// scopePrefix returns s.prefix + scopeHash(scope) + ":". It remembers the
+// last scope it saw: most stores serve one or a few scopes, and a request
+// asks for the same scope in Claim and Complete, so this usually saves the
+// SHA-256.
+func (s *Store) scopePrefix(scope string) string {
+	if last := s.lastScope.Load(); last != nil && last.scope == scope {
+		return last.prefix
+	}
+	p := s.prefix + scopeHash(scope) + ":"
+	s.lastScope.Store(&scopedPrefix{scope, p})
+	return p
 }
 
 // fail translates a client error. A context that ended wins: the caller
