@@ -248,23 +248,30 @@ func (c *captureWriter) flush() {
 	writeBody(c.w, c.statusCode(), c.body.Bytes(), spare)
 }
 
-// copyHeader sets dst's values to copies of src's, all in one allocation:
-// what is written to the client's header never shares memory with the
-// captured or stored response, whatever a server or outer middleware does
-// to it. The same allocation holds extra more values, returned as spare
-// (each a one-element slice of capacity one, for the caller's own headers).
+// copyHeader sets dst's values to copies of src's: what is written to the
+// client's header never shares memory with the captured or stored
+// response, whatever a server or outer middleware does to it. The copies
+// of fields with one value each (the usual case) share one allocation,
+// made before a single pass over src (a map iteration costs about as much
+// as the copy here); a field with more values than the allocation has room
+// left gets its own. The shared allocation holds extra more values,
+// returned as spare (each a one-element slice of capacity one, for the
+// caller's own headers).
 func copyHeader(dst, src http.Header, extra int) (spare []string) {
-	n := 0
-	for _, v := range src {
-		n += len(v)
-	}
-	values := make([]string, n+extra)
+	values := make([]string, len(src)+extra)
+	room := len(src) // values not yet used, extra aside
 	for k, v := range src {
+		if len(v) > room {
+			c := make([]string, len(v))
+			copy(c, v)
+			dst[k] = c
+			continue
+		}
 		m := copy(values, v)
 		dst[k] = values[:m:m]
-		values = values[m:]
+		values, room = values[m:], room-m
 	}
-	return values
+	return values[room:]
 }
 
 // writeBody writes status and body with their Content-Length. Its value

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"net/url"
 	"slices"
@@ -56,7 +55,12 @@ func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte
 	b = appendField(b, CanonicalMethod(method))
 	b = appendField(b, path)
 
-	if q, err := url.ParseQuery(rawQuery); err == nil {
+	if rawQuery == "" {
+		// What the branch below makes of an empty query (no parameters),
+		// without its map.
+		b = appendField(b, "query")
+		b = binary.BigEndian.AppendUint64(b, 0)
+	} else if q, err := url.ParseQuery(rawQuery); err == nil {
 		names := make([]string, 0, len(q))
 		n := 0
 		for name, values := range q {
@@ -127,7 +131,7 @@ func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte
 		h.Sum(sum[:0])
 	}
 	var hexSum [2 * sha256.Size]byte
-	hex.Encode(hexSum[:], sum[:])
+	encodeHex(hexSum[:], sum[:])
 	return string(hexSum[:]), nil
 }
 

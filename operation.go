@@ -3,7 +3,6 @@ package retrysafe
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"time"
 )
@@ -147,6 +146,6 @@ func NewToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	var h [32]byte
-	hex.Encode(h[:], b[:])
+	encodeHex(h[:], b[:])
 	return string(h[:])
 }
