@@ -35,6 +35,10 @@ type captureWriter struct {
 	// stored is the response handed to a store that copies it (see
 	// captureWriter.responseInPlace), valid until release.
 	stored Response
+	// fields, when not nil, lists header's fields (the handler is done
+	// with it): the fields of a held header that equals it (see
+	// sharedHeader), so that flush need not iterate over the map.
+	fields []headerField
 }
 
 // captureWriters recycles capture writers with their header map and body
@@ -57,7 +61,7 @@ func (c *captureWriter) release() {
 	}
 	clear(c.header)
 	c.body.Reset()
-	c.stored = Response{}
+	c.stored, c.fields = Response{}, nil
 	c.w, c.status, c.limit = nil, 0, 0
 	c.wroteHeader, c.overflow, c.clientGone = false, false, false
 	captureWriters.Put(c)
@@ -160,6 +164,10 @@ func (c *captureWriter) responseInPlace(keep func(string) bool, last *sharedHead
 // storedHeader returns the header map of the stored response (see
 // response).
 func (c *captureWriter) storedHeader(keep func(string) bool, last *sharedHeader) http.Header {
+	if held := last.reuseHeld(c.header, keep); held != nil {
+		c.fields = held.fields // the same fields as c.header
+		return held.h
+	}
 	h := last.reuse(c.header, keep)
 	if h == nil {
 		h = make(http.Header, len(c.header))
@@ -169,6 +177,17 @@ func (c *captureWriter) storedHeader(keep func(string) bool, last *sharedHeader)
 			}
 		}
 		last.v.Store(h)
+	} else if len(h) == len(c.header) {
+		// A header kept whole, and seen twice in a row: held with its
+		// fields listed, reuseHeld compares the next ones field by field
+		// instead of iterating over their maps (each iteration costs
+		// about 300 instructions, the comparison of a field a third).
+		held := &heldHeader{h: h, fields: make([]headerField, 0, len(h))}
+		for k, v := range h {
+			held.fields = append(held.fields, headerField{k, v})
+		}
+		last.held.Store(held)
+		c.fields = held.fields
 	}
 	return h
 }
@@ -176,7 +195,43 @@ func (c *captureWriter) storedHeader(keep func(string) bool, last *sharedHeader)
 // sharedHeader holds the header map of the last response stored through
 // it, read-only, for [captureWriter.response] to reuse. It is safe for
 // concurrent use.
-type sharedHeader struct{ v atomic.Value } // http.Header
+type sharedHeader struct {
+	v atomic.Value // http.Header
+	// held is a header map that was reused, with its fields listed; it
+	// may differ from v (a later response's).
+	held atomic.Pointer[heldHeader]
+}
+
+// heldHeader is a stored response's header map, read-only, and its
+// fields.
+type heldHeader struct {
+	h      http.Header
+	fields []headerField
+}
+
+type headerField struct {
+	name   string
+	values []string
+}
+
+// reuseHeld returns the held header when h has exactly its fields, with
+// equal values, all accepted by keep; nil otherwise. h then has no field
+// that keep drops: such a header is found by reuse.
+func (s *sharedHeader) reuseHeld(h http.Header, keep func(string) bool) *heldHeader {
+	held := s.held.Load()
+	// With as many fields as held, h has held's fields and no others
+	// exactly when each of held's fields is in h.
+	if held == nil || len(held.h) != len(h) {
+		return nil
+	}
+	for _, f := range held.fields {
+		v, ok := h[f.name]
+		if !ok || !keep(f.name) || !slices.Equal(v, f.values) {
+			return nil
+		}
+	}
+	return held
+}
 
 // reuse returns the held map when its fields and values equal those of h
 // that keep accepts, and nil otherwise.
@@ -244,27 +299,58 @@ func (c *captureWriter) flush() {
 	if c.overflow {
 		return
 	}
-	spare := copyHeader(c.w.Header(), c.header, 1)
+	var spare []string
+	if c.fields != nil {
+		spare = copyFields(c.w.Header(), c.fields, 1)
+	} else {
+		spare = copyHeader(c.w.Header(), c.header, 1)
+	}
 	writeBody(c.w, c.statusCode(), c.body.Bytes(), spare)
 }
 
-// copyHeader sets dst's values to copies of src's, all in one allocation:
-// what is written to the client's header never shares memory with the
-// captured or stored response, whatever a server or outer middleware does
-// to it. The same allocation holds extra more values, returned as spare
-// (each a one-element slice of capacity one, for the caller's own headers).
+// copyHeader sets dst's values to copies of src's: what is written to the
+// client's header never shares memory with the captured or stored
+// response, whatever a server or outer middleware does to it. The copies
+// of fields with one value each (the usual case) share one allocation,
+// made before a single pass over src (a map iteration costs about as much
+// as the copy here); a field with more values than the allocation has room
+// left gets its own. The shared allocation holds extra more values,
+// returned as spare (each a one-element slice of capacity one, for the
+// caller's own headers).
 func copyHeader(dst, src http.Header, extra int) (spare []string) {
-	n := 0
-	for _, v := range src {
-		n += len(v)
-	}
-	values := make([]string, n+extra)
+	values := make([]string, len(src)+extra)
+	room := len(src) // values not yet used, extra aside
 	for k, v := range src {
+		if len(v) > room {
+			c := make([]string, len(v))
+			copy(c, v)
+			dst[k] = c
+			continue
+		}
 		m := copy(values, v)
 		dst[k] = values[:m:m]
-		values = values[m:]
+		values, room = values[m:], room-m
 	}
-	return values
+	return values[room:]
+}
+
+// copyFields is copyHeader from a list of src's fields (see
+// captureWriter.fields).
+func copyFields(dst http.Header, src []headerField, extra int) (spare []string) {
+	values := make([]string, len(src)+extra)
+	room := len(src)
+	for _, f := range src {
+		if len(f.values) > room {
+			c := make([]string, len(f.values))
+			copy(c, f.values)
+			dst[f.name] = c
+			continue
+		}
+		m := copy(values, f.values)
+		dst[f.name] = values[:m:m]
+		values, room = values[m:], room-m
+	}
+	return values[room:]
 }
 
 // writeBody writes status and body with their Content-Length. Its value

@@ -201,16 +201,13 @@ func HashScope(identity string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-var hopByHop = map[string]bool{
-	"Connection":          true,
-	"Keep-Alive":          true,
-	"Proxy-Authenticate":  true,
-	"Proxy-Authorization": true,
-	"Proxy-Connection":    true,
-	"Te":                  true,
-	"Trailer":             true,
-	"Transfer-Encoding":   true,
-	"Upgrade":             true,
+// unstoredHeaders are the names DefaultStoreHeader drops, in canonical
+// form: the hop-by-hop headers, Set-Cookie, Content-Length, the replay
+// marker and Date.
+var unstoredHeaders = [...]string{
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Set-Cookie", "Content-Length", HeaderReplayed, "Date",
 }
 
 // DefaultStoreHeader is the default header filter: it keeps every header but
@@ -218,13 +215,15 @@ var hopByHop = map[string]bool{
 // retries) and Content-Length (recomputed from the stored body), and the
 // replay marker itself.
 func DefaultStoreHeader(name string) bool {
-	name = http.CanonicalHeaderKey(name)
-	if hopByHop[name] {
-		return false
-	}
-	switch name {
-	case "Set-Cookie", "Content-Length", HeaderReplayed, "Date":
-		return false
+	// http.CanonicalHeaderKey(name) equals one of these canonical names
+	// exactly when name equals it but for ASCII case (the names are valid
+	// field names, so such a name is canonicalised, and any other one is
+	// not changed into it): compared that way, without canonicalising
+	// name or a map look-up, for every field of every stored response.
+	for _, u := range unstoredHeaders {
+		if equalFoldASCII(name, u) {
+			return false
+		}
 	}
 	return true
 }

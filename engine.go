@@ -164,7 +164,7 @@ func (e *engine) token() string {
 		e.spareBoxes.Put(t)
 		return tok
 	}
-	return NewToken()
+	return newBatchedToken()
 }
 
 // spareToken keeps an unused token for the next claim.

@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -138,12 +141,14 @@ func json64K() []byte {
 var benchSink string
 
 // BenchmarkFingerprint compares Fingerprint with plain SHA-256 over the same
-// raw bytes ("sha256-raw"), the floor for any body fingerprint.
+// raw bytes ("sha256-raw"), the floor for any body fingerprint. The 21-byte
+// body is bench/peers' request (its fingerprint's input is 126 bytes).
 func BenchmarkFingerprint(b *testing.B) {
 	bodies := []struct {
 		name string
 		body []byte
 	}{
+		{"order-21B", []byte(`{"sku":"abc","qty":1}`)},
 		{"payment-300B", []byte(paymentJSON)},
 		{"json-64KiB", json64K()},
 	}
@@ -206,4 +211,66 @@ func TestFingerprintReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// referenceFingerprintOf is Fingerprint the long way, as documented: every
+// field framed by hand, the query through url.ParseQuery (even an empty
+// one), one sha256.Sum256 over the whole, encoding/hex.
+func referenceFingerprintOf(method, path, rawQuery string, body []byte) string {
+	field := func(b []byte, s string) []byte {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		return append(b, s...)
+	}
+	var b []byte
+	b = field(b, fingerprintVersion)
+	b = field(b, CanonicalMethod(method))
+	b = field(b, path)
+	if q, err := url.ParseQuery(rawQuery); err == nil {
+		names := slices.Sorted(maps.Keys(q))
+		n := 0
+		for _, name := range names {
+			n += len(q[name])
+		}
+		b = field(b, "query")
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+		for _, name := range names {
+			for _, v := range q[name] {
+				b = field(b, name)
+				b = field(b, v)
+			}
+		}
+	} else {
+		b = field(b, "query-raw")
+		b = field(b, rawQuery)
+	}
+	kind, data := "body-raw", body
+	if len(body) == 0 {
+		kind, data = "body-empty", nil
+	} else if canon, err := CanonicalJSON(body, nil); err == nil {
+		kind, data = "body-json", canon
+	}
+	b = field(b, kind)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(data)))
+	sum := sha256.Sum256(append(b, data...))
+	return hex.EncodeToString(sum[:])
+}
+
+// FuzzFingerprintReference checks Fingerprint against the long way for any
+// request, three times in a row: the first block's midstate is cached on
+// the second and used on the third, and the empty query's fast path is
+// compared with url.ParseQuery's result.
+func FuzzFingerprintReference(f *testing.F) {
+	f.Add("POST", "/orders", "", []byte(`{"sku":"abc","qty":1}`))
+	f.Add("post", "/v1/payments/refunds/long/enough/path", "b=2&a=1&a=0", []byte(`{"b":1, "a":[1,2.0]}`))
+	f.Add("PATCH", "/a", "%zz", []byte("raw"))
+	f.Add("PUT", "", "&&", []byte(nil))
+	f.Add("POST", "/x", ";", []byte(`"\u00e9"`))
+	f.Fuzz(func(t *testing.T, method, path, rawQuery string, body []byte) {
+		want := referenceFingerprintOf(method, path, rawQuery, body)
+		for i := range 3 {
+			if got := Fingerprint(method, path, rawQuery, body, nil); got != want {
+				t.Fatalf("call %d: Fingerprint(%q, %q, %q, %q) = %s, want %s", i, method, path, rawQuery, body, got, want)
+			}
+		}
+	})
 }

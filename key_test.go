@@ -3,6 +3,7 @@ package retrysafe
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -194,4 +195,40 @@ func ExampleParseKey() {
 	// a"b "a\"b"
 	// retrysafe: invalid idempotency key: unterminated string: missing closing '"'
 	// retrysafe: invalid idempotency key: empty key: send a value of 1 to 255 printable ASCII characters
+}
+
+// TestBareKeyWord checks the eight-byte test against bareKeyByte for every
+// byte value in every position among allowed bytes, and random words.
+func TestBareKeyWord(t *testing.T) {
+	want := func(w uint64) bool {
+		for i := range 8 {
+			if !bareKeyByte[byte(w>>(8*i))] {
+				return false
+			}
+		}
+		return true
+	}
+	base := uint64(0x6162636465666768) // "hgfedcba", all allowed
+	for pos := range 8 {
+		for c := range 256 {
+			w := base&^(0xff<<(8*pos)) | uint64(c)<<(8*pos)
+			if got := bareKeyWord(w); got != want(w) {
+				t.Fatalf("bareKeyWord(%#x) = %v, want %v", w, got, want(w))
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 1_000_000 {
+		w := rng.Uint64()
+		if rng.IntN(2) == 0 { // mostly allowed bytes, one or two not
+			w = 0
+			for i := range 8 {
+				w |= uint64(0x21+rng.IntN(0x5E)) << (8 * i)
+			}
+			w ^= uint64(rng.IntN(256)) << (8 * rng.IntN(8))
+		}
+		if got := bareKeyWord(w); got != want(w) {
+			t.Fatalf("bareKeyWord(%#x) = %v, want %v", w, got, want(w))
+		}
+	}
 }

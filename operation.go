@@ -3,7 +3,6 @@ package retrysafe
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"time"
 )
@@ -147,6 +146,38 @@ func NewToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	var h [32]byte
-	hex.Encode(h[:], b[:])
+	encodeHex(h[:], b[:])
 	return string(h[:])
+}
+
+// tokensPerBatch is how many owner tokens newBatchedToken makes at once.
+const tokensPerBatch = 8
+
+// tokenBatch holds tokens made together: one crypto/rand read and one
+// string for tokensPerBatch of them.
+type tokenBatch struct {
+	s    string // tokensPerBatch tokens of 32 hex digits, back to back
+	next int    // tokens of s handed out
+}
+
+var tokenBatches = sync.Pool{New: func() any { return new(tokenBatch) }}
+
+// newBatchedToken returns a token as NewToken does (128 bits from
+// crypto/rand, hex), cut from a batch: the random read and the string
+// allocation are shared by tokensPerBatch tokens. A token keeps its
+// batch's 256 bytes alive while it is referenced (a processing record
+// holds it; the memory store copies it into a completed record).
+func newBatchedToken() string {
+	b := tokenBatches.Get().(*tokenBatch)
+	if b.s == "" || b.next == tokensPerBatch {
+		var raw [16 * tokensPerBatch]byte
+		_, _ = rand.Read(raw[:])
+		var h [32 * tokensPerBatch]byte
+		encodeHex(h[:], raw[:])
+		b.s, b.next = string(h[:]), 0
+	}
+	t := b.s[32*b.next : 32*b.next+32]
+	b.next++
+	tokenBatches.Put(b)
+	return t
 }

@@ -2,6 +2,7 @@ package retrysafe
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
@@ -77,5 +78,81 @@ func TestSharedHeaderConcurrent(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// TestSharedHeaderHeld: a header kept whole and seen twice in a row is
+// held with its fields listed; the next equal one reuses its map through
+// the field-by-field comparison and flushes from the list, and every
+// header that differs (including one with as many fields, one of them
+// dropped by keep) gets its own map and reaches the client unchanged.
+func TestSharedHeaderHeld(t *testing.T) {
+	keep := func(name string) bool { return name != "Date" }
+	var last sharedHeader
+	base := http.Header{"Content-Type": {"application/json"}, "X-A": {"1", "2"}}
+	store := func(h http.Header) (*captureWriter, http.Header, *httptest.ResponseRecorder) {
+		rec := httptest.NewRecorder()
+		c := &captureWriter{w: rec, header: h, status: http.StatusCreated}
+		c.body.WriteString("{}")
+		stored := c.response(keep, &last).Header
+		c.flush()
+		return c, stored, rec
+	}
+	same := func(a, b http.Header) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	wantClient := func(h http.Header) http.Header {
+		w := h.Clone()
+		w["Content-Length"] = []string{"2"}
+		return w
+	}
+	_, first, _ := store(base.Clone())
+	if last.held.Load() != nil {
+		t.Fatal("a header seen once is held")
+	}
+	_, second, _ := store(base.Clone())
+	if !same(first, second) || last.held.Load() == nil {
+		t.Fatal("a header kept whole and seen twice is not reused and held")
+	}
+	c, third, rec := store(base.Clone())
+	if !same(first, third) || c.fields == nil {
+		t.Fatalf("the held header was not reused field by field (fields %v)", c.fields)
+	}
+	if !reflect.DeepEqual(rec.Header(), wantClient(base)) {
+		t.Fatalf("flushed from the held fields: client header %v, want %v", rec.Header(), wantClient(base))
+	}
+	for name, h := range map[string]http.Header{
+		"other value":       {"Content-Type": {"text/plain"}, "X-A": {"1", "2"}},
+		"value order":       {"Content-Type": {"application/json"}, "X-A": {"2", "1"}},
+		"one value less":    {"Content-Type": {"application/json"}, "X-A": {"1"}},
+		"field more":        {"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "Location": {"/o/1"}},
+		"field less":        {"Content-Type": {"application/json"}},
+		"other field":       {"Content-Type": {"application/json"}, "X-B": {"1", "2"}},
+		"dropped field":     {"Content-Type": {"application/json"}, "Date": {"Mon"}},
+		"dropped field too": {"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "Date": {"Mon"}},
+		"none":              {},
+	} {
+		// Hold base again, then store h.
+		last = sharedHeader{}
+		store(base.Clone())
+		store(base.Clone())
+		if last.held.Load() == nil {
+			t.Fatal("base not held")
+		}
+		c, got, rec := store(h.Clone())
+		kept := h.Clone()
+		delete(kept, "Date")
+		if !reflect.DeepEqual(got, kept) {
+			t.Errorf("%s: stored header %v, want %v", name, got, kept)
+		}
+		if name != "dropped field too" && same(got, last.held.Load().h) {
+			t.Errorf("%s: reused the held map %v for headers %v", name, last.held.Load().h, h)
+		}
+		if name == "dropped field too" && c.fields != nil {
+			t.Errorf("%s: flushed from a list of fields that lacks one", name)
+		}
+		if !reflect.DeepEqual(rec.Header(), wantClient(h)) {
+			t.Errorf("%s: client header %v, want %v", name, rec.Header(), wantClient(h))
+		}
 	}
 }
