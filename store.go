@@ -230,6 +230,29 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// BatchStats counts the work of a store that groups the calls of
+// concurrent callers into batches, each one transaction and one commit
+// (group commit). Items/Batches is the mean batch size.
+type BatchStats struct {
+	// Batches is the number of batches run.
+	Batches int64
+	// Items is the number of calls those batches held.
+	Items int64
+	// Single is the number of batches that held one call.
+	Single int64
+	// Alone is the number of calls a batch left undecided and that then
+	// ran on their own (a second call on a key already in the batch, a
+	// row another transaction held, a batch that failed, …).
+	Alone int64
+}
+
+// Batcher is implemented by stores that group concurrent calls into
+// batches (the SQLite and PostgreSQL stores). The gateway exports the
+// counts as metrics.
+type Batcher interface {
+	BatchStats() BatchStats
+}
+
 // DefaultProcessingRetention is how long a processing record whose lease
 // has run out is kept before it is retired, when nothing else is configured
 // ([SweepParams.ProcessingRetention], the Redis store's

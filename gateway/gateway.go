@@ -184,6 +184,11 @@ func New(cfg Config) (*Gateway, error) {
 	if g.metrics, err = NewMetrics(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
+	if b := batcherOf(cfg.Store); b != nil {
+		if err := registerBatchMetrics(g.registry, b); err != nil {
+			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		}
+	}
 	g.tracing = newTracing(&cfg, g.metrics)
 	transport := cfg.Transport
 	if transport == nil {

@@ -121,6 +121,52 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// unwrapper is a store that wraps another (the sealed store).
+type unwrapper interface{ Unwrap() retrysafe.Store }
+
+// batcherOf returns the [retrysafe.Batcher] of store or of a store it
+// wraps, or nil.
+func batcherOf(store retrysafe.Store) retrysafe.Batcher {
+	for range 8 { // wrappers do not nest deeper; a cycle must not hang
+		if b, ok := store.(retrysafe.Batcher); ok {
+			return b
+		}
+		u, ok := store.(unwrapper)
+		if !ok {
+			return nil
+		}
+		store = u.Unwrap()
+	}
+	return nil
+}
+
+// registerBatchMetrics exports the group commit's counts of a store that
+// batches (SQLite, PostgreSQL), read at each scrape: the mean batch size
+// is rate(..._batch_items_total) / rate(..._batches_total).
+func registerBatchMetrics(reg prometheus.Registerer, b retrysafe.Batcher) error {
+	counters := []struct {
+		name, help string
+		value      func(retrysafe.BatchStats) int64
+	}{
+		{"store_batches_total", "Batches (transactions with one commit each) the store ran for concurrent calls (group commit).",
+			func(s retrysafe.BatchStats) int64 { return s.Batches }},
+		{"store_batch_items_total", "Store calls those batches held.",
+			func(s retrysafe.BatchStats) int64 { return s.Items }},
+		{"store_batches_single_total", "Batches that held one call.",
+			func(s retrysafe.BatchStats) int64 { return s.Single }},
+		{"store_batch_alone_total", "Calls a batch left undecided that then ran on their own (a second call on a key of the batch, a takeover, a row another transaction held, a failed batch).",
+			func(s retrysafe.BatchStats) int64 { return s.Alone }},
+	}
+	for _, c := range counters {
+		value := c.value
+		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: MetricPrefix + c.name, Help: c.help},
+			func() float64 { return float64(value(b.BatchStats())) })); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // NewRegistry returns a Prometheus registry holding the Go runtime and
 // process collectors under their standard names (go_goroutines,
 // process_cpu_seconds_total, …), which every Go dashboard expects. The

@@ -103,6 +103,8 @@ type Stats struct {
 	Batches int64
 	// Items is the number of items those batches started.
 	Items int64
+	// Single is the number of those batches that started one item.
+	Single int64
 }
 
 // Item states.
@@ -159,7 +161,7 @@ type Committer[T, R any] struct {
 	closing chan struct{} // closed by Close: lingering leaders exit
 	exited  chan struct{} // closed by the last leader to exit after Close
 
-	batches, items atomic.Int64
+	batches, items, single atomic.Int64
 }
 
 // New returns a Committer that runs batches through run.
@@ -185,7 +187,7 @@ func New[T, R any](cfg Config, run func(*Batch[T, R]) error) *Committer[T, R] {
 // Stats returns how many batches the committer has run and how many items
 // they held.
 func (c *Committer[T, R]) Stats() Stats {
-	return Stats{Batches: c.batches.Load(), Items: c.items.Load()}
+	return Stats{Batches: c.batches.Load(), Items: c.items.Load(), Single: c.single.Load()}
 }
 
 // Do submits in and waits for its result. See the package documentation
@@ -380,6 +382,9 @@ func (c *Committer[T, R]) runBatch(b *Batch[T, R]) {
 	if b.started > 0 {
 		c.batches.Add(1)
 		c.items.Add(int64(b.started))
+		if b.started == 1 {
+			c.single.Add(1)
+		}
 	}
 	for _, it := range b.items {
 		switch {

@@ -155,8 +155,8 @@ func TestLoneItemRunsAtOnce(t *testing.T) {
 	if len(batches) != 3 {
 		t.Fatalf("batches %v, want three batches of one", batches)
 	}
-	if st := c.Stats(); st.Batches != 3 || st.Items != 3 {
-		t.Fatalf("Stats = %+v, want 3 batches, 3 items", st)
+	if st := c.Stats(); st.Batches != 3 || st.Items != 3 || st.Single != 3 {
+		t.Fatalf("Stats = %+v, want 3 batches of 1 item", st)
 	}
 }
 
@@ -284,8 +284,8 @@ func TestBatchesFormBehindARunningBatch(t *testing.T) {
 	if err := <-plugErr; err != nil {
 		t.Fatal(err)
 	}
-	if st := c.Stats(); st.Batches != 2 || st.Items != n+1 {
-		t.Fatalf("Stats %+v, want the plug, then %d items in one batch", st, n)
+	if st := c.Stats(); st.Batches != 2 || st.Items != n+1 || st.Single != 1 {
+		t.Fatalf("Stats %+v, want the plug (a batch of one), then %d items in one batch", st, n)
 	}
 }
 

@@ -71,23 +71,18 @@ type batchResult struct {
 	rec     *retrysafe.Record
 }
 
-// BatchStats counts the batches a Store has sent: the number of batch
-// statements and the operations they held. Items/Batches is the mean batch
-// size. Alone counts the operations a batch left undecided, which then ran
-// with their single statement: a second operation on a key already in the
-// batch, a takeover (an expired record or lease), a row another
-// transaction held, or every operation of a batch that failed.
-type BatchStats struct {
-	Batches int64
-	Items   int64
-	Alone   int64
-	// Single counts the batches of one operation, sent with that
-	// operation's single statement instead of the batch function.
-	Single int64
-}
+// BatchStats counts the batches a Store has sent: the batch statements,
+// the operations they held, the batches of one operation (sent with that
+// operation's single statement instead of the batch function), and the
+// operations a batch left undecided, which then ran with their single
+// statement: a second operation on a key already in the batch, a takeover
+// (an expired record or lease), a row another transaction held, or every
+// operation of a batch that failed.
+type BatchStats = retrysafe.BatchStats
 
 // BatchStats returns how many batches this Store has sent, how many
-// operations they held, and how many of those ran alone afterwards.
+// operations they held, and how many of those ran alone afterwards. It
+// implements [retrysafe.Batcher].
 func (s *Store) BatchStats() BatchStats {
 	st := s.committer.Stats()
 	return BatchStats{Batches: st.Batches, Items: st.Items, Alone: s.alone.Load(), Single: s.single.Load()}

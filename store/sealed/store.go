@@ -118,3 +118,8 @@ func (s *store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 func (s *store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	return s.inner.Release(ctx, p)
 }
+
+// Unwrap returns the store this one wraps, so that what it does not
+// forward (such as [retrysafe.Batcher], which the gateway's metrics read)
+// can still be found.
+func (s *store) Unwrap() retrysafe.Store { return s.inner }

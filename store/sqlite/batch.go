@@ -271,3 +271,13 @@ func (s *Store) commitBatch(b *groupcommit.Batch[*writeOp, struct{}]) error {
 	}
 	return nil
 }
+
+// BatchStats returns how many write transactions (batches) this Store's
+// writer has committed and how many calls they held. It implements
+// [retrysafe.Batcher]. Calls that write nothing (a replay, a Get) are not
+// batched and not counted; the writer never leaves a call undecided, so
+// Alone is zero.
+func (s *Store) BatchStats() retrysafe.BatchStats {
+	st := s.committer.Stats()
+	return retrysafe.BatchStats{Batches: st.Batches, Items: st.Items, Single: st.Single}
+}

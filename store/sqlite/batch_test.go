@@ -178,7 +178,7 @@ func TestBatchesForm(t *testing.T) {
 	s, _ := openStore(t)
 	ctx := context.Background()
 	const goroutines, rounds = 48, 10
-	b0, o0 := s.BatchStats()
+	b0, o0 := s.BatchCounts()
 	for round := range rounds {
 		start := make(chan struct{})
 		var ready, done sync.WaitGroup
@@ -206,7 +206,7 @@ func TestBatchesForm(t *testing.T) {
 			}
 		}
 	}
-	b1, o1 := s.BatchStats()
+	b1, o1 := s.BatchCounts()
 	batches, ops := b1-b0, o1-o0
 	if ops != 2*goroutines*rounds {
 		t.Fatalf("%d writes committed, want %d", ops, 2*goroutines*rounds)
@@ -256,7 +256,7 @@ BEGIN SELECT RAISE(FAIL, 'poisoned completion'); END`); err != nil {
 		}
 		return err
 	})
-	b0, o0 := s.BatchStats()
+	b0, o0 := s.BatchCounts()
 	unlock, plugErr := plugWriter(t, s, plain)
 	errs := sendAll(t, s, unlock, len(calls), calls)
 	if err := <-plugErr; err != nil {
@@ -273,7 +273,7 @@ BEGIN SELECT RAISE(FAIL, 'poisoned completion'); END`); err != nil {
 			t.Errorf("write %d in the poisoned batch: %v", i, err)
 		}
 	}
-	b1, o1 := s.BatchStats()
+	b1, o1 := s.BatchCounts()
 	// The poisoned write started (and failed, and left the batch), so it
 	// counts among the writes the second batch ran.
 	if b1-b0 != 2 || o1-o0 != int64(len(calls))+1 {
@@ -308,7 +308,7 @@ func TestBatchSameKeyClaims(t *testing.T) {
 			return err
 		}
 	}
-	b0, o0 := s.BatchStats()
+	b0, o0 := s.BatchCounts()
 	unlock, plugErr := plugWriter(t, s, plain)
 	errs := sendAll(t, s, unlock, n, calls)
 	if err := <-plugErr; err != nil {
@@ -319,7 +319,7 @@ func TestBatchSameKeyClaims(t *testing.T) {
 			t.Fatalf("claim %d: %v", i, err)
 		}
 	}
-	if b1, o1 := s.BatchStats(); b1-b0 != 2 || o1-o0 != n+1 {
+	if b1, o1 := s.BatchCounts(); b1-b0 != 2 || o1-o0 != n+1 {
 		t.Errorf("%d writes in %d batches, want the plug alone, then the %d claims in one batch", o1-o0, b1-b0, n)
 	}
 	winner := -1
@@ -362,7 +362,7 @@ func TestBatchCancelWhileQueued(t *testing.T) {
 		kept <- err
 	}()
 	waitFor(t, "both claims are queued", func() bool { return s.QueuedWrites() == 2 })
-	b0, o0 := s.BatchStats()
+	b0, o0 := s.BatchCounts()
 	cancel()
 	// The lock is still held: the cancelled claim answers while queued.
 	if err := <-cancelled; !errors.Is(err, context.Canceled) {
@@ -375,7 +375,7 @@ func TestBatchCancelWhileQueued(t *testing.T) {
 	if err := <-kept; err != nil {
 		t.Fatalf("Claim queued beside the cancelled one: %v", err)
 	}
-	if b1, o1 := s.BatchStats(); o1-o0 != 2 { // plug + kept
+	if b1, o1 := s.BatchCounts(); o1-o0 != 2 { // plug + kept
 		t.Errorf("%d writes committed in %d batches, want 2 (the cancelled claim skipped)", o1-o0, b1-b0)
 	}
 	if st := stateOf(t, s, "cancelled"); st != "" {
@@ -414,7 +414,7 @@ BEGIN INSERT INTO child (pid) VALUES (42); END`); err != nil {
 		_, err := s.Claim(ctx, claimParams("new", "fp", base))
 		return err
 	})
-	b0, o0 := s.BatchStats()
+	b0, o0 := s.BatchCounts()
 	unlock, plugErr := plugWriter(t, s, plain)
 	errs := sendAll(t, s, unlock, len(calls), calls)
 	if err := <-plugErr; err != nil {
@@ -428,7 +428,7 @@ BEGIN INSERT INTO child (pid) VALUES (42); END`); err != nil {
 			t.Logf("write 0 of the batch whose COMMIT failed: %v", err)
 		}
 	}
-	if b1, o1 := s.BatchStats(); b1-b0 != 2 || o1-o0 != int64(len(calls))+1 {
+	if b1, o1 := s.BatchCounts(); b1-b0 != 2 || o1-o0 != int64(len(calls))+1 {
 		t.Errorf("%d writes in %d batches, want the plug alone, then the %d writes in one batch", o1-o0, b1-b0, len(calls))
 	}
 	for _, k := range keys {
@@ -477,7 +477,7 @@ func TestBatchCancelWhileBatchWaits(t *testing.T) {
 	// The writer takes a connection once it has taken the claim into a
 	// batch (no write came before), and then waits in BEGIN IMMEDIATE.
 	waitFor(t, "the writer takes the claim", func() bool { return s.DB().Stats().InUse == 1 })
-	b0, o0 := s.BatchStats()
+	b0, o0 := s.BatchCounts()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Claim cancelled while its batch waits for the lock: %v, want context.Canceled", err)
@@ -487,7 +487,7 @@ func TestBatchCancelWhileBatchWaits(t *testing.T) {
 	if res := mustClaim(t, s, claimParams("after", "fp", base)); !res.Claimed {
 		t.Fatal("claim after the abandoned batch not claimed")
 	}
-	if b1, o1 := s.BatchStats(); b1-b0 != 1 || o1-o0 != 1 {
+	if b1, o1 := s.BatchCounts(); b1-b0 != 1 || o1-o0 != 1 {
 		t.Errorf("%d writes in %d batches, want 1 in 1 (the abandoned batch committed nothing)", o1-o0, b1-b0)
 	}
 	if st := stateOf(t, s, "waiting"); st != "" {

@@ -6,10 +6,10 @@ import (
 	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
-// BatchStats returns how many batches this Store's writer has run (with at
-// least one write started) and how many writes they started.
-func (s *Store) BatchStats() (batches, ops int64) {
-	st := s.committer.Stats()
+// BatchCounts returns how many batches this Store's writer has run (with
+// at least one write started) and how many writes they started.
+func (s *Store) BatchCounts() (batches, ops int64) {
+	st := s.BatchStats()
 	return st.Batches, st.Items
 }
 

@@ -279,7 +279,7 @@ func TestConcurrentClaimRounds(t *testing.T) {
 	s, _ := openStore(t)
 	ctx := context.Background()
 	const goroutines, rounds = 100, 20
-	b0, o0 := s.BatchStats()
+	b0, o0 := s.BatchCounts()
 	for round := range rounds {
 		now := base.Add(time.Duration(round) * 2 * time.Hour) // previous round's record has expired
 		params := make([]*retrysafe.ClaimParams, goroutines)
@@ -325,7 +325,7 @@ func TestConcurrentClaimRounds(t *testing.T) {
 	}
 	// The claims that found the key absent on their read queued for the
 	// writer together: group commit put more than one in a transaction.
-	b1, o1 := s.BatchStats()
+	b1, o1 := s.BatchCounts()
 	if batches, ops := b1-b0, o1-o0; ops <= batches {
 		t.Errorf("%d writes in %d batches: no batch held more than one write", ops, batches)
 	} else {
