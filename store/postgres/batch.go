@@ -85,7 +85,7 @@ type BatchStats = retrysafe.BatchStats
 // implements [retrysafe.Batcher].
 func (s *Store) BatchStats() BatchStats {
 	st := s.committer.Stats()
-	return BatchStats{Batches: st.Batches, Items: st.Items, Alone: s.alone.Load(), Single: s.single.Load()}
+	return BatchStats{Batches: st.Batches, Items: st.Items, Single: st.Single, Alone: s.alone.Load()}
 }
 
 // submit runs op in a batch and returns its outcome, running it alone
@@ -201,7 +201,6 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 	case 0:
 		return nil
 	case 1:
-		s.single.Add(1)
 		res, err := s.runOne(b.Context(), s.pool, b.Input(index[0]))
 		b.Set(index[0], res, err)
 		return nil
@@ -288,19 +287,21 @@ func newBatchRow() *batchRow {
 	return r
 }
 
-// fromInt8 is the time of a nullable nanosecond column.
+// fromInt8 is the time of a nullable nanosecond column (see fromNanos).
 func fromInt8(n pgtype.Int8) time.Time {
 	if !n.Valid {
-		return time.Time{}
+		return fromNanos(nil)
 	}
-	return time.Unix(0, n.Int64).UTC()
+	return fromNanos(&n.Int64)
 }
 
 // scan reads one row of the batch function: the operation's position and
 // outcome, and for a claim the record (whose columns are NULL for the
 // other operations).
 func (d *batchRow) scan(rows pgx.Rows) (int32, batchResult, error) {
-	d.header, d.body = nil, nil // scanned []byte may alias the previous row otherwise
+	// A record keeps its header and body: never let a scan fill the
+	// previous row's slices (pgx allocates new ones today).
+	d.header, d.body = nil, nil
 	if err := rows.Scan(d.dest...); err != nil {
 		return 0, batchResult{}, err
 	}

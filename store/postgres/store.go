@@ -50,7 +50,6 @@ type Store struct {
 	// into one statement (batch.go).
 	committer *groupcommit.Committer[*batchOp, batchResult]
 	alone     atomic.Int64 // operations batches left alone (BatchStats)
-	single    atomic.Int64 // batches of one operation (BatchStats)
 }
 
 // Compile-time checks of the interfaces Store implements.
