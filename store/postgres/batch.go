@@ -71,9 +71,9 @@ type batchResult struct {
 	rec     *retrysafe.Record
 }
 
-// BatchStats counts the batches a Store has sent: the batch statements,
-// the operations they held, the batches of one operation (sent with that
-// operation's single statement instead of the batch function), and the
+// BatchStats counts the batches a Store has sent: the batches, the
+// operations they held, the batches that held one operation (sent with
+// its single statement instead of the batch function), and the
 // operations a batch left undecided, which then ran with their single
 // statement: a second operation on a key already in the batch, a takeover
 // (an expired record or lease), a row another transaction held, or every
