@@ -30,6 +30,8 @@ type entry struct {
 	// the completed one once asked for (nil until then).
 	rec  *retrysafe.Record
 	done *completed // nil while processing
+	id   id         // the record's scope and key
+	next *entry     // the next entry whose id has the same hash (see table)
 }
 
 // completed is a completed record in the compact form (see entry), with
@@ -68,7 +70,7 @@ func (e *entry) expired(now time.Time) bool {
 // view returns the record e holds, without an allocation: a completed
 // one not yet made (rec is nil) without its response, its strings sharing
 // e's memory. For filters.
-func (e *entry) view(i id) retrysafe.Record {
+func (e *entry) view() retrysafe.Record {
 	if e.rec != nil {
 		return *e.rec
 	}
@@ -76,8 +78,8 @@ func (e *entry) view(i id) retrysafe.Record {
 	tok := c.fpLen + c.tokLen
 	route := tok + c.routeLen
 	return retrysafe.Record{
-		Scope:       i.scope,
-		Key:         i.key,
+		Scope:       e.id.scope,
+		Key:         e.id.key,
 		Fingerprint: c.data[:c.fpLen],
 		State:       retrysafe.StateCompleted,
 		Token:       c.data[c.fpLen:tok],
@@ -92,9 +94,9 @@ func (e *entry) view(i id) retrysafe.Record {
 
 // record returns the record e holds, made once and kept (see entry). The
 // caller holds the store's mutex.
-func (e *entry) record(i id) *retrysafe.Record {
+func (e *entry) record() *retrysafe.Record {
 	if e.rec == nil {
-		e.rec = e.decode(i)
+		e.rec = e.decode()
 	}
 	return e.rec
 }
@@ -103,13 +105,13 @@ func (e *entry) record(i id) *retrysafe.Record {
 // in one allocation. Its strings and body share the memory of e's data,
 // which never changes: the Record and Response are read-only, like every
 // record the store hands out.
-func (e *entry) decode(i id) *retrysafe.Record {
+func (e *entry) decode() *retrysafe.Record {
 	c := e.done
 	r := new(struct {
 		rec  retrysafe.Record
 		resp retrysafe.Response
 	})
-	r.rec = e.view(i)
+	r.rec = e.view()
 	r.resp = retrysafe.Response{Status: int(c.status), Header: c.header}
 	switch body := c.data[c.fpLen+c.tokLen+c.routeLen:]; {
 	case c.nilBody:
@@ -179,6 +181,7 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 		c, buf = &a.c, a.b[:0:n]
 	}
 	c.done = c
+	c.id = id{rec.Scope, rec.Key}
 	c.loc = loc
 	for k, t := range times {
 		c.sec[k], c.nsec[k] = t.Unix(), int32(t.Nanosecond())

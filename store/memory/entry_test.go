@@ -73,7 +73,8 @@ func TestCompletedRecordRoundTrip(t *testing.T) {
 			}
 
 			s.mu.Lock()
-			packed := s.records[id{"scope", "k"}].rec == nil
+			i := id{"scope", "k"}
+			packed := s.records.get(s.records.hash(i), i).rec == nil
 			s.mu.Unlock()
 			if packed != tc.wantPacked {
 				t.Errorf("kept compact: %v, want %v", packed, tc.wantPacked)
@@ -247,5 +248,36 @@ func BenchmarkGetCompleted(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkNewKey: Claim and Complete of a fresh key, the store growing
+// by one record per iteration (as under a stream of new requests), with a
+// header map shared by every response, as the middleware stores it.
+func BenchmarkNewKey(b *testing.B) {
+	s := New(Config{JanitorInterval: -1, MaxRecords: 1 << 30})
+	defer s.Close()
+	ctx := context.Background()
+	fp := strings.Repeat("f", 64)
+	header := http.Header{"Content-Type": {"application/json"}}
+	keys := make([]string, b.N)
+	for n := range keys {
+		keys[n] = fmt.Sprintf("%036d", n)
+	}
+	tokens := make([]string, 64)
+	for n := range tokens {
+		tokens[n] = retrysafe.NewToken()
+	}
+	resp := &retrysafe.Response{Status: 201, Header: header, Body: []byte(`{"id":"ord_1"}`)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := range b.N {
+		p := retrysafe.ClaimParams{Scope: "POST /orders", Key: keys[n], Fingerprint: fp, Token: tokens[n%len(tokens)], Now: base, Lease: time.Minute}
+		if _, err := s.Claim(ctx, &p); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: p.Scope, Key: p.Key, Token: p.Token, Now: base, TTL: time.Hour, Response: resp}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

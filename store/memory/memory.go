@@ -85,7 +85,7 @@ type Store struct {
 	retention time.Duration
 
 	mu      sync.Mutex
-	records map[id]*entry
+	records table
 	subs    waiters.Registry[id]
 	// nextExpiry is a lower bound of ExpiresAt over the completed records:
 	// while now is before it, no record has expired and an eviction scan
@@ -118,7 +118,7 @@ func New(cfg Config) *Store {
 		max:         cmp.Or(cfg.MaxRecords, DefaultMaxRecords),
 		now:         cfg.Now,
 		retention:   cfg.ProcessingRetention,
-		records:     make(map[id]*entry),
+		records:     newTable(),
 		stop:        make(chan struct{}),
 		janitorDone: make(chan struct{}),
 	}
@@ -148,7 +148,7 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		s.closed = true
 		s.subs.Close()
-		s.records = nil
+		s.records = table{}
 		s.mu.Unlock()
 		close(s.stop)
 	})
@@ -191,7 +191,7 @@ func (s *Store) lock(ctx context.Context, op string) error {
 // live returns the entry for i, or nil when there is none or it holds a
 // completed record that expired at now.
 func (s *Store) live(i id, now time.Time) *entry {
-	e := s.records[i]
+	e := s.records.get(s.records.hash(i), i)
 	if e == nil || e.expired(now) {
 		return nil
 	}
@@ -206,19 +206,20 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	defer s.mu.Unlock()
 
 	i := id{p.Scope, p.Key}
-	e, exists := s.records[i]
-	if exists && !e.expired(p.Now) {
+	h := s.records.hash(i)
+	e := s.records.get(h, i)
+	if e != nil && !e.expired(p.Now) {
 		if e.done != nil || p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
-			return &retrysafe.ClaimResult{Record: e.record(i)}, nil
+			return &retrysafe.ClaimResult{Record: e.record()}, nil
 		}
 		// Takeover of an expired lease.
 		rec := p.ProcessingRecord(e.rec.Attempt+1, e.rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
-		s.records[i] = &entry{rec: rec}
+		s.records.put(h, &entry{rec: rec, id: i})
 		return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
 	}
-	if !exists && len(s.records) >= s.max {
+	if e == nil && s.records.len() >= s.max {
 		s.evictLocked(p.Now)
-		if len(s.records) >= s.max {
+		if s.records.len() >= s.max {
 			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w (MaxRecords=%d)", ErrFull, s.max))
 		}
 	}
@@ -231,8 +232,8 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	}{}
 	c.rec = *p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
 	c.res = retrysafe.ClaimResult{Claimed: true, Record: &c.rec}
-	c.e.rec = &c.rec
-	s.records[i] = &c.e
+	c.e.rec, c.e.id = &c.rec, i
+	s.records.put(h, &c.e)
 	s.lowerLeaseBoundLocked(c.rec.LeaseUntil)
 	return &c.res, nil
 }
@@ -259,32 +260,28 @@ func (s *Store) evictLocked(now time.Time) {
 // processing records whose lease ran out at least retention before now,
 // recomputes nextExpiry and nextLease and returns the number deleted.
 func (s *Store) sweepLocked(now time.Time, retention time.Duration) int {
-	n := 0
 	var nextExpiry, nextLease time.Time
-	for i, e := range s.records {
+	n := s.records.deleteFunc(func(e *entry) bool {
 		if e.done == nil {
 			leaseUntil := e.rec.LeaseUntil
 			if !now.Before(leaseUntil.Add(retention)) {
-				delete(s.records, i)
-				s.notifyLocked(i)
-				n++
-				continue
+				s.notifyLocked(e.id)
+				return true
 			}
 			if nextLease.IsZero() || leaseUntil.Before(nextLease) {
 				nextLease = leaseUntil
 			}
-			continue
+			return false
 		}
 		expires := e.done.time(expiresAt)
 		if !now.Before(expires) {
-			delete(s.records, i)
-			n++
-			continue
+			return true
 		}
 		if nextExpiry.IsZero() || expires.Before(nextExpiry) {
 			nextExpiry = expires
 		}
-	}
+		return false
+	})
 	// With no record of a kind left, no bound applies until one is
 	// stored: Complete lowers nextExpiry, Claim and Extend nextLease.
 	if nextExpiry.IsZero() {
@@ -308,17 +305,18 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	if e == nil {
 		return nil, retrysafe.ErrNotFound
 	}
-	return e.record(i), nil
+	return e.record(), nil
 }
 
-// owned returns the entry of the processing record for scope/key owned by
-// token, or ErrLeaseLost.
-func (s *Store) owned(scope, key, token string) (*entry, error) {
-	e := s.records[id{scope, key}]
+// owned returns the entry of the processing record i owned by token, and
+// i's hash, or ErrLeaseLost.
+func (s *Store) owned(i id, token string) (*entry, uint64, error) {
+	h := s.records.hash(i)
+	e := s.records.get(h, i)
 	if e == nil || e.done != nil || e.rec.Token != token {
-		return nil, retrysafe.ErrLeaseLost
+		return nil, h, retrysafe.ErrLeaseLost
 	}
-	return e, nil
+	return e, h, nil
 }
 
 // Extend implements [retrysafe.Store].
@@ -327,7 +325,7 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	e, err := s.owned(p.Scope, p.Key, p.Token)
+	e, _, err := s.owned(id{p.Scope, p.Key}, p.Token)
 	if err != nil {
 		return err
 	}
@@ -345,16 +343,17 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 		return err
 	}
 	defer s.mu.Unlock()
-	e, err := s.owned(p.Scope, p.Key, p.Token)
+	i := id{p.Scope, p.Key}
+	e, h, err := s.owned(i, p.Token)
 	if err != nil {
 		return err
 	}
 	expires := p.Now.Add(p.TTL)
-	s.records[id{p.Scope, p.Key}] = completedEntry(e.rec, p.Response, p.Now, expires)
+	s.records.put(h, completedEntry(e.rec, p.Response, p.Now, expires))
 	if expires.Before(s.nextExpiry) {
 		s.nextExpiry = expires
 	}
-	s.notifyLocked(id{p.Scope, p.Key})
+	s.notifyLocked(i)
 	return nil
 }
 
@@ -364,11 +363,12 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	if _, err := s.owned(p.Scope, p.Key, p.Token); err != nil {
+	i := id{p.Scope, p.Key}
+	_, h, err := s.owned(i, p.Token)
+	if err != nil {
 		return err
 	}
-	i := id{p.Scope, p.Key}
-	delete(s.records, i)
+	s.records.del(h, i)
 	s.notifyLocked(i)
 	return nil
 }
@@ -416,7 +416,7 @@ func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.records)
+	return s.records.len()
 }
 
 // List implements [retrysafe.Admin]. It sorts the matching records on
@@ -430,14 +430,14 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	defer s.mu.Unlock()
 	limit := p.PageSize()
 	var ids []id
-	for i, e := range s.records {
-		if compareID(i, id{p.AfterScope, p.AfterKey}) <= 0 {
+	for e := range s.records.all() {
+		if compareID(e.id, id{p.AfterScope, p.AfterKey}) <= 0 {
 			continue
 		}
-		if rec := e.view(i); !p.Matches(&rec) {
+		if rec := e.view(); !p.Matches(&rec) {
 			continue
 		}
-		ids = append(ids, i)
+		ids = append(ids, e.id)
 	}
 	slices.SortFunc(ids, compareID)
 	ids = ids[:min(len(ids), limit)]
@@ -454,13 +454,13 @@ func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe
 	defer s.mu.Unlock()
 	var ids []id
 	if p.OneScope() {
-		if _, ok := s.records[id{p.Scope, p.Key}]; ok {
-			ids = append(ids, id{p.Scope, p.Key})
+		if i := (id{p.Scope, p.Key}); s.records.get(s.records.hash(i), i) != nil {
+			ids = append(ids, i)
 		}
 	} else {
-		for i := range s.records {
-			if i.key == p.Key {
-				ids = append(ids, i)
+		for e := range s.records.all() {
+			if e.id.key == p.Key {
+				ids = append(ids, e.id)
 			}
 		}
 		slices.SortFunc(ids, compareID)
@@ -473,10 +473,10 @@ func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe
 func (s *Store) copiesLocked(ids []id, withBodies bool) []*retrysafe.Record {
 	out := make([]*retrysafe.Record, len(ids))
 	for n, i := range ids {
-		e := s.records[i]
+		e := s.records.get(s.records.hash(i), i)
 		rec := e.rec
 		if rec == nil {
-			rec = e.decode(i) // not kept: an operator's look is no replay
+			rec = e.decode() // not kept: an operator's look is no replay
 		}
 		if withBodies || rec.Response == nil {
 			out[n] = rec.Clone()
@@ -504,7 +504,7 @@ func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe
 	// without making a *Record of each.
 	var recs []*retrysafe.Record
 	var done, failed, expired int64
-	for _, e := range s.records {
+	for e := range s.records.all() {
 		if e.done == nil {
 			recs = append(recs, e.rec)
 			continue
@@ -530,10 +530,9 @@ func (s *Store) Delete(ctx context.Context, scope, key string) error {
 	}
 	defer s.mu.Unlock()
 	i := id{scope, key}
-	if _, ok := s.records[i]; !ok {
+	if !s.records.del(s.records.hash(i), i) {
 		return retrysafe.ErrNotFound
 	}
-	delete(s.records, i)
 	s.notifyLocked(i)
 	return nil
 }
