@@ -72,11 +72,21 @@ const pollEvery = 64 << 10
 // large object; every step in between is linear in the input it reads, so
 // it stops after at most about pollEvery more bytes of work.
 func appendCanonicalJSONContext(ctx context.Context, dst, doc []byte, ignore []string) ([]byte, error) {
+	p := parserPool.Get().(*canonParser)
+	defer func() {
+		if p.trim() {
+			parserPool.Put(p)
+		}
+	}()
+	return p.appendCanonical(ctx, dst, doc, ignore)
+}
+
+// appendCanonical is appendCanonicalJSONContext on p's buffers. Call
+// p.trim afterwards, before p is kept for another call.
+func (p *canonParser) appendCanonical(ctx context.Context, dst, doc []byte, ignore []string) ([]byte, error) {
 	if len(doc) > maxJSONSize {
 		return nil, fmt.Errorf("retrysafe: canonical json: document of %d bytes is larger than %d", len(doc), maxJSONSize)
 	}
-	p := parserPool.Get().(*canonParser)
-	defer p.release()
 	p.reset(doc)
 	if ctx.Done() != nil {
 		p.ctx, p.nextPoll = ctx, pollEvery
@@ -110,14 +120,12 @@ func (p *canonParser) reset(doc []byte) {
 	p.folds = p.folds[:0]
 }
 
-// release returns p to the pool unless its buffers grew large, which would
-// pin memory for one unusual document.
-func (p *canonParser) release() {
+// trim lets go of the document and context of the last call and reports
+// whether p may be kept for reuse: not when its buffers grew large, which
+// would pin memory for one unusual document.
+func (p *canonParser) trim() bool {
 	p.doc, p.ctx = nil, nil
-	if cap(p.nodes) > 1<<15 || cap(p.kids) > 1<<15 || cap(p.scratch) > 1<<18 || cap(p.stack) > 1<<12 || cap(p.folds) > 1<<12 {
-		return
-	}
-	parserPool.Put(p)
+	return cap(p.nodes) <= 1<<15 && cap(p.kids) <= 1<<15 && cap(p.scratch) <= 1<<18 && cap(p.stack) <= 1<<12 && cap(p.folds) <= 1<<12
 }
 
 // ValidatePointer reports whether p is a syntactically valid JSON Pointer

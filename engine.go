@@ -22,9 +22,6 @@ type engine struct {
 	// Complete (see responseCopier).
 	copiesResponse bool
 
-	spare      sync.Pool // *string: owner tokens of claims that did not win
-	spareBoxes sync.Pool // *string: empty boxes for spare
-
 	beats *heartbeats // the queue of lease renewals, shared by every engine with this Lease
 }
 
@@ -114,11 +111,19 @@ var (
 
 func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult, error) {
 	var res *ClaimResult
-	token := e.token()
+	// The owner token comes from a pooled batch, which takes it back if
+	// the claim does not win (see tokenBatch.spare). Around a call to a
+	// NonBlocking store the batch is held, so taking the token back costs
+	// no second trip to the pool; a call that may block puts it back
+	// first, so that concurrent claims share batches.
+	tb := tokenBatches.Get().(*tokenBatch)
+	token := tb.take()
 	var p *ClaimParams
 	if e.nonBlocking {
 		p = claimParams.Get().(*ClaimParams)
 	} else {
+		tokenBatches.Put(tb)
+		tb = nil
 		p = new(ClaimParams)
 	}
 	*p = ClaimParams{
@@ -147,34 +152,15 @@ func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult
 		claimParams.Put(p)
 	}
 	if err == nil && !res.Claimed {
-		e.spareToken(token)
+		if tb == nil {
+			tb = tokenBatches.Get().(*tokenBatch)
+		}
+		tb.spare = token
+	}
+	if tb != nil {
+		tokenBatches.Put(tb)
 	}
 	return res, err
-}
-
-// token returns an owner token for a claim: a spare one left by a claim
-// that did not win (a replay, a conflict), or a new one. A spare token
-// was never stored (a claim that does not win changes nothing) nor shown
-// to anyone, so it is as unpredictable as a new one; reusing it spares a
-// replay the cost of making one.
-func (e *engine) token() string {
-	if t, ok := e.spare.Get().(*string); ok {
-		tok := *t
-		*t = ""
-		e.spareBoxes.Put(t)
-		return tok
-	}
-	return newBatchedToken()
-}
-
-// spareToken keeps an unused token for the next claim.
-func (e *engine) spareToken(token string) {
-	t, ok := e.spareBoxes.Get().(*string)
-	if !ok {
-		t = new(string)
-	}
-	*t = token
-	e.spare.Put(t)
 }
 
 func (e *engine) get(ctx context.Context, scope, key string) (*Record, error) {

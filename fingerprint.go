@@ -50,10 +50,19 @@ func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) st
 // work on a large body ends when the client goes away. Every step takes
 // time linear in the size of the request (sorting the query's names aside).
 func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte, ignore []string) (string, error) {
-	// The small fields are framed into one pooled buffer, the canonical
-	// body appended after them, and the whole hashed at once.
 	buf := bodyPool.Get().(*fingerprintBuffer)
-	defer putBody(buf)
+	fp, err := buf.fingerprint(ctx, method, path, rawQuery, body, ignore)
+	if buf.trim() {
+		bodyPool.Put(buf)
+	}
+	return fp, err
+}
+
+// fingerprint is the package's fingerprint on buf's memory. Call buf.trim
+// afterwards, before buf is kept for another call.
+func (buf *fingerprintBuffer) fingerprint(ctx context.Context, method, path, rawQuery string, body []byte, ignore []string) (string, error) {
+	// The small fields are framed into one buffer, the canonical body
+	// appended after them, and the whole hashed at once.
 	b := buf.b[:0]
 	b = appendField(b, fingerprintVersion)
 	b = appendField(b, CanonicalMethod(method))
@@ -98,7 +107,7 @@ func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte
 		b = appendField(b, "body-json")
 		lenAt := len(b)
 		b = binary.BigEndian.AppendUint64(b, 0)
-		canon, err := appendCanonicalJSONContext(ctx, b, body, ignore)
+		canon, err := buf.parser.appendCanonical(ctx, b, body, ignore)
 		switch {
 		case err == nil:
 			binary.BigEndian.PutUint64(canon[lenAt:], uint64(len(canon)-lenAt-8))
@@ -143,17 +152,18 @@ func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte
 // framed fields and the canonical body) while it is hashed.
 var bodyPool = sync.Pool{New: func() any { return new(fingerprintBuffer) }}
 
-// fingerprintBuffer is a fingerprint's pooled working memory.
+// fingerprintBuffer is a fingerprint's working memory, kept for reuse.
 type fingerprintBuffer struct {
-	b   []byte            // the input
-	h   hash.Hash         // a SHA-256 digest, made on first use
-	sum [sha256.Size]byte // h's result (a local would escape through h)
+	b      []byte            // the input
+	h      hash.Hash         // a SHA-256 digest, made on first use
+	sum    [sha256.Size]byte // h's result (a local would escape through h)
+	parser canonParser       // for the body's canonical JSON
 }
 
-func putBody(buf *fingerprintBuffer) {
-	if cap(buf.b) <= 1<<20 {
-		bodyPool.Put(buf)
-	}
+// trim lets go of what the last call referenced and reports whether buf
+// may be kept for reuse: not when its buffers grew large.
+func (buf *fingerprintBuffer) trim() bool {
+	return buf.parser.trim() && cap(buf.b) <= 1<<20
 }
 
 // sum256 returns sha256.Sum256(b). The first 64 bytes (one SHA-256 block)

@@ -139,8 +139,9 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid Idempotency-Key", http.StatusBadRequest, detail), 0)
 		return OutcomeInvalidKey
 	}
-	body, buf, err := readBody(r, c.MaxBody)
-	defer putBodyBuffer(buf)
+	sc := scratches.Get().(*requestScratch)
+	defer sc.release()
+	body, err := readBody(r, c.MaxBody, &sc.body)
 	if err != nil {
 		if errors.Is(err, errBodyTooLarge) {
 			WriteProblem(w, c.problem(ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge,
@@ -166,7 +167,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 			Detail: "The caller's identity could not be established: " + err.Error()}, 0)
 		return OutcomeUnauthorized
 	}
-	fp, err := fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
+	fp, err := sc.fp.fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
 	if err != nil {
 		return "" // the client went away while the body was fingerprinted; nothing ran
 	}
@@ -301,35 +302,47 @@ func (r *headerRecorder) Header() http.Header         { return r.header }
 func (r *headerRecorder) WriteHeader(int)             {}
 func (r *headerRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
 
-// bodyBuffers recycles the buffers request bodies are read into: a body
-// is needed only until the protected request is answered.
-var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooledBody bounds the buffers kept for reuse.
-const maxPooledBody = 64 << 10
-
-// putBodyBuffer returns a buffer from readBody to the pool (nil is ignored).
-func putBodyBuffer(buf *[]byte) {
-	if buf != nil && cap(*buf) <= maxPooledBody {
-		bodyBuffers.Put(buf)
-	}
+// requestScratch is a protected request's working memory: the buffer its
+// body is read into and the fingerprint's buffers. It is needed only until
+// the request is answered, then kept for the next one, all in one pooled
+// object (one pool round trip per request instead of one per buffer).
+type requestScratch struct {
+	body []byte
+	fp   fingerprintBuffer
 }
 
-// readBody reads the whole request body, up to limit bytes, into a pooled
-// buffer. The caller hands buf to putBodyBuffer once body is no longer
-// used; buf may be nil.
-func readBody(r *http.Request, limit int64) (body []byte, buf *[]byte, err error) {
+var scratches = sync.Pool{New: func() any { return new(requestScratch) }}
+
+// maxPooledBody bounds the body buffers kept for reuse.
+const maxPooledBody = 64 << 10
+
+// release returns sc to the pool, without buffers that grew large for one
+// unusual request.
+func (sc *requestScratch) release() {
+	if cap(sc.body) > maxPooledBody {
+		sc.body = nil
+	}
+	if !sc.fp.trim() {
+		sc.fp = fingerprintBuffer{}
+	}
+	scratches.Put(sc)
+}
+
+// readBody reads the whole request body, up to limit bytes, into *buf
+// (grown as needed, and kept grown in *buf). body is nil for an absent
+// body.
+func readBody(r *http.Request, limit int64, buf *[]byte) (body []byte, err error) {
 	if r.ContentLength > limit {
-		return nil, nil, errBodyTooLarge
+		return nil, errBodyTooLarge
 	}
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil, nil
+		return nil, nil
 	}
-	buf = bodyBuffers.Get().(*[]byte)
 	b := (*buf)[:0]
 	if want := int(r.ContentLength) + 1; cap(b) < want { // +1 to see EOF without growing
 		b = make([]byte, 0, max(want, 512))
 	}
+	defer func() { *buf = b[:0] }()
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
@@ -337,19 +350,16 @@ func readBody(r *http.Request, limit int64) (body []byte, buf *[]byte, err error
 		n, rerr := r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > limit {
-			*buf = b
-			return nil, buf, errBodyTooLarge
+			return nil, errBodyTooLarge
 		}
 		if rerr == io.EOF {
 			break
 		}
 		if rerr != nil {
-			*buf = b
-			return nil, buf, rerr
+			return nil, rerr
 		}
 	}
-	*buf = b
-	return b, buf, nil
+	return b, nil
 }
 
 // requestBody is the re-readable body handed to the handler.

@@ -158,6 +158,11 @@ const tokensPerBatch = 8
 type tokenBatch struct {
 	s    string // tokensPerBatch tokens of 32 hex digits, back to back
 	next int    // tokens of s handed out
+	// spare is a token handed out for a claim that did not win (a
+	// replay, a conflict), given back for the next claim: it was never
+	// stored nor shown to anyone, so it is as unpredictable as a new one,
+	// and reusing it spares a replay the cost of a token.
+	spare string
 }
 
 var tokenBatches = sync.Pool{New: func() any { return new(tokenBatch) }}
@@ -169,6 +174,18 @@ var tokenBatches = sync.Pool{New: func() any { return new(tokenBatch) }}
 // holds it; the memory store copies it into a completed record).
 func newBatchedToken() string {
 	b := tokenBatches.Get().(*tokenBatch)
+	t := b.take()
+	tokenBatches.Put(b)
+	return t
+}
+
+// take returns b's spare token, or else the next token of its batch,
+// making a new batch when it has none left.
+func (b *tokenBatch) take() string {
+	if t := b.spare; t != "" {
+		b.spare = ""
+		return t
+	}
 	if b.s == "" || b.next == tokensPerBatch {
 		var raw [16 * tokensPerBatch]byte
 		_, _ = rand.Read(raw[:])
@@ -178,6 +195,5 @@ func newBatchedToken() string {
 	}
 	t := b.s[32*b.next : 32*b.next+32]
 	b.next++
-	tokenBatches.Put(b)
 	return t
 }
