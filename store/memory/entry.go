@@ -17,38 +17,57 @@ import (
 // A processing record is kept as the *Record that Claim returned (the
 // entry lives in the same allocation). A completed record, kept until it
 // expires and so most of what the store holds, is kept as a [completed]:
-// its strings and body back to back in one string, its times as Unix
-// seconds and nanoseconds, all in one allocation with the entry. The
-// garbage collector marks every stored record on every cycle, and its
-// work grows with the pointers it finds: a *Record with its Response,
-// fingerprint, token and body has about fifteen, a completed entry five,
-// three of them to itself. The *Record and Response that Claim and Get
-// return for it are made the first time one asks (a replay) and kept in
-// rec for the next ones.
+// its strings (scope and key included) and body back to back in one
+// string, its times as Unix seconds and nanoseconds, all in one allocation
+// with the entry. The garbage collector marks every stored record on every
+// cycle, and its work grows with the objects and pointers it finds: a
+// *Record with its Response, scope, key, fingerprint, token and body is
+// seven objects with about fifteen pointers; a completed entry is one
+// object with six, four of them to itself (it holds no string of the
+// request's: the request's key and scope strings are not kept alive). The
+// *Record and Response that Claim and Get return for it are made the first
+// time one asks (a replay) and kept in rec for the next ones.
 type entry struct {
 	// rec is the record Claim and Get return: the processing record, or
 	// the completed one once asked for (nil until then).
 	rec  *retrysafe.Record
 	done *completed // nil while processing
-	id   id         // the record's scope and key
 	next *entry     // the next entry whose id has the same hash (see table)
+}
+
+// id returns the scope and key of e's record.
+func (e *entry) id() id {
+	if e.rec != nil {
+		return id{e.rec.Scope, e.rec.Key}
+	}
+	c := e.done
+	return id{c.data[:c.scopeLen], c.data[c.scopeLen : c.scopeLen+c.keyLen]}
+}
+
+// is reports whether e holds the record of i.
+func (e *entry) is(i id) bool {
+	if e.rec != nil {
+		return e.rec.Key == i.key && e.rec.Scope == i.scope
+	}
+	c := e.done
+	return c.data[c.scopeLen:c.scopeLen+c.keyLen] == i.key && c.data[:c.scopeLen] == i.scope
 }
 
 // completed is a completed record in the compact form (see entry), with
 // the entry that points to it.
 type completed struct {
 	entry
-	data   string      // fingerprint, token, route, then the body
+	data   string      // scope, key, fingerprint, token, route, then the body
 	header http.Header // the stored response's header map (read-only, may be shared)
 	loc    *time.Location
 	sec    [4]int64 // CreatedAt, UpdatedAt, LeaseUntil, ExpiresAt: Unix seconds
 	nsec   [4]int32 // and nanoseconds
 	// attempt and status are the record's Attempt and the response's
-	// Status; fpLen, tokLen and routeLen the lengths of the strings at the
-	// start of data.
-	attempt, status         int32
-	fpLen, tokLen, routeLen uint16
-	nilBody                 bool // the stored body was nil (not empty)
+	// Status; scopeLen, keyLen, fpLen, tokLen and routeLen the lengths of
+	// the strings at the start of data.
+	attempt, status                           int32
+	scopeLen, keyLen, fpLen, tokLen, routeLen uint16
+	nilBody                                   bool // the stored body was nil (not empty)
 }
 
 // Indexes into completed.sec and completed.nsec.
@@ -75,16 +94,19 @@ func (e *entry) view() retrysafe.Record {
 		return *e.rec
 	}
 	c := e.done
-	tok := c.fpLen + c.tokLen
-	route := tok + c.routeLen
+	i := e.id()
+	fp := c.scopeLen + c.keyLen
+	tok := fp + c.fpLen
+	route := tok + c.tokLen
+	body := route + c.routeLen
 	return retrysafe.Record{
-		Scope:       e.id.scope,
-		Key:         e.id.key,
-		Fingerprint: c.data[:c.fpLen],
+		Scope:       i.scope,
+		Key:         i.key,
+		Fingerprint: c.data[fp:tok],
 		State:       retrysafe.StateCompleted,
-		Token:       c.data[c.fpLen:tok],
+		Token:       c.data[tok:route],
 		Attempt:     int(c.attempt),
-		Route:       c.data[tok:route],
+		Route:       c.data[route:body],
 		CreatedAt:   c.time(createdAt).In(c.loc),
 		UpdatedAt:   c.time(updatedAt).In(c.loc),
 		LeaseUntil:  c.time(leaseUntil).In(c.loc),
@@ -113,7 +135,7 @@ func (e *entry) decode() *retrysafe.Record {
 	})
 	r.rec = e.view()
 	r.resp = retrysafe.Response{Status: int(c.status), Header: c.header}
-	switch body := c.data[c.fpLen+c.tokLen+c.routeLen:]; {
+	switch body := c.data[c.scopeLen+c.keyLen+c.fpLen+c.tokLen+c.routeLen:]; {
 	case c.nilBody:
 	case body == "":
 		r.resp.Body = []byte{}
@@ -128,10 +150,12 @@ func (e *entry) decode() *retrysafe.Record {
 // (nil means an empty response) at now, expiring at exp. It copies resp
 // and its body, and keeps only its header map.
 //
-// The entry and its data are one allocation, in three sizes: 128, 208
-// and 336 bytes of data (240, 320 and 448 bytes in all) hold a 64-byte
-// fingerprint and a 32-byte token with a body of up to 32, 112 and 240
-// bytes. A larger record, and the rare one whose times are in different
+// The entry and its data are one allocation, in three sizes: 160, 224
+// and 352 bytes of data (288, 352 and 480 bytes in all, each a size class
+// of Go's allocator) hold a 36-byte key (a UUID), a 64-byte fingerprint
+// and a 32-byte token with a body of up to 28, 92 and 220 bytes (less a
+// scope's length: the default, a hashed Authorization header, takes 64).
+// A larger record, and the rare one whose times are in different
 // locations, keeps a *Record, as Claim and Get return it.
 func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp time.Time) *entry {
 	var r retrysafe.Response // resp's fields; zero for a nil resp
@@ -140,9 +164,11 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	}
 	times := [4]time.Time{rec.CreatedAt, now, rec.LeaseUntil, exp}
 	loc := times[0].Location()
-	n := len(rec.Fingerprint) + len(rec.Token) + len(rec.Route) + len(r.Body)
-	compact := n <= 336 && len(rec.Fingerprint) <= math.MaxUint16 && len(rec.Token) <= math.MaxUint16 && len(rec.Route) <= math.MaxUint16 &&
-		rec.Attempt == int(int32(rec.Attempt)) && r.Status == int(int32(r.Status))
+	n := len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint) + len(rec.Token) + len(rec.Route) + len(r.Body)
+	compact := n <= 352 && rec.Attempt == int(int32(rec.Attempt)) && r.Status == int(int32(r.Status))
+	for _, s := range [...]string{rec.Scope, rec.Key, rec.Fingerprint, rec.Token, rec.Route} {
+		compact = compact && len(s) <= math.MaxUint16
+	}
 	for _, t := range times[1:] {
 		compact = compact && t.Location() == loc
 	}
@@ -161,27 +187,26 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 		// (see Store.CopiesResponse). The header map is kept.
 		done.Response = &retrysafe.Response{Status: r.Status, Header: r.Header, Body: slices.Clone(r.Body)}
 		c.rec = &done
-	case n <= 128:
+	case n <= 160:
 		a := new(struct {
 			c completed
-			b [128]byte
+			b [160]byte
 		})
 		c, buf = &a.c, a.b[:0:n]
-	case n <= 208:
+	case n <= 224:
 		a := new(struct {
 			c completed
-			b [208]byte
+			b [224]byte
 		})
 		c, buf = &a.c, a.b[:0:n]
 	default:
 		a := new(struct {
 			c completed
-			b [336]byte
+			b [352]byte
 		})
 		c, buf = &a.c, a.b[:0:n]
 	}
 	c.done = c
-	c.id = id{rec.Scope, rec.Key}
 	c.loc = loc
 	for k, t := range times {
 		c.sec[k], c.nsec[k] = t.Unix(), int32(t.Nanosecond())
@@ -190,8 +215,11 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	if !compact {
 		return &c.entry
 	}
+	c.scopeLen, c.keyLen = uint16(len(rec.Scope)), uint16(len(rec.Key))
 	c.fpLen, c.tokLen, c.routeLen = uint16(len(rec.Fingerprint)), uint16(len(rec.Token)), uint16(len(rec.Route))
 	c.nilBody = r.Body == nil
+	buf = append(buf, rec.Scope...)
+	buf = append(buf, rec.Key...)
 	buf = append(buf, rec.Fingerprint...)
 	buf = append(buf, rec.Token...)
 	buf = append(buf, rec.Route...)

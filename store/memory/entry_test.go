@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/retrysafe/retrysafe"
 )
@@ -36,8 +37,9 @@ func TestCompletedRecordRoundTrip(t *testing.T) {
 		{"empty body", utc, utc.Add(time.Second), []byte{}, "POST /orders", false, true},
 		{"small", utc, utc.Add(time.Second), []byte(`{"id":"ord_1"}`), "POST /orders", false, true},
 		{"medium", local, local.Add(time.Second), []byte(strings.Repeat("m", 100)), "", false, true},
-		{"large", utc, utc.Add(time.Second), []byte(strings.Repeat("l", 240)), "", true, true},
-		{"too large", utc, utc.Add(time.Second), []byte(strings.Repeat("x", 241)), "", false, false},
+		// 352 bytes of data in all: scope, key, fingerprint and token take 102.
+		{"large", utc, utc.Add(time.Second), []byte(strings.Repeat("l", 250)), "", true, true},
+		{"too large", utc, utc.Add(time.Second), []byte(strings.Repeat("x", 251)), "", false, false},
 		{"locations differ", utc, utc.Add(time.Second).In(paris), []byte("x"), "", false, false},
 		{"in a zone", utc.In(paris), utc.Add(time.Second).In(paris), []byte("x"), "", false, true},
 	} {
@@ -279,5 +281,43 @@ func BenchmarkNewKey(b *testing.B) {
 		if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: p.Scope, Key: p.Key, Token: p.Token, Now: base, TTL: time.Hour, Response: resp}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCompletedKeepsNoRequestStrings: a compact completed record holds its
+// scope and key in its own data, not the strings the claim was made with
+// (which would keep the request's header strings alive, one object each).
+func TestCompletedKeepsNoRequestStrings(t *testing.T) {
+	t.Parallel()
+	s := New(Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	scope, key := strings.Repeat("s", 64), "00000000-0000-4000-8000-000000000001"
+	p := &retrysafe.ClaimParams{Scope: scope, Key: key, Fingerprint: strings.Repeat("f", 64), Token: retrysafe.NewToken(), Now: base, Lease: time.Minute}
+	if _, err := s.Claim(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: key, Token: p.Token, Now: base, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := id{scope, key}
+	e := s.records.get(s.records.hash(i), i)
+	if e == nil || e.done == nil || e.rec != nil {
+		t.Fatalf("entry = %+v, want a compact completed one", e)
+	}
+	data := e.done.data
+	within := func(s string) bool {
+		start := uintptr(unsafe.Pointer(unsafe.StringData(data)))
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return start <= p && p+uintptr(len(s)) <= start+uintptr(len(data))
+	}
+	got := e.id()
+	if got != i || !within(got.scope) || !within(got.key) {
+		t.Fatalf("id = %v (in its data: %v, %v), want %v held in the entry's data", got, within(got.scope), within(got.key), i)
+	}
+	if rec := e.view(); rec.Scope != scope || rec.Key != key || !within(rec.Key) {
+		t.Fatalf("view = %+v", rec)
 	}
 }

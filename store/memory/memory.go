@@ -214,7 +214,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		}
 		// Takeover of an expired lease.
 		rec := p.ProcessingRecord(e.rec.Attempt+1, e.rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
-		s.records.put(h, &entry{rec: rec, id: i})
+		s.records.put(h, &entry{rec: rec})
 		return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
 	}
 	if e == nil && s.records.len() >= s.max {
@@ -232,7 +232,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	}{}
 	c.rec = *p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
 	c.res = retrysafe.ClaimResult{Claimed: true, Record: &c.rec}
-	c.e.rec, c.e.id = &c.rec, i
+	c.e.rec = &c.rec
 	s.records.put(h, &c.e)
 	s.lowerLeaseBoundLocked(c.rec.LeaseUntil)
 	return &c.res, nil
@@ -265,7 +265,7 @@ func (s *Store) sweepLocked(now time.Time, retention time.Duration) int {
 		if e.done == nil {
 			leaseUntil := e.rec.LeaseUntil
 			if !now.Before(leaseUntil.Add(retention)) {
-				s.notifyLocked(e.id)
+				s.notifyLocked(e.id())
 				return true
 			}
 			if nextLease.IsZero() || leaseUntil.Before(nextLease) {
@@ -431,13 +431,14 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	limit := p.PageSize()
 	var ids []id
 	for e := range s.records.all() {
-		if compareID(e.id, id{p.AfterScope, p.AfterKey}) <= 0 {
+		i := e.id()
+		if compareID(i, id{p.AfterScope, p.AfterKey}) <= 0 {
 			continue
 		}
 		if rec := e.view(); !p.Matches(&rec) {
 			continue
 		}
-		ids = append(ids, e.id)
+		ids = append(ids, i)
 	}
 	slices.SortFunc(ids, compareID)
 	ids = ids[:min(len(ids), limit)]
@@ -459,8 +460,8 @@ func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe
 		}
 	} else {
 		for e := range s.records.all() {
-			if e.id.key == p.Key {
-				ids = append(ids, e.id)
+			if i := e.id(); i.key == p.Key {
+				ids = append(ids, i)
 			}
 		}
 		slices.SortFunc(ids, compareID)

@@ -36,7 +36,7 @@ func (t *table) hash(i id) uint64 {
 // get returns the entry for i (with h = t.hash(i)), or nil.
 func (t *table) get(h uint64, i id) *entry {
 	for e := t.m[h]; e != nil; e = e.next {
-		if e.id == i {
+		if e.is(i) {
 			return e
 		}
 	}
@@ -53,14 +53,15 @@ func (t *table) put(h uint64, e *entry) {
 		t.n++
 		return
 	}
-	if head.id == e.id {
+	i := e.id()
+	if head.is(i) {
 		e.next = head.next
 		t.m[h] = e
 		return
 	}
 	prev := head
 	for cur := head.next; cur != nil; prev, cur = cur, cur.next {
-		if cur.id == e.id {
+		if cur.is(i) {
 			e.next = cur.next
 			prev.next = e
 			return
@@ -76,7 +77,7 @@ func (t *table) put(h uint64, e *entry) {
 func (t *table) del(h uint64, i id) bool {
 	var prev *entry
 	for cur := t.m[h]; cur != nil; prev, cur = cur, cur.next {
-		if cur.id != i {
+		if !cur.is(i) {
 			continue
 		}
 		switch {

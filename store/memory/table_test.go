@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/retrysafe/retrysafe"
 )
 
 // TestTableChains stores ids that share a hash (as two ids would after a
@@ -15,14 +17,14 @@ func TestTableChains(t *testing.T) {
 	const h = 7 // every id below hashes here
 	ids := []id{{"s", "a"}, {"s", "b"}, {"t", "a"}, {"", "sa"}}
 	for _, i := range ids {
-		tb.put(h, &entry{id: i})
+		tb.put(h, entryOf(i))
 	}
-	tb.put(h+1, &entry{id: id{"other", "x"}})
+	tb.put(h+1, entryOf(id{"other", "x"}))
 	if tb.len() != 5 {
 		t.Fatalf("len = %d, want 5", tb.len())
 	}
 	for _, i := range ids {
-		if e := tb.get(h, i); e == nil || e.id != i {
+		if e := tb.get(h, i); e == nil || e.id() != i {
 			t.Fatalf("get(%v) = %v", i, e)
 		}
 	}
@@ -32,7 +34,7 @@ func TestTableChains(t *testing.T) {
 
 	// Replace each one: the chain keeps every other entry and its length.
 	for _, i := range ids {
-		n := &entry{id: i}
+		n := entryOf(i)
 		tb.put(h, n)
 		if tb.get(h, i) != n {
 			t.Fatalf("after replacing %v, get returns the old entry", i)
@@ -80,13 +82,13 @@ func TestTableDeleteFunc(t *testing.T) {
 		for n := range int(h) + 1 { // chains of 1 to 4
 			i := id{"s", fmt.Sprintf("%d-%d", h, n)}
 			all = append(all, i)
-			tb.put(h, &entry{id: i})
+			tb.put(h, entryOf(i))
 		}
 	}
-	drop := func(e *entry) bool { return e.id.key[len(e.id.key)-1]%2 == 0 } // n even
+	drop := func(e *entry) bool { return e.id().key[len(e.id().key)-1]%2 == 0 } // n even
 	var want []id
 	for _, i := range all {
-		if !drop(&entry{id: i}) {
+		if !drop(entryOf(i)) {
 			want = append(want, i)
 		}
 	}
@@ -95,7 +97,7 @@ func TestTableDeleteFunc(t *testing.T) {
 	}
 	var got []id
 	for e := range tb.all() {
-		got = append(got, e.id)
+		got = append(got, e.id())
 	}
 	slices.SortFunc(got, compareID)
 	slices.SortFunc(want, compareID)
@@ -124,4 +126,9 @@ func TestTableHash(t *testing.T) {
 	if tb.hash(id{"a", "b"}) != tb.hash(id{"a", "b"}) {
 		t.Fatal("hash is not a function of the id")
 	}
+}
+
+// entryOf returns a processing entry for i.
+func entryOf(i id) *entry {
+	return &entry{rec: &retrysafe.Record{Scope: i.scope, Key: i.key, State: retrysafe.StateProcessing}}
 }
