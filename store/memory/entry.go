@@ -23,16 +23,27 @@ import (
 // cycle, and its work grows with the objects and pointers it finds: a
 // *Record with its Response, scope, key, fingerprint, token and body is
 // seven objects with about fifteen pointers; a completed entry is one
-// object with six, four of them to itself (it holds no string of the
-// request's: the request's key and scope strings are not kept alive). The
-// *Record and Response that Claim and Get return for it are made the first
-// time one asks (a replay) and kept in rec for the next ones.
+// object with four pointer fields, two of them usually nil (rec, next) and
+// none to itself or to anything of the request's (its key and scope
+// strings are not kept alive). The *Record and Response that Claim and Get
+// return for it are made the first time one asks (a replay) and kept in
+// rec for the next ones.
 type entry struct {
 	// rec is the record Claim and Get return: the processing record, or
 	// the completed one once asked for (nil until then).
 	rec  *retrysafe.Record
-	done *completed // nil while processing
-	next *entry     // the next entry whose id has the same hash (see table)
+	next *entry // the next entry whose id has the same hash (see table)
+	// completed: e is the first field of a completed (see done).
+	completed bool
+}
+
+// done returns the completed record e is part of, or nil while e holds a
+// processing record.
+func (e *entry) done() *completed {
+	if !e.completed {
+		return nil
+	}
+	return (*completed)(unsafe.Pointer(e)) // e is completed's first field
 }
 
 // id returns the scope and key of e's record.
@@ -40,8 +51,9 @@ func (e *entry) id() id {
 	if e.rec != nil {
 		return id{e.rec.Scope, e.rec.Key}
 	}
-	c := e.done
-	return id{c.data[:c.scopeLen], c.data[c.scopeLen : c.scopeLen+c.keyLen]}
+	c := e.done()
+	data := c.data()
+	return id{data[:c.scopeLen], data[c.scopeLen : c.scopeLen+c.keyLen]}
 }
 
 // is reports whether e holds the record of i.
@@ -49,15 +61,15 @@ func (e *entry) is(i id) bool {
 	if e.rec != nil {
 		return e.rec.Key == i.key && e.rec.Scope == i.scope
 	}
-	c := e.done
-	return c.data[c.scopeLen:c.scopeLen+c.keyLen] == i.key && c.data[:c.scopeLen] == i.scope
+	c := e.done()
+	data := c.data()
+	return data[c.scopeLen:c.scopeLen+c.keyLen] == i.key && data[:c.scopeLen] == i.scope
 }
 
 // completed is a completed record in the compact form (see entry), with
 // the entry that points to it.
 type completed struct {
-	entry
-	data   string      // scope, key, fingerprint, token, route, then the body
+	entry  // first: see entry.done
 	header http.Header // the stored response's header map (read-only, may be shared)
 	loc    *time.Location
 	sec    [4]int64 // CreatedAt, UpdatedAt, LeaseUntil, ExpiresAt: Unix seconds
@@ -67,7 +79,20 @@ type completed struct {
 	// the strings at the start of data.
 	attempt, status                           int32
 	scopeLen, keyLen, fpLen, tokLen, routeLen uint16
-	nilBody                                   bool // the stored body was nil (not empty)
+	dataLen                                   uint16 // see data
+	nilBody                                   bool   // the stored body was nil (not empty)
+}
+
+// data returns the record's strings and body, back to back: scope, key,
+// fingerprint, token, route, then the body. They are stored right after c,
+// in the same allocation (see completedEntry): computed from c's address,
+// not kept in a pointer field, so the collector has one pointer less to
+// follow per record.
+func (c *completed) data() string {
+	if c.dataLen == 0 {
+		return ""
+	}
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(c), unsafe.Sizeof(*c))), int(c.dataLen))
 }
 
 // Indexes into completed.sec and completed.nsec.
@@ -83,7 +108,8 @@ func (c *completed) time(n int) time.Time { return time.Unix(c.sec[n], int64(c.n
 
 // expired reports whether e holds a completed record that expired at now.
 func (e *entry) expired(now time.Time) bool {
-	return e.done != nil && !now.Before(e.done.time(expiresAt))
+	c := e.done()
+	return c != nil && !now.Before(c.time(expiresAt))
 }
 
 // view returns the record e holds, without an allocation: a completed
@@ -93,7 +119,8 @@ func (e *entry) view() retrysafe.Record {
 	if e.rec != nil {
 		return *e.rec
 	}
-	c := e.done
+	c := e.done()
+	data := c.data()
 	i := e.id()
 	fp := c.scopeLen + c.keyLen
 	tok := fp + c.fpLen
@@ -102,11 +129,11 @@ func (e *entry) view() retrysafe.Record {
 	return retrysafe.Record{
 		Scope:       i.scope,
 		Key:         i.key,
-		Fingerprint: c.data[fp:tok],
+		Fingerprint: data[fp:tok],
 		State:       retrysafe.StateCompleted,
-		Token:       c.data[tok:route],
+		Token:       data[tok:route],
 		Attempt:     int(c.attempt),
-		Route:       c.data[route:body],
+		Route:       data[route:body],
 		CreatedAt:   c.time(createdAt).In(c.loc),
 		UpdatedAt:   c.time(updatedAt).In(c.loc),
 		LeaseUntil:  c.time(leaseUntil).In(c.loc),
@@ -128,14 +155,14 @@ func (e *entry) record() *retrysafe.Record {
 // which never changes: the Record and Response are read-only, like every
 // record the store hands out.
 func (e *entry) decode() *retrysafe.Record {
-	c := e.done
+	c := e.done()
 	r := new(struct {
 		rec  retrysafe.Record
 		resp retrysafe.Response
 	})
 	r.rec = e.view()
 	r.resp = retrysafe.Response{Status: int(c.status), Header: c.header}
-	switch body := c.data[c.scopeLen+c.keyLen+c.fpLen+c.tokLen+c.routeLen:]; {
+	switch body := c.data()[c.scopeLen+c.keyLen+c.fpLen+c.tokLen+c.routeLen:]; {
 	case c.nilBody:
 	case body == "":
 		r.resp.Body = []byte{}
@@ -206,7 +233,7 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 		})
 		c, buf = &a.c, a.b[:0:n]
 	}
-	c.done = c
+	c.completed = true
 	c.loc = loc
 	for k, t := range times {
 		c.sec[k], c.nsec[k] = t.Unix(), int32(t.Nanosecond())
@@ -224,9 +251,8 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	buf = append(buf, rec.Token...)
 	buf = append(buf, rec.Route...)
 	buf = append(buf, r.Body...)
-	if len(buf) > 0 {
-		// Nothing writes buf again, and nothing else holds it.
-		c.data = unsafe.String(&buf[0], len(buf))
-	}
+	// buf is the array right after c (see completed.data); nothing writes
+	// it again.
+	c.dataLen = uint16(len(buf))
 	return &c.entry
 }

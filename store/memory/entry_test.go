@@ -304,10 +304,10 @@ func TestCompletedKeepsNoRequestStrings(t *testing.T) {
 	defer s.mu.Unlock()
 	i := id{scope, key}
 	e := s.records.get(s.records.hash(i), i)
-	if e == nil || e.done == nil || e.rec != nil {
+	if e == nil || e.done() == nil || e.rec != nil {
 		t.Fatalf("entry = %+v, want a compact completed one", e)
 	}
-	data := e.done.data
+	data := e.done().data()
 	within := func(s string) bool {
 		start := uintptr(unsafe.Pointer(unsafe.StringData(data)))
 		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
@@ -319,5 +319,22 @@ func TestCompletedKeepsNoRequestStrings(t *testing.T) {
 	}
 	if rec := e.view(); rec.Scope != scope || rec.Key != key || !within(rec.Key) {
 		t.Fatalf("view = %+v", rec)
+	}
+}
+
+// TestCompletedLayout checks what completed.data and entry.done rely on:
+// the entry is the first field of a completed, and the data array
+// completedEntry allocates with it starts right after it.
+func TestCompletedLayout(t *testing.T) {
+	t.Parallel()
+	if off := unsafe.Offsetof(completed{}.entry); off != 0 {
+		t.Fatalf("entry at offset %d of completed, want 0", off)
+	}
+	var a struct {
+		c completed
+		b [160]byte
+	}
+	if off, size := unsafe.Offsetof(a.b), unsafe.Sizeof(a.c); off != size {
+		t.Fatalf("data at offset %d, want right after the %d-byte completed", off, size)
 	}
 }

@@ -209,7 +209,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	h := s.records.hash(i)
 	e := s.records.get(h, i)
 	if e != nil && !e.expired(p.Now) {
-		if e.done != nil || p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
+		if e.completed || p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
 			return &retrysafe.ClaimResult{Record: e.record()}, nil
 		}
 		// Takeover of an expired lease.
@@ -262,7 +262,8 @@ func (s *Store) evictLocked(now time.Time) {
 func (s *Store) sweepLocked(now time.Time, retention time.Duration) int {
 	var nextExpiry, nextLease time.Time
 	n := s.records.deleteFunc(func(e *entry) bool {
-		if e.done == nil {
+		c := e.done()
+		if c == nil {
 			leaseUntil := e.rec.LeaseUntil
 			if !now.Before(leaseUntil.Add(retention)) {
 				s.notifyLocked(e.id())
@@ -273,7 +274,7 @@ func (s *Store) sweepLocked(now time.Time, retention time.Duration) int {
 			}
 			return false
 		}
-		expires := e.done.time(expiresAt)
+		expires := c.time(expiresAt)
 		if !now.Before(expires) {
 			return true
 		}
@@ -313,7 +314,7 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 func (s *Store) owned(i id, token string) (*entry, uint64, error) {
 	h := s.records.hash(i)
 	e := s.records.get(h, i)
-	if e == nil || e.done != nil || e.rec.Token != token {
+	if e == nil || e.completed || e.rec.Token != token {
 		return nil, h, retrysafe.ErrLeaseLost
 	}
 	return e, h, nil
@@ -506,12 +507,13 @@ func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe
 	var recs []*retrysafe.Record
 	var done, failed, expired int64
 	for e := range s.records.all() {
-		if e.done == nil {
+		c := e.done()
+		if c == nil {
 			recs = append(recs, e.rec)
 			continue
 		}
 		done++
-		if e.done.status >= 400 {
+		if c.status >= 400 {
 			failed++
 		}
 		if e.expired(p.Now) {
