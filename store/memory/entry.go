@@ -69,7 +69,7 @@ func (e *entry) is(i id) bool {
 // completed is a completed record in the compact form (see entry), with
 // the entry that points to it.
 type completed struct {
-	entry  // first: see entry.done
+	entry              // first: see entry.done
 	header http.Header // the stored response's header map (read-only, may be shared)
 	loc    *time.Location
 	sec    [4]int64 // CreatedAt, UpdatedAt, LeaseUntil, ExpiresAt: Unix seconds
