@@ -134,7 +134,8 @@ func (p *ClaimParams) ProcessingRecord(attempt int, createdAt, updatedAt, leaseU
 	}
 }
 
-// ClaimResult is what [Store.Claim] returns.
+// ClaimResult is what [Store.Claim] returns. Like the record it holds, it
+// is read-only and may be shared with other callers.
 type ClaimResult struct {
 	// Claimed is true when the caller now owns the record (new, replaced an
 	// expired completed record, or took over an expired lease).
@@ -207,9 +208,10 @@ type ReleaseParams struct {
 //   - Failures to reach the backend are returned wrapping
 //     [ErrStoreUnavailable]; context errors are returned as they are (or
 //     wrapping the context's error).
-//   - Returned records and responses are read-only: the caller may keep
-//     them but must not modify them, and the store never modifies one after
-//     returning it (a change stores a new record). Complete may keep
+//   - Returned records, responses and claim results are read-only: the
+//     caller may keep them but must not modify them (the memory store
+//     hands every replay of a record the same ClaimResult), and the store
+//     never modifies one after returning it (a change stores a new record). Complete may keep
 //     params.Response as it is; the caller must not modify it afterwards.
 //   - Complete is atomic for readers: a concurrent Get sees either the
 //     processing record or the whole completed one, never a part.

@@ -150,16 +150,40 @@ func (e *entry) record() *retrysafe.Record {
 	return e.rec
 }
 
-// decode makes the completed record e holds, the Record and its Response
-// in one allocation. Its strings and body share the memory of e's data,
-// which never changes: the Record and Response are read-only, like every
-// record the store hands out.
+// decoded is a completed record as Claim and Get return it: the Record,
+// its Response and the ClaimResult a replay's Claim returns, in one
+// allocation. A completed entry's rec, once set, is always the rec of a
+// decoded (see replay).
+type decoded struct {
+	rec  retrysafe.Record // first: see replay
+	resp retrysafe.Response
+	res  retrysafe.ClaimResult // {Record: &rec}
+}
+
+// newDecoded returns a decoded of rec with resp.
+func newDecoded(rec retrysafe.Record, resp retrysafe.Response) *decoded {
+	d := &decoded{rec: rec, resp: resp}
+	d.rec.Response = &d.resp
+	d.res.Record = &d.rec
+	return d
+}
+
+// replay returns the answer to a Claim of the completed record e holds:
+// made once, with the record, and then the same for every replay.
+func (e *entry) replay() *retrysafe.ClaimResult {
+	rec := e.record()
+	return &(*decoded)(unsafe.Pointer(rec)).res // rec is a decoded's first field
+}
+
+// decode makes the completed record e holds, as a decoded. Its strings and
+// body share the memory of e's data, which never changes: the Record and
+// Response are read-only, like every record the store hands out.
 func (e *entry) decode() *retrysafe.Record {
 	c := e.done()
-	r := new(struct {
+	r := struct {
 		rec  retrysafe.Record
 		resp retrysafe.Response
-	})
+	}{}
 	r.rec = e.view()
 	r.resp = retrysafe.Response{Status: int(c.status), Header: c.header}
 	switch body := c.data()[c.scopeLen+c.keyLen+c.fpLen+c.tokLen+c.routeLen:]; {
@@ -169,8 +193,7 @@ func (e *entry) decode() *retrysafe.Record {
 	default:
 		r.resp.Body = unsafe.Slice(unsafe.StringData(body), len(body))
 	}
-	r.rec.Response = &r.resp
-	return &r.rec
+	return &newDecoded(r.rec, r.resp).rec
 }
 
 // completedEntry returns the entry for the record rec completed with resp
@@ -212,8 +235,7 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 		done.UpdatedAt, done.ExpiresAt = now, exp
 		// A copy, as in the compact form: the caller may reuse the body
 		// (see Store.CopiesResponse). The header map is kept.
-		done.Response = &retrysafe.Response{Status: r.Status, Header: r.Header, Body: slices.Clone(r.Body)}
-		c.rec = &done
+		c.rec = &newDecoded(done, retrysafe.Response{Status: r.Status, Header: r.Header, Body: slices.Clone(r.Body)}).rec
 	case n <= 160:
 		a := new(struct {
 			c completed

@@ -338,3 +338,35 @@ func TestCompletedLayout(t *testing.T) {
 		t.Fatalf("data at offset %d, want right after the %d-byte completed", off, size)
 	}
 }
+
+// TestReplayClaimAllocates: a replay's Claim of a completed record
+// allocates nothing once the record was asked for (its answer is made with
+// it and shared), and every replay gets the same read-only answer.
+func TestReplayClaimAllocates(t *testing.T) {
+	s := New(Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	p := &retrysafe.ClaimParams{Scope: "s", Key: "k", Fingerprint: strings.Repeat("f", 64), Token: retrysafe.NewToken(), Now: base, Lease: time.Minute}
+	if _, err := s.Claim(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	resp := &retrysafe.Response{Status: 201, Body: []byte(`{"id":"ord_1"}`)}
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k", Token: p.Token, Now: base, TTL: time.Hour, Response: resp}); err != nil {
+		t.Fatal(err)
+	}
+	replay := *p
+	replay.Token = retrysafe.NewToken()
+	first, err := s.Claim(ctx, &replay)
+	if err != nil || first.Claimed || first.Record.State != retrysafe.StateCompleted || string(first.Record.Response.Body) != `{"id":"ord_1"}` {
+		t.Fatalf("replay Claim = %+v, %v", first, err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		res, err := s.Claim(ctx, &replay)
+		if err != nil || res != first {
+			t.Fatalf("replay Claim = %p, %v; want the first answer %p", res, err, first)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("a replay's Claim allocates %.1f times, want 0", allocs)
+	}
+}

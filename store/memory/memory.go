@@ -209,8 +209,11 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	h := s.records.hash(i)
 	e := s.records.get(h, i)
 	if e != nil && !e.expired(p.Now) {
-		if e.completed || p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
-			return &retrysafe.ClaimResult{Record: e.record()}, nil
+		if e.completed {
+			return e.replay(), nil
+		}
+		if p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
+			return &retrysafe.ClaimResult{Record: e.rec}, nil
 		}
 		// Takeover of an expired lease.
 		rec := p.ProcessingRecord(e.rec.Attempt+1, e.rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
