@@ -22,6 +22,7 @@ const SweepTimeout = 30 * time.Second
 //
 //	GET /healthz  200 while the process runs
 //	GET /readyz   200 when the store answers within ReadyTimeout, else 503
+//	              (at once when it refuses connections; see Gateway.Ready)
 //	GET /metrics  the Prometheus registry (every name starts with retrysafe_)
 //	/ui/          the operator page ([UI]), when the store implements
 //	              retrysafe.Admin; it requires Config.AdminTokens when set
@@ -55,20 +56,27 @@ func (g *Gateway) AdminHandler() http.Handler {
 	return mux
 }
 
-// Ready checks that the store answers within [ReadyTimeout]: with Ping when
-// it implements [retrysafe.Pinger], otherwise with a Get in a scope no client
-// has (real scopes are hex digests).
+// Ready checks that the store answers within [ReadyTimeout]: with
+// CheckReady when it (or a store it wraps) implements
+// [retrysafe.ReadyChecker], which fails at once on a backend that refuses
+// connections instead of waiting out the client's retries (the Redis
+// store); else with Ping when it implements [retrysafe.Pinger]; otherwise
+// with a Get in a scope no client has (real scopes are hex digests).
 func (g *Gateway) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	if p, ok := g.cfg.Store.(retrysafe.Pinger); ok {
-		if err := p.Ping(ctx); err != nil {
-			return fmt.Errorf("store: %w", err)
+	var err error
+	if rc, ok := optionalOf[retrysafe.ReadyChecker](g.cfg.Store); ok {
+		err = rc.CheckReady(ctx)
+	} else if p, ok := g.cfg.Store.(retrysafe.Pinger); ok {
+		err = p.Ping(ctx)
+	} else {
+		_, err = g.cfg.Store.Get(ctx, &retrysafe.GetParams{Scope: "retrysafe:readyz", Key: "readyz", Now: g.cfg.Now()})
+		if errors.Is(err, retrysafe.ErrNotFound) {
+			err = nil
 		}
-		return nil
 	}
-	_, err := g.cfg.Store.Get(ctx, &retrysafe.GetParams{Scope: "retrysafe:readyz", Key: "readyz", Now: g.cfg.Now()})
-	if err != nil && !errors.Is(err, retrysafe.ErrNotFound) {
+	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	return nil

@@ -184,7 +184,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.metrics, err = NewMetrics(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	if b := batcherOf(cfg.Store); b != nil {
+	if b, ok := optionalOf[retrysafe.Batcher](cfg.Store); ok {
 		if err := registerBatchMetrics(g.registry, b); err != nil {
 			return nil, fmt.Errorf("gateway: metrics: %w", err)
 		}

@@ -124,20 +124,23 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // unwrapper is a store that wraps another (the sealed store).
 type unwrapper interface{ Unwrap() retrysafe.Store }
 
-// batcherOf returns the [retrysafe.Batcher] of store or of a store it
-// wraps, or nil.
-func batcherOf(store retrysafe.Store) retrysafe.Batcher {
+// optionalOf returns the optional ability T of store or of a store it
+// wraps (through Unwrap), for abilities that a wrapper need not forward
+// because they touch no record ([retrysafe.Batcher],
+// [retrysafe.ReadyChecker]).
+func optionalOf[T any](store retrysafe.Store) (T, bool) {
 	for range 8 { // wrappers do not nest deeper; a cycle must not hang
-		if b, ok := store.(retrysafe.Batcher); ok {
-			return b
+		if v, ok := store.(T); ok {
+			return v, true
 		}
 		u, ok := store.(unwrapper)
 		if !ok {
-			return nil
+			break
 		}
 		store = u.Unwrap()
 	}
-	return nil
+	var zero T
+	return zero, false
 }
 
 // registerBatchMetrics exports the group commit's counts of a store that

@@ -2,17 +2,25 @@ package gateway_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/redis"
+	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
 // tcpProxy forwards TCP connections to a server and can cut them all, as a
@@ -162,5 +170,98 @@ func TestRealStoreOutage(t *testing.T) {
 				t.Fatalf("upstream calls = %d, want 2", n)
 			}
 		})
+	}
+}
+
+// closedPort returns the address of a port that was just listening and is
+// now closed: connections to it are refused.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestReadyRefused: /readyz answers 503 promptly, well under ReadyTimeout,
+// when the store's server refuses connections, also behind the sealed
+// wrapper. The Redis client keeps its default retries (a refused dial is
+// tried 5 times 100 ms apart, the command 4 times: about 1.7 s); the probe
+// must not wait them out. Each store is checked several times, because
+// go-redis stops dialing for a while after PoolSize failed dials.
+func TestReadyRefused(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]func(t *testing.T, addr string) retrysafe.Store{
+		"redis": func(t *testing.T, addr string) retrysafe.Store {
+			c := goredis.NewClient(&goredis.Options{Addr: addr}) // default retries
+			t.Cleanup(func() { _ = c.Close() })
+			s, err := redis.New(c, redis.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+		"postgres": func(t *testing.T, addr string) retrysafe.Store {
+			pool, err := pgxpool.New(context.Background(), "postgres://postgres@"+addr+"/test?sslmode=disable")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			s, err := postgres.New(pool, postgres.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"mysql": func(t *testing.T, addr string) retrysafe.Store {
+			// mysql.Open migrates, which fails on a refused port: the
+			// store is built on a pool, as a gateway whose database went
+			// away after it started has one.
+			dc := mysqldriver.NewConfig()
+			dc.Net, dc.Addr, dc.User, dc.DBName = "tcp", addr, "root", "test"
+			conn, err := mysqldriver.NewConnector(dc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := sql.OpenDB(conn)
+			t.Cleanup(func() { _ = db.Close() })
+			ms, err := mysql.New(db, mysql.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ms
+		},
+	} {
+		for _, wrapped := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sealed=%v", name, wrapped), func(t *testing.T) {
+				t.Parallel()
+				store := open(t, closedPort(t))
+				if wrapped {
+					s, err := sealed.New(store, nil, sealed.Config{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					store = s
+				}
+				gw := startGateway(t, gateway.Config{Upstream: mustURL(t, "http://"+closedPort(t)), Store: store})
+				const bound = gateway.ReadyTimeout / 2
+				for i := range 3 {
+					start := time.Now()
+					res := send(t, gw.AdminURL, "GET", "/readyz", "", "")
+					took := time.Since(start)
+					if res.Status != 503 || !strings.Contains(string(res.Body), "refused") {
+						t.Fatalf("/readyz #%d with the server refusing = %s", i+1, res)
+					}
+					if took >= bound {
+						t.Fatalf("/readyz #%d took %s to answer 503, want < %s (ReadyTimeout/2)", i+1, took, bound)
+					}
+					t.Logf("/readyz #%d: 503 in %s", i+1, took)
+				}
+			})
+		}
 	}
 }

@@ -10,12 +10,13 @@ require (
 	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/internal/e2e v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/internal/storeurl v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
 	github.com/rs/zerolog v1.35.1
 )
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
-	github.com/go-sql-driver/mysql v1.10.1 // indirect
+	github.com/go-sql-driver/mysql v1.10.1
 )
 
 require (
@@ -36,7 +37,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000 // indirect

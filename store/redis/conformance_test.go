@@ -102,3 +102,34 @@ func TestShared(t *testing.T) {
 		return a, b
 	})
 }
+
+// TestCheckReadyRefused: with go-redis's default retries, Ping on a port
+// that refuses fails only after about 1.7 s (4 attempts of 5 dials, 100 ms
+// apart); CheckReady fails at once, every time, with ErrStoreUnavailable.
+func TestCheckReadyRefused(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	c := goredis.NewClient(&goredis.Options{Addr: addr}) // default retries
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := redisstore.New(c, redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	for i := range 3 {
+		start := time.Now()
+		err := s.CheckReady(t.Context())
+		took := time.Since(start)
+		if !errorsIsUnavailable(err) {
+			t.Fatalf("CheckReady #%d on a refused port: %v, want ErrStoreUnavailable", i+1, err)
+		}
+		if took > storetest.ReadyCheckLimit {
+			t.Fatalf("CheckReady #%d on a refused port took %s, want at most %s", i+1, took, storetest.ReadyCheckLimit)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -76,8 +77,9 @@ type Config struct {
 const DefaultWaitTimeout = time.Second
 
 // Store is a [retrysafe.Store] on Redis. It also implements
-// [retrysafe.Pinger], [retrysafe.Notifier] and [retrysafe.Admin]. It needs
-// no [retrysafe.Sweeper]: Redis expires the keys itself.
+// [retrysafe.Pinger], [retrysafe.ReadyChecker], [retrysafe.Notifier] and
+// [retrysafe.Admin]. It needs no [retrysafe.Sweeper]: Redis expires the
+// keys itself.
 //
 // A Store is safe for concurrent use. Create it with [New] or [Open] and
 // release it with [Store.Close].
@@ -116,10 +118,11 @@ type pipe interface {
 }
 
 var (
-	_ retrysafe.Store    = (*Store)(nil)
-	_ retrysafe.Pinger   = (*Store)(nil)
-	_ retrysafe.Notifier = (*Store)(nil)
-	_ retrysafe.Admin    = (*Store)(nil)
+	_ retrysafe.Store        = (*Store)(nil)
+	_ retrysafe.Pinger       = (*Store)(nil)
+	_ retrysafe.ReadyChecker = (*Store)(nil)
+	_ retrysafe.Notifier     = (*Store)(nil)
+	_ retrysafe.Admin        = (*Store)(nil)
 )
 
 // New returns a Store that uses the caller's client: a *goredis.Client, a
@@ -234,6 +237,61 @@ func (s *Store) Ping(ctx context.Context) error {
 		return s.fail(ctx, "ping", err)
 	}
 	return nil
+}
+
+// CheckReady reports whether Redis answers, as [Store.Ping] does, but fails
+// at once when the server refuses connections. It implements
+// [retrysafe.ReadyChecker], for the gateway's /readyz.
+//
+// Ping on a server that refuses waits out go-redis's retries: each dial is
+// tried Options.DialerRetries times (5), 100 ms apart, and the command
+// MaxRetries more times (3), so it fails after about 1.7 s with the
+// defaults. CheckReady first opens one connection with the client's own
+// dialer (its address, TLS settings and, for a failover client, the
+// master that Sentinel names), once, and closes it; only when that
+// succeeds does it Ping through the client's pool, with the client's
+// retries. The record operations keep those retries. A ClusterClient
+// has no single dialer: there CheckReady is Ping.
+func (s *Store) CheckReady(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c, ok := s.client.(*goredis.Client); ok {
+		if err := dialOnce(ctx, c.Options()); err != nil {
+			return s.fail(ctx, "ready", err)
+		}
+	}
+	return s.Ping(ctx)
+}
+
+// dialOnce opens one connection with the dialer of opts and closes it. It
+// returns when ctx ends even if the dialer ignores ctx (go-redis's TLS
+// dialer is bounded only by Options.DialTimeout); a connection that
+// arrives later is closed.
+func dialOnce(ctx context.Context, opts *goredis.Options) error {
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		conn, err := opts.Dialer(ctx, opts.Network, opts.Addr)
+		done <- result{conn, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return r.err
+		}
+		return r.conn.Close()
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				_ = r.conn.Close()
+			}
+		}()
+		return ctx.Err()
+	}
 }
 
 // loadScripts loads every script in one pipelined round trip, on every

@@ -64,6 +64,9 @@ func testCancelledContext(t *testing.T, h *harness) {
 	if p, ok := h.s.(retrysafe.Pinger); ok {
 		wantCancelled(t, "Ping", p.Ping(cancelled))
 	}
+	if rc, ok := h.s.(retrysafe.ReadyChecker); ok {
+		wantCancelled(t, "CheckReady", rc.CheckReady(cancelled))
+	}
 	if sw, ok := h.s.(retrysafe.Sweeper); ok {
 		n, err := sw.Sweep(cancelled, &retrysafe.SweepParams{Now: at(ttl + time.Hour)})
 		wantCancelled(t, "Sweep", err)

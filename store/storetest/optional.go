@@ -16,6 +16,7 @@ import (
 func optionalScenarios() []scenario {
 	return []scenario{
 		{"Pinger", testPinger},
+		{"ReadyChecker", testReadyChecker},
 		{"Sweeper", testSweeper},
 		{"SweepRetention", testSweepRetention},
 		{"Notifier", testNotifier},
@@ -27,6 +28,16 @@ func optionalScenarios() []scenario {
 		{"AdminListFilters", testAdminListFilters},
 		{"AdminStats", testAdminStats},
 		{"Route", testRoute},
+	}
+}
+
+func testReadyChecker(t *testing.T, h *harness) {
+	rc, ok := h.s.(retrysafe.ReadyChecker)
+	if !ok {
+		t.Skip("store does not implement retrysafe.ReadyChecker")
+	}
+	if err := rc.CheckReady(h.ctx); err != nil {
+		t.Fatalf("CheckReady: %v", err)
 	}
 }
 

@@ -16,6 +16,13 @@ import (
 // the check. Keep backend connect timeouts shorter than this.
 const UnavailableTimeout = 5 * time.Second
 
+// ReadyCheckLimit is how long [retrysafe.ReadyChecker.CheckReady] may take
+// on a store whose backend refuses connections (RunUnavailable checks it):
+// half the gateway's readiness deadline, and far more than a refused dial
+// needs. A check that waits out its client's retries takes longer (the
+// Redis store's Ping, with go-redis's defaults, about 1.7 s).
+const ReadyCheckLimit = time.Second
+
 // RunUnavailable checks that a store whose backend cannot be reached (a
 // closed pool, a dead port, a closed memory store) returns errors matching
 // [retrysafe.ErrStoreUnavailable] from every method, promptly (before the
@@ -24,7 +31,9 @@ const UnavailableTimeout = 5 * time.Second
 //
 // newBroken returns such a store and registers its cleanup with
 // t.Cleanup. The optional interfaces are checked when the store implements
-// them: Ping, Sweep, Subscribe, List and Delete must fail the same way.
+// them: Ping, CheckReady, Sweep, Subscribe, List and Delete must fail the
+// same way, and CheckReady within [ReadyCheckLimit] whatever retries the
+// store's client makes.
 func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) {
 	t.Helper()
 	s := newBroken(t)
@@ -60,6 +69,12 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			name string
 			call func(ctx context.Context) error
 		}{"Ping", p.Ping})
+	}
+	if rc, ok := s.(retrysafe.ReadyChecker); ok {
+		calls = append(calls, struct {
+			name string
+			call func(ctx context.Context) error
+		}{"CheckReady", rc.CheckReady})
 	}
 	if sw, ok := s.(retrysafe.Sweeper); ok {
 		calls = append(calls, struct {
@@ -100,9 +115,13 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(t.Context(), UnavailableTimeout)
 			defer cancel()
+			start := time.Now()
 			err := callGuarded(ctx, c.call)
 			if !errors.Is(err, retrysafe.ErrStoreUnavailable) {
 				t.Fatalf("%s on an unreachable store: error %v, want one matching ErrStoreUnavailable", c.name, err)
+			}
+			if took := time.Since(start); c.name == "CheckReady" && took > ReadyCheckLimit {
+				t.Fatalf("CheckReady on an unreachable store took %s, want at most %s (ReadyCheckLimit): it waits out its client's retries", took, ReadyCheckLimit)
 			}
 		})
 	}

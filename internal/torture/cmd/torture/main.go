@@ -4,13 +4,14 @@
 // plus porcupine's HTML view of any store-level history that is not
 // linearizable. It exits 1 when an anomaly is found.
 //
-//	go run ./internal/torture/cmd/torture -stores sqlite,postgres,redis -ops 10000 -out torture-out
+//	go run ./internal/torture/cmd/torture -stores sqlite,postgres,redis,mysql -ops 10000 -out torture-out
 //	go run ./internal/torture/cmd/torture -check torture-out/postgres   # judge a saved history again
 package main
 
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -23,21 +24,24 @@ import (
 	"syscall"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/internal/torture"
+	"github.com/retrysafe/retrysafe/store/mysql"
 )
 
 func main() {
 	var (
-		stores   = flag.String("stores", "sqlite,postgres,redis", "comma-separated stores to torture: sqlite, postgres, redis")
+		stores   = flag.String("stores", "sqlite,postgres,redis", "comma-separated stores to torture: sqlite, postgres, redis, mysql")
 		pgURL    = flag.String("postgres", envOr("RETRYSAFE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL `URL` (a schema of its own is created per run)")
 		redis    = flag.String("redis", envOr("RETRYSAFE_REDIS_ADDR", "127.0.0.1:6379"), "Redis `address` (a key prefix of its own is used per run)")
+		myURL    = flag.String("mysql", envOr("RETRYSAFE_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"), "MySQL or MariaDB `URL` (a table of its own is used per run)")
 		dur      = flag.Duration("duration", time.Minute, "length of each store's run (unless -ops ends it)")
 		ops      = flag.Int64("ops", 0, "end each store's run after this many client requests (0: -duration decides)")
-		gateways = flag.Int("gateways", 3, "gateway processes on PostgreSQL and Redis (SQLite always runs 2 on one file)")
+		gateways = flag.Int("gateways", 3, "gateway processes on PostgreSQL, Redis and MySQL (SQLite always runs 2 on one file)")
 		clients  = flag.Int("clients", 12, "concurrent clients")
 		tenants  = flag.Int("tenants", 3, "tenants (Authorization values)")
 		lease    = flag.Duration("lease", 3*time.Second, "the gateways' --lease")
@@ -85,7 +89,7 @@ func main() {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			fatal(err)
 		}
-		storeURL, cleanup, err := isolate(ctx, name, *pgURL, *redis, dir)
+		storeURL, cleanup, err := isolate(ctx, name, urls{postgres: *pgURL, redis: *redis, mysql: *myURL}, dir)
 		if err != nil {
 			fatal(err)
 		}
@@ -147,9 +151,15 @@ func linearizability(ctx context.Context, name, storeURL string, ops int, dir st
 	return torture.CheckStore(name, h, 5*time.Minute, filepath.Join(dir, "linearizability.html"))
 }
 
+// urls are where the shared stores run.
+type urls struct {
+	postgres, redis, mysql string
+}
+
 // isolate returns a --store URL of the store's own for this run, and a
 // function that removes what the run left.
-func isolate(ctx context.Context, name, pgURL, redisAddr, dir string) (string, func(), error) {
+func isolate(ctx context.Context, name string, at urls, dir string) (string, func(), error) {
+	pgURL, redisAddr := at.postgres, at.redis
 	id := randomName()
 	switch name {
 	case "sqlite":
@@ -192,8 +202,49 @@ func isolate(ctx context.Context, name, pgURL, redisAddr, dir string) (string, f
 				_ = c.Del(ctx, iter.Val()).Err()
 			}
 		}, nil
+	case "mysql":
+		return isolateMySQL(ctx, at.mysql, "rs_torture_"+id)
 	}
-	return "", nil, errors.New("unknown store " + name + "; use sqlite, postgres or redis")
+	return "", nil, errors.New("unknown store " + name + "; use sqlite, postgres, redis or mysql")
+}
+
+// isolateMySQL returns a --store URL whose records live in a table of
+// their own (the store creates it, with its migrations table and claim
+// procedure, when the first gateway starts), and a function that drops
+// them.
+func isolateMySQL(ctx context.Context, rawURL, table string) (string, func(), error) {
+	dc, _, err := mysql.ParseURL(rawURL)
+	if err != nil {
+		return "", nil, err
+	}
+	connector, err := mysqldriver.NewConnector(dc)
+	if err != nil {
+		return "", nil, fmt.Errorf("mysql: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return "", nil, fmt.Errorf("mysql: %w", err)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "mysql" {
+		db.Close()
+		return "", nil, fmt.Errorf("-mysql: want a mysql:// URL, not %q", storeurl.Redact(rawURL))
+	}
+	q := u.Query()
+	q.Set(mysql.URLParamTable, table)
+	u.RawQuery = q.Encode()
+	return u.String(), func() {
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
+			"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				fmt.Fprintf(os.Stderr, "torture: mysql cleanup: %s: %v\n", stmt, err)
+			}
+		}
+	}, nil
 }
 
 func randomName() string {
