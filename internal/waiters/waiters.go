@@ -9,7 +9,10 @@
 // start and stop listening to one record.
 package waiters
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Registry holds the waiters of each key. The zero value is ready to use;
 // a Registry must not be copied after first use.
@@ -17,6 +20,11 @@ type Registry[K comparable] struct {
 	mu     sync.Mutex
 	m      map[K]map[*Waiter[K]]struct{}
 	closed bool
+	// n counts the waiters in m, so that Notify skips the mutex when
+	// there are none (most changes have no waiter). A waiter added after
+	// Notify read n as zero re-reads its record after Add, and so sees the
+	// change Notify was called for.
+	n atomic.Int64
 }
 
 // Waiter is one subscription to a key.
@@ -48,6 +56,7 @@ func (r *Registry[K]) Add(k K) (w *Waiter[K], first bool) {
 		r.m[k] = set
 	}
 	set[w] = struct{}{}
+	r.n.Add(1)
 	return w, len(set) == 1
 }
 
@@ -61,6 +70,7 @@ func (r *Registry[K]) Remove(w *Waiter[K]) (last bool) {
 		return false
 	}
 	delete(set, w)
+	r.n.Add(-1)
 	if len(set) > 0 {
 		return false
 	}
@@ -78,6 +88,9 @@ func (r *Registry[K]) Subscribe(k K) (<-chan struct{}, func()) {
 
 // Notify wakes every waiter of k without blocking.
 func (r *Registry[K]) Notify(k K) {
+	if r.n.Load() == 0 {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	wake(r.m[k])
@@ -103,6 +116,7 @@ func (r *Registry[K]) Close() {
 		wake(set)
 	}
 	r.m, r.closed = nil, true
+	r.n.Store(0)
 }
 
 // Len returns the number of waiters (for tests).

@@ -2,6 +2,7 @@ package waiters
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -127,5 +128,51 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := r.Len(); n != 0 {
 		t.Errorf("Len = %d after every waiter left", n)
+	}
+}
+
+// TestNotifyWithoutWaitersLosesNothing races a change and its Notify
+// against a waiter that subscribes and then re-reads: Notify skips its
+// lock when it counts no waiter, and the waiter must still either see the
+// change on its re-read or be woken.
+func TestNotifyWithoutWaitersLosesNothing(t *testing.T) {
+	t.Parallel()
+	for range 2000 {
+		var r Registry[string]
+		var changed atomic.Bool
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			changed.Store(true)
+			r.Notify("k")
+		})
+		w, _ := r.Add("k")
+		seen := changed.Load()
+		wg.Wait()
+		if !seen && !pending(w.C()) {
+			t.Fatal("the waiter missed the change: not seen on its re-read and not woken")
+		}
+		r.Remove(w)
+		if r.n.Load() != 0 {
+			t.Fatalf("%d waiters counted after the last one left", r.n.Load())
+		}
+	}
+}
+
+// TestNotifyCounts: Notify wakes again once waiters are back, and Close
+// leaves none counted.
+func TestNotifyCounts(t *testing.T) {
+	t.Parallel()
+	var r Registry[string]
+	r.Notify("k") // none: nothing to do
+	a, _ := r.Add("k")
+	b, _ := r.Add("k")
+	r.Remove(a)
+	r.Notify("k")
+	if !pending(b.C()) {
+		t.Fatal("the remaining waiter was not woken")
+	}
+	r.Close()
+	if r.n.Load() != 0 {
+		t.Fatalf("%d waiters counted after Close", r.n.Load())
 	}
 }
