@@ -272,8 +272,8 @@ func (s *Store) Extend(ctx context.Context, params *retrysafe.ExtendParams) erro
 
 // Complete stores params.Response if params.Token still owns the processing
 // record, sets ExpiresAt = Now + TTL (and Redis PX = TTL), and notifies
-// subscribers, in one round trip; otherwise it returns
-// [retrysafe.ErrLeaseLost].
+// subscribers if a waiter marked the record (see [Store.Subscribe]), in one
+// round trip; otherwise it returns [retrysafe.ErrLeaseLost].
 func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -290,11 +290,11 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 	var args []any
 	switch resp := params.Response; {
 	case resp == nil:
-		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "0"}
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce()}
 	case resp.Body == nil:
-		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "1", resp.Status, encodeHeader(resp.Header), "0"}
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), resp.Status, encodeHeader(resp.Header)}
 	default:
-		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "1", resp.Status, encodeHeader(resp.Header), "1", resp.Body}
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), resp.Status, encodeHeader(resp.Header), resp.Body}
 	}
 	if s.waitReplicas > 0 {
 		return s.completeWaited(ctx, k, args)
