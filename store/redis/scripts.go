@@ -32,8 +32,8 @@ end
 // it took over an expired lease with the same fingerprint or this very call
 // already claimed it before go-redis retried it, else {0, HGETALL of the
 // blocking record}. A takeover keeps the notify mark of the record it
-// replaces (see markSrc). A fresh record costs three calls: HGETALL (empty), one
-// HSET of every field, PEXPIRE.
+// replaces (see markSrc). A fresh record costs three calls: HGETALL
+// (empty), one HSET of every field, PEXPIRE.
 const claimSrc = luaLE + `
 local cur = redis.call('HGETALL', KEYS[1])
 local attempt, created, notify = 1, ARGV[5], nil
