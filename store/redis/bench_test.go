@@ -3,10 +3,15 @@ package redis_test
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,4 +245,101 @@ func BenchmarkRatio32(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkCPU32 measures what a new request (Claim + Complete) and the raw
+// SET NX + SET pair cost in CPU at 32 concurrent callers, which a loaded
+// machine distorts less than requests per second: srv-us/op is the
+// server's CPU time (INFO cpu, user + system, so run it against a Redis of
+// its own: other clients' commands count too), cli-us/op this process's
+// (getrusage). With RETRYSAFE_CALLGRIND_PID set to the pid of a
+// redis-server running under valgrind --tool=callgrind, it zeroes the
+// counters before the timed loop and dumps them after it (callgrind_control
+// -z, --dump=NAME), so that the dump's total divided by b.N is the server's
+// instructions per operation (docs/performance-redis.md).
+func BenchmarkCPU32(b *testing.B) {
+	resp := benchResponse()
+	value := string(resp.Body) + "Content-Type: application/json\r\nLocation: /payments/pay_123\r\n"
+	run := func(b *testing.B, c *goredis.Client, op func(i int64)) {
+		var seq atomic.Int64
+		var wg sync.WaitGroup
+		callgrind(b, "-z")
+		srv0, cli0 := serverCPU(b, c), processCPU()
+		b.ResetTimer()
+		for range benchConcurrency {
+			wg.Go(func() {
+				for {
+					i := seq.Add(1)
+					if i > int64(b.N) {
+						return
+					}
+					op(i)
+				}
+			})
+		}
+		wg.Wait()
+		b.StopTimer()
+		callgrind(b, "--dump="+b.Name())
+		srv, cli := serverCPU(b, c)-srv0, processCPU()-cli0
+		b.ReportMetric(srv.Seconds()*1e6/float64(b.N), "srv-us/op")
+		b.ReportMetric(cli.Seconds()*1e6/float64(b.N), "cli-us/op")
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	}
+	b.Run("new", func(b *testing.B) {
+		s, c, _, _ := benchSetup(b)
+		newRequest(b, s, "warm-up", resp)
+		run(b, c, func(i int64) { newRequest(b, s, fmt.Sprint("new-", i), resp) })
+	})
+	b.Run("raw", func(b *testing.B) {
+		_, c, _, prefix := benchSetup(b)
+		ctx := b.Context()
+		run(b, c, func(i int64) {
+			k := fmt.Sprint(prefix, "raw-", i)
+			if err := c.SetNX(ctx, k, "processing", 30*time.Second).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Set(ctx, k, value, time.Minute).Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// serverCPU returns the server's CPU time so far (INFO cpu).
+func serverCPU(b *testing.B, c *goredis.Client) time.Duration {
+	info, err := c.Info(b.Context(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sec float64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, v, _ := strings.Cut(line, ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %s", line)
+			}
+			sec += f
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+// processCPU returns this process's CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// callgrind runs callgrind_control with args against
+// RETRYSAFE_CALLGRIND_PID, if set.
+func callgrind(b *testing.B, args ...string) {
+	pid := os.Getenv("RETRYSAFE_CALLGRIND_PID")
+	if pid == "" {
+		return
+	}
+	if out, err := exec.Command("callgrind_control", append(args, pid)...).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control %v: %v: %s", args, err, out)
+	}
 }

@@ -378,3 +378,61 @@ func testReshard(t *testing.T, c *redisserver.Cluster, newCC func(testing.TB, ..
 		}
 	}
 }
+
+// BenchmarkClusterCPU32 runs new requests (Claim + Complete) at 32
+// concurrent callers on a Redis Cluster of three masters of its own and
+// reports the CPU time of all three servers per request (INFO cpu) and the
+// PUBLISH messages the cluster bus carried per request (CLUSTER INFO
+// cluster_stats_messages_publish_received, summed over the nodes): a
+// published completion reaches every other node.
+func BenchmarkClusterCPU32(b *testing.B) {
+	c := redisserver.StartCluster(b, 3)
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs(), PoolSize: benchConcurrency})
+	b.Cleanup(func() { _ = cc.Close() })
+	s, err := redisstore.New(cc, redisstore.Config{Prefix: "bench:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	resp := benchResponse()
+	newRequest(b, s, "warm-up", resp)
+	counters := func() (cpu time.Duration, published int) {
+		for _, n := range c.Nodes {
+			for _, f := range []string{"used_cpu_sys", "used_cpu_user"} {
+				v, err := strconv.ParseFloat(n.Info("cpu", f), 64)
+				if err != nil {
+					b.Fatalf("INFO cpu %s: %v", f, err)
+				}
+				cpu += time.Duration(v * float64(time.Second))
+			}
+			for line := range strings.SplitSeq(n.CLI("CLUSTER", "INFO"), "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_stats_messages_publish_received:"); ok {
+					p, _ := strconv.Atoi(v)
+					published += p
+				}
+			}
+		}
+		return cpu, published
+	}
+	cpu0, pub0 := counters()
+	var seq atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range benchConcurrency {
+		wg.Go(func() {
+			for {
+				i := seq.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				newRequest(b, s, fmt.Sprint("new-", i), resp)
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	cpu1, pub1 := counters()
+	b.ReportMetric((cpu1-cpu0).Seconds()*1e6/float64(b.N), "srv-us/op")
+	b.ReportMetric(float64(pub1-pub0)/float64(b.N), "bus-publish/op")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}

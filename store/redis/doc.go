@@ -30,7 +30,9 @@
 // in-flight or a mismatching duplicate) is returned from that read, without
 // a script. While they were mostly new keys, Claim writes first. A key
 // that is (believed) absent is written with RESTORE, which creates the
-// whole hash with its expiry only if the key is absent and runs no Lua;
+// whole hash with its expiry only if the key is absent and runs no Lua
+// (on Redis 7.0 and later the payload is the listpack HSET would build, which
+// the server takes over as it is);
 // otherwise (an expired result, a takeover, or RESTORE finding the key)
 // Claim runs the claim script, which re-checks the record atomically. A
 // server that refuses RESTORE (an ACL without @dangerous) gets the claim
@@ -41,7 +43,7 @@
 // inside the script. Get is one HGETALL. With a *redis.Client, concurrent
 // calls share round trips through the client's autopipeliner (see
 // [Config.DisableAutoPipeline]). The scripts only
-// use HGETALL, HMGET, HSET, DEL, PEXPIRE and PUBLISH, and nothing a real
+// use HGETALL, HGET, HMGET, HSET, DEL, PEXPIRE and PUBLISH, and nothing a real
 // Redis 7 rejects. See docs/redis.md for the round trips of each path.
 //
 // # Time and expiry
@@ -69,11 +71,14 @@
 //
 // # Change notification
 //
-// Complete, Release and Delete PUBLISH on a per-record channel whose name is
-// the record's key. [Store.Subscribe] multiplexes all waiters of a Store over
-// one shared pub/sub connection, with SUBSCRIBE and UNSUBSCRIBE per channel as
-// waiters come and go; Subscribe returns only after Redis confirmed the
-// subscription. Redis pub/sub is fire-and-forget: a message sent while the
+// Release and Delete PUBLISH on a per-record channel whose name is the
+// record's key, and so does Complete for a record that a waiter marked (a
+// notify field that [Store.Subscribe] sets on a processing record; most
+// completions have no waiter). Subscribe multiplexes all waiters of a Store
+// over one shared pub/sub connection, with SUBSCRIBE and UNSUBSCRIBE per
+// channel as waiters come and go; it returns only after Redis confirmed the
+// subscription and the record is marked, or, when the record changed
+// before the mark, with a value already sent. Redis pub/sub is fire-and-forget: a message sent while the
 // connection is down is lost. After a reconnect every waiter gets a wake-up
 // so it re-reads the record, and waiters must keep their fallback poll as the
 // [retrysafe.Notifier] contract says.

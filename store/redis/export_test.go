@@ -25,3 +25,10 @@ func ClaimReadsFirst(s *Store) bool { return s.order.readFirst() }
 // RestoreRefused reports whether the store stopped sending RESTORE because
 // the server refused it.
 func RestoreRefused(s *Store) bool { return s.noRestore.Load() }
+
+// ListpackDump is the RESTORE payload of a listpack hash (dump.go).
+func ListpackDump(pairs ...string) (string, bool) { return listpackDump(pairs...) }
+
+// PlainDump reports whether the store fell back to the plain hash payload
+// because the server refused the listpack one.
+func PlainDump(s *Store) bool { return s.plainDump.Load() }

@@ -19,14 +19,38 @@ import (
 //
 // All subscriptions of a Store share one pub/sub connection, opened on the
 // first call; the record's channel is subscribed while it has at least one
-// waiter. Subscribe returns after Redis confirmed the subscription, so every
-// change published afterwards reaches the channel unless the connection
-// breaks. After a reconnect each waiter receives a value, so that it
-// re-reads the record; a waiter must still poll as a fallback. ctx bounds
-// the call only: the subscription lasts until the returned function is
-// called or the Store is closed, which wakes every waiter a last time.
+// waiter. Subscribe returns after Redis confirmed the subscription and the
+// record is marked as waited for: Complete publishes only for a marked
+// record (a PUBLISH per completion would cost every request, and every
+// node of a cluster, for the rare one somebody waits for). The mark is set
+// atomically and only on a processing record, after SUBSCRIBE, so a
+// completion either comes after it and is published, or came before it,
+// and then Subscribe finds the record completed (or absent) and sends a
+// value at once. A takeover by the claim script keeps the mark; Release
+// and Delete always publish.
+//
+// Every change published afterwards reaches the channel unless the
+// connection breaks. After a reconnect each waiter receives a value, so
+// that it re-reads the record; a waiter must still poll as a fallback
+// (waiters of an earlier release, which do not mark records, hear a
+// completion by this one only through that poll). ctx bounds the call
+// only: the subscription lasts until the returned function is called or
+// the Store is closed, which wakes every waiter a last time.
 func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
-	return s.notify.subscribe(ctx, s.recordKey(scope, key))
+	k := s.recordKey(scope, key)
+	ch, cancel, err := s.notify.subscribe(ctx, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	marked, err := markScript.Run(ctx, s.pipe, []string{k}).Int64()
+	if err != nil {
+		cancel()
+		return nil, nil, s.fail(ctx, "subscribe", err)
+	}
+	if marked == 0 {
+		s.notify.wake(k) // changed before the mark: re-read now
+	}
+	return ch, cancel, nil
 }
 
 // unsubscribeTimeout bounds the UNSUBSCRIBE sent when the last waiter of a

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -155,36 +156,54 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 // fields the claim script writes for a new key, with PX px, only if the key
 // is absent. It reports whether it wrote the record; false, nil means the
 // key exists (BUSYKEY) or the server refuses RESTORE, and the claim script
-// has to decide. A refusal other than a transient one (an ACL without
-// RESTORE, a renamed command, a payload the server cannot read) switches
-// RESTORE off for the store.
+// has to decide.
+//
+// The payload is a listpack hash while the values allow (see dump.go). A
+// server that refuses it with an error (older than Redis 7.0, which cannot
+// read it) gets the plain hash payload at once and from then on. A refusal
+// of that one other than a transient error (an ACL without RESTORE, a
+// renamed command, a payload the server cannot read) switches RESTORE off
+// for the store.
 //
 // A RESTORE that go-redis sends again after a lost reply answers BUSYKEY;
 // the claim script then finds this call's token and nonce and lets it win,
 // as for its own retries.
 func (s *Store) restoreClaim(ctx context.Context, k string, params *retrysafe.ClaimParams, now, lease string, px int64, nonce string) (bool, error) {
-	var payload string
+	fields := [...]string{fScope, params.Scope, fKey, params.Key, fFP, params.Fingerprint, fState, string(retrysafe.StateProcessing),
+		fToken, params.Token, fAttempt, "1", fCreated, now, fUpdated, now, fLease, lease, fNonce, nonce, fRoute, params.Route}
+	pairs := fields[:]
 	if params.Route == "" {
-		payload = hashDump(fScope, params.Scope, fKey, params.Key, fFP, params.Fingerprint, fState, string(retrysafe.StateProcessing),
-			fToken, params.Token, fAttempt, "1", fCreated, now, fUpdated, now, fLease, lease, fNonce, nonce)
-	} else {
-		payload = hashDump(fScope, params.Scope, fKey, params.Key, fFP, params.Fingerprint, fState, string(retrysafe.StateProcessing),
-			fToken, params.Token, fAttempt, "1", fCreated, now, fUpdated, now, fLease, lease, fNonce, nonce, fRoute, params.Route)
+		pairs = fields[:len(fields)-2]
 	}
-	err := s.pipe.Restore(ctx, k, time.Duration(px)*time.Millisecond, payload).Err()
-	var rerr goredis.Error
-	switch {
-	case err == nil:
-		return true, nil
-	case !errors.As(err, &rerr):
-		return false, err // the connection, the context: the claim fails
-	case goredis.HasErrorPrefix(err, "BUSYKEY"):
+	for {
+		payload, listpack := "", false
+		if !s.plainDump.Load() {
+			payload, listpack = listpackDump(pairs...)
+		}
+		if !listpack {
+			payload = hashDump(pairs...)
+		}
+		err := s.pipe.Restore(ctx, k, time.Duration(px)*time.Millisecond, payload).Err()
+		var rerr goredis.Error
+		switch {
+		case err == nil:
+			return true, nil
+		case !errors.As(err, &rerr):
+			return false, err // the connection, the context: the claim fails
+		case goredis.HasErrorPrefix(err, "BUSYKEY"):
+			return false, nil
+		case listpack && strings.HasPrefix(rerr.Error(), "ERR "):
+			// Nothing was written; the plain payload decides.
+			s.plainDump.Store(true)
+			continue
+		case strings.HasPrefix(rerr.Error(), "ERR "), goredis.HasErrorPrefix(err, "NOPERM"):
+			// Not goredis.HasErrorPrefix(err, "ERR"): it strips "ERR "
+			// before it compares.
+			s.noRestore.Store(true)
+		}
+		// OOM, READONLY, LOADING, …: the script meets the same server.
 		return false, nil
-	case goredis.HasErrorPrefix(err, "ERR"), goredis.HasErrorPrefix(err, "NOPERM"):
-		s.noRestore.Store(true)
 	}
-	// OOM, READONLY, LOADING, …: the script meets the same server.
-	return false, nil
 }
 
 // blocksClaim reports whether rec, read at params.Now, makes a claim with
@@ -253,8 +272,8 @@ func (s *Store) Extend(ctx context.Context, params *retrysafe.ExtendParams) erro
 
 // Complete stores params.Response if params.Token still owns the processing
 // record, sets ExpiresAt = Now + TTL (and Redis PX = TTL), and notifies
-// subscribers, in one round trip; otherwise it returns
-// [retrysafe.ErrLeaseLost].
+// subscribers if a waiter marked the record (see [Store.Subscribe]), in one
+// round trip; otherwise it returns [retrysafe.ErrLeaseLost].
 func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -271,11 +290,11 @@ func (s *Store) Complete(ctx context.Context, params *retrysafe.CompleteParams) 
 	var args []any
 	switch resp := params.Response; {
 	case resp == nil:
-		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "0"}
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce()}
 	case resp.Body == nil:
-		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "1", resp.Status, encodeHeader(resp.Header), "0"}
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), resp.Status, encodeHeader(resp.Header)}
 	default:
-		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), "1", resp.Status, encodeHeader(resp.Header), "1", resp.Body}
+		args = []any{params.Token, now, expires, pxMillis(params.TTL), newNonce(), resp.Status, encodeHeader(resp.Header), resp.Body}
 	}
 	if s.waitReplicas > 0 {
 		return s.completeWaited(ctx, k, args)

@@ -31,11 +31,12 @@ end
 // the key was absent or its result had expired), {1, attempt, created} when
 // it took over an expired lease with the same fingerprint or this very call
 // already claimed it before go-redis retried it, else {0, HGETALL of the
-// blocking record}. A fresh record costs three calls: HGETALL (empty), one
-// HSET of every field, PEXPIRE.
+// blocking record}. A takeover keeps the notify mark of the record it
+// replaces (see markSrc). A fresh record costs three calls: HGETALL
+// (empty), one HSET of every field, PEXPIRE.
 const claimSrc = luaLE + `
 local cur = redis.call('HGETALL', KEYS[1])
-local attempt, created = 1, ARGV[5]
+local attempt, created, notify = 1, ARGV[5], nil
 if #cur > 0 then
   local h = {}
   for i = 1, #cur, 2 do h[cur[i]] = cur[i + 1] end
@@ -50,6 +51,7 @@ if #cur > 0 then
   elseif h['state'] == 'processing' and h['lease'] and le(h['lease'], ARGV[5]) and h['fp'] == ARGV[3] then
     attempt = tonumber(h['attempt']) + 1
     created = h['created']
+    notify = h['notify'] -- the waiters of the record wait for this attempt
   else
     return {0, cur}
   end
@@ -66,6 +68,7 @@ else
     'token', ARGV[4], 'attempt', tostring(attempt), 'created', created,
     'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8], 'route', ARGV[9])
 end
+if notify then redis.call('HSET', KEYS[1], 'notify', notify) end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 if attempt == 1 then return {1} end
 return {1, tostring(attempt), created}
@@ -82,32 +85,48 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `
 
-// completeSrc stores the response in KEYS[1] if ARGV[1] owns it, sets its
-// expiry and publishes on the record's channel (the key's name).
+// completeSrc stores the response in KEYS[1] if ARGV[1] owns it and sets
+// its expiry; when a waiter marked the record (the notify field, see
+// markSrc) it publishes on the record's channel (the key's name).
 //
-// ARGV: 1 token, 2 now, 3 expires at, 4 PX (ms), 5 call nonce,
-// 6 has response ('1'/'0'), and when it is '1': 7 status, 8 header (binary
-// encoding), 9 has body ('1'/'0'), 10 body.
+// ARGV: 1 token, 2 now, 3 expires at, 4 PX (ms), 5 call nonce, and with a
+// response 6 status, 7 header (binary encoding), and with a body 8 body:
+// 5, 7 or 8 arguments.
 // Returns 1, or 0 (lease lost). A retry of a call that already completed the
-// record (same token and nonce) returns 1.
+// record (same token and nonce) returns 1. The common path reads three
+// fields with one HMGET; the nonce of an earlier completion (cnonce, absent
+// from a processing record, where looking it up scans the whole listpack)
+// only when the record is completed.
 const completeSrc = `
-local st = redis.call('HMGET', KEYS[1], 'state', 'token', 'cnonce')
-if st[1] == 'completed' and st[2] == ARGV[1] and st[3] == ARGV[5] then
+local st = redis.call('HMGET', KEYS[1], 'state', 'token', 'notify')
+if st[2] ~= ARGV[1] then return 0 end
+if st[1] == 'completed' then
+  -- a retry of this very call, or the owner completing twice
+  if redis.call('HGET', KEYS[1], 'cnonce') ~= ARGV[5] then return 0 end
   redis.call('HSET', KEYS[1], 'cnonce', ARGV[5]) -- as in claimSrc: for WAIT
   return 1
 end
-if st[1] ~= 'processing' or st[2] ~= ARGV[1] then return 0 end
-if ARGV[6] ~= '1' then
-  redis.call('HSET', KEYS[1], 'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5])
-elseif ARGV[9] ~= '1' then
+if st[1] ~= 'processing' then return 0 end
+if #ARGV == 8 then
   redis.call('HSET', KEYS[1], 'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5],
-    'status', ARGV[7], 'header', ARGV[8])
+    'status', ARGV[6], 'header', ARGV[7], 'body', ARGV[8])
+elseif #ARGV == 7 then
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5],
+    'status', ARGV[6], 'header', ARGV[7])
 else
-  redis.call('HSET', KEYS[1], 'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5],
-    'status', ARGV[7], 'header', ARGV[8], 'body', ARGV[10])
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('PUBLISH', KEYS[1], 'completed')
+if st[3] then redis.call('PUBLISH', KEYS[1], 'completed') end
+return 1
+`
+
+// markSrc marks KEYS[1] as waited for (the notify field), if it is
+// processing, so that its completion is published. Returns 1, or 0 when
+// the record is absent or completed.
+const markSrc = `
+if redis.call('HGET', KEYS[1], 'state') ~= 'processing' then return 0 end
+redis.call('HSET', KEYS[1], 'notify', '1')
 return 1
 `
 
@@ -137,6 +156,7 @@ var (
 	completeScript = goredis.NewScript(completeSrc)
 	releaseScript  = goredis.NewScript(releaseSrc)
 	deleteScript   = goredis.NewScript(deleteSrc)
+	markScript     = goredis.NewScript(markSrc)
 
-	allScriptSources = []string{claimSrc, extendSrc, completeSrc, releaseSrc, deleteSrc}
+	allScriptSources = []string{claimSrc, extendSrc, completeSrc, releaseSrc, deleteSrc, markSrc}
 )

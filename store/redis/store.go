@@ -96,6 +96,9 @@ type Store struct {
 	lastScope atomic.Pointer[scopedPrefix]
 	// noRestore is set when the server refused RESTORE (restoreClaim).
 	noRestore atomic.Bool
+	// plainDump is set when the server refused a listpack payload
+	// (restoreClaim).
+	plainDump atomic.Bool
 	// order chooses whether a Claim reads the record or runs the claim
 	// script first.
 	order claimOrder
