@@ -169,7 +169,8 @@ func parseFlat(doc []byte, m *[maxFlatMembers]flatMember) (n int, ok bool) {
 	}
 
 	// Sort by name (an insertion sort: few members, often in order
-	// already), and leave duplicate names to canonParser's error.
+	// already), and leave duplicate names to canonParser's error (the
+	// folding check below would find them too, later).
 	for k := 1; k < n; k++ {
 		x := m[k]
 		j := k

@@ -52,6 +52,7 @@ func TestCanonicalFlat(t *testing.T) {
 		"ignore all":          {in: `{"a":1,"b":2}`, ignore: []string{"/b", "/a", "/a"}, flat: true},
 		"ignore escaped":      {in: `{"a/b":1,"m~n":2,"c":3}`, ignore: []string{"/a~1b", "/m~0n"}, flat: true},
 		"ignore deeper":       {in: `{"a":1,"b":2}`, ignore: []string{"/a/0", "/b/c", "", "/x"}, flat: true},
+		"ignore two tokens":   {in: `{"a/b":1,"a":2}`, ignore: []string{"/a/b"}, flat: true},
 		"ignore empty name":   {in: `{"":1,"a":2}`, ignore: []string{"/"}, flat: true},
 		"ignore invalid":      {in: `{"a":1}`, ignore: []string{"/a", "a"}, flat: true},
 		"ignore bad tilde":    {in: `{"a":1}`, ignore: []string{"/a~2"}, flat: true},
@@ -133,7 +134,7 @@ func TestCanonicalFlatRandom(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	names := []string{"", "a", "A", "b", "ab", "aB", "Ab", "abcdefgh", "abcdefgH", "abcdefghi", "abcdefgi", "ABCDEFGHI",
-		"qty", "QTY", "sku", "a b", "a@", "a`", "z~", "\u212a", "k", "é", `a\"b`}
+		"qty", "QTY", "sku", "a b", "a@", "a`", "z~", "a/b", "~1", "\u212a", "k", "é", `a\"b`}
 	values := []string{"1", "0", "-1", "-0", "1.0", "1e2", "10", "1000000000000000000000", "10000000000000000000000",
 		`"x"`, `""`, `"é"`, `"\n"`, "true", "false", "null", "{}", "[]", `{"a":1}`}
 	spaces := []string{"", "", "", " ", "\n\t"}
@@ -152,7 +153,11 @@ func TestCanonicalFlatRandom(t *testing.T) {
 		b.WriteString("}" + sp())
 		var ignore []string
 		for range r.IntN(3) {
-			ignore = append(ignore, "/"+names[r.IntN(len(names))])
+			name := names[r.IntN(len(names))]
+			if r.IntN(2) == 0 {
+				name = strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
+			}
+			ignore = append(ignore, "/"+name)
 		}
 		if canonicalBothWays(t, []byte(b.String()), ignore) {
 			flat++
