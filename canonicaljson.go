@@ -89,7 +89,7 @@ func (p *canonParser) appendCanonical(ctx context.Context, dst, doc []byte, igno
 	if len(doc) > maxJSONSize {
 		return nil, fmt.Errorf("retrysafe: canonical json: document of %d bytes is larger than %d", len(doc), maxJSONSize)
 	}
-	if n, ok := parseFlat(doc, &p.flat); ok {
+	if n, ok := p.parseFlat(doc); ok {
 		// A small flat object (canonicaljson_flat.go): the same output
 		// without the tree.
 		if err := validatePointers(ignore); err != nil {
@@ -97,7 +97,7 @@ func (p *canonParser) appendCanonical(ctx context.Context, dst, doc []byte, igno
 		}
 		m := p.flat[:n]
 		removeFlat(doc, m, ignore)
-		return appendFlat(dst, doc, m), nil
+		return p.appendFlat(dst, m), nil
 	}
 	return p.appendCanonicalTree(ctx, dst, doc, ignore)
 }

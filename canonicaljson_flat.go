@@ -3,20 +3,19 @@ package retrysafe
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"strings"
-	"unicode/utf8"
 )
 
 // The commonest request body is a small flat object: a few members with
-// plain names and values that are short strings, integers or literals,
-// such as {"sku":"abc","qty":1}. Building a tree for it (canonParser) costs
-// several times what reading it does, so appendCanonical first tries
-// parseFlat, which reads such an object into a fixed array and, when it
-// meets anything else, gives up and leaves the document to canonParser.
-// parseFlat accepts a document only when canonParser would accept it too,
-// with the same output: every member name and value it accepts is in
-// canonical form in the document already, so the output is the document's
-// own bytes, reordered.
+// plain names and scalar values, such as {"sku":"abc","qty":1}. Building a
+// tree for it costs several times what reading it does, so appendCanonical
+// first tries parseFlat, which reads such an object into a fixed array
+// and, when it meets anything else, gives up and leaves the document to
+// the tree. parseFlat accepts a document only when the tree would accept
+// it too, with the same output: its names are their own canonical
+// encoding, and its values are canonicalised by the tree's own code
+// (parseString, parseNumber) unless they are plainly canonical already.
 
 // maxFlatMembers is the most members parseFlat reads; larger objects go to
 // canonParser.
@@ -28,30 +27,36 @@ const maxFlatMembers = 16
 // does not look at it.
 const maxFlatSize = 16 << 10
 
-// flatMember locates one member of a flat object in the document: its name
-// doc[name:nameEnd] (without the quotes) and its value doc[val:valEnd].
+// flatMember is one member of a flat object: its name doc[name:nameEnd]
+// (without the quotes) and the canonical encoding of its value.
 type flatMember struct {
 	// prefix is the name's first eight bytes, big-endian, zero-padded:
 	// names contain no zero byte, so prefixes order names as their bytes
 	// do, and names of at most eight bytes with equal prefixes are equal.
-	prefix                     uint64
-	name, nameEnd, val, valEnd int32
-	removed                    bool
+	prefix        uint64
+	name, nameEnd int32
+	val           span // in the document or in the parser's scratch
+	removed       bool
 }
 
 // parseFlat reads doc when it is an object of at most maxFlatMembers
 // members whose names consist of plainASCII bytes (such a name needs no
 // decoding, is its own canonical encoding, and folds as encoding/json
-// folds ASCII) and whose values are strings without escapes, integers in
-// canonical form (not -0, at most maxPlainZeros trailing zeros) or the
-// literals true, false and null, no two names equal or equal under ASCII
-// case folding. It stores the members in m, sorted by name, and returns
-// how many there are. For any other document, valid or not, it returns ok
-// false, and canonParser decides.
-func parseFlat(doc []byte, m *[maxFlatMembers]flatMember) (n int, ok bool) {
+// folds ASCII) and whose values are strings, numbers or the literals true,
+// false and null, no two names equal or equal under ASCII case folding. It
+// stores the members in p.flat, sorted by name, and returns how many there
+// are; values that need rewriting are written to p.scratch. For any other
+// document, valid or not, it returns ok false, and the tree decides (after
+// reset, which discards what parseFlat left in p).
+func (p *canonParser) parseFlat(doc []byte) (n int, ok bool) {
 	if len(doc) > maxFlatSize {
 		return 0, false
 	}
+	m := &p.flat
+	p.scratch = p.scratch[:0]
+	// For parseString and parseNumber. The document is shorter than
+	// pollEvery: they would not check a context.
+	p.doc, p.ctx, p.nextPoll = doc, nil, math.MaxInt
 	i := flatSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return 0, false
@@ -80,77 +85,59 @@ func parseFlat(doc []byte, m *[maxFlatMembers]flatMember) (n int, ok bool) {
 			return 0, false
 		}
 
-		// The value.
-		val := i
+		// The value, in canonical form as parseValue makes it.
+		var val span
 		switch c := doc[i]; {
 		case c == '"':
-			i++
-			for {
-				i = plainEnd(doc, i)
-				if i >= len(doc) {
-					return 0, false
-				}
-				if c := doc[i]; c == '"' {
-					break
-				} else if c < utf8.RuneSelf {
-					return 0, false // an escape or a control character
-				}
-				r, size := utf8.DecodeRune(doc[i:])
-				if r == utf8.RuneError && size == 1 {
-					return 0, false
-				}
-				i += size
+			if j := plainEnd(doc, i+1); j < len(doc) && doc[j] == '"' {
+				val = span{int32(i), int32(j + 1 - i)} // its own encoding
+				i = j + 1
+				break
 			}
-			i++
+			p.pos = i
+			s, err := p.parseString()
+			if err != nil {
+				return 0, false
+			}
+			i = p.pos
+			if s.off >= 0 {
+				val = span{s.off - 1, s.n + 2}
+			} else {
+				start := len(p.scratch)
+				p.scratch = appendQuoted(p.scratch, p.text(s))
+				val = p.scratchSince(start)
+			}
 		case c == '-' || ('0' <= c && c <= '9'):
-			if c == '-' {
-				i++
+			if j := plainIntegerEnd(doc, i); j > i {
+				val = span{int32(i), int32(j - i)} // its own encoding
+				i = j
+				break
 			}
-			start := i
-			switch {
-			case i < len(doc) && doc[i] == '0':
-				if c == '-' {
-					return 0, false // -0, written 0
-				}
-				i++
-			case i < len(doc) && '1' <= doc[i] && doc[i] <= '9':
-				for i < len(doc) && '0' <= doc[i] && doc[i] <= '9' {
-					i++
-				}
-				z := 0
-				for j := i - 1; j > start && doc[j] == '0'; j-- {
-					z++
-				}
-				if z > maxPlainZeros {
-					return 0, false // written in exponent form
-				}
-			default:
+			p.pos = i
+			v, err := p.parseNumber()
+			if err != nil {
 				return 0, false
 			}
-			// A fraction or an exponent would start with a '.', an 'e'
-			// or an 'E', which the separator below refuses.
-		case c == 't':
-			if !bytes.HasPrefix(doc[i:], []byte("true")) {
+			val, i = v, p.pos
+		case c == 't' || c == 'f' || c == 'n':
+			lit := "null"
+			if c == 't' {
+				lit = "true"
+			} else if c == 'f' {
+				lit = "false"
+			}
+			if !bytes.HasPrefix(doc[i:], []byte(lit)) {
 				return 0, false
 			}
-			i += len("true")
-		case c == 'f':
-			if !bytes.HasPrefix(doc[i:], []byte("false")) {
-				return 0, false
-			}
-			i += len("false")
-		case c == 'n':
-			if !bytes.HasPrefix(doc[i:], []byte("null")) {
-				return 0, false
-			}
-			i += len("null")
+			val = span{int32(i), int32(len(lit))}
+			i += len(lit)
 		default:
 			return 0, false // an object, an array or an error
 		}
 		if n == len(m) {
 			return 0, false
 		}
-		m[n] = flatMember{prefix: namePrefix(doc, name, nameEnd), name: int32(name), nameEnd: int32(nameEnd), val: int32(val), valEnd: int32(i)}
+		m[n] = flatMember{prefix: namePrefix(doc, name, nameEnd), name: int32(name), nameEnd: int32(nameEnd), val: val}
 		n++
 
 		// The separator.
@@ -201,6 +188,38 @@ func parseFlat(doc []byte, m *[maxFlatMembers]flatMember) (n int, ok bool) {
 		}
 	}
 	return n, true
+}
+
+// plainIntegerEnd returns the end of the number at doc[i] when it is an
+// integer that parseNumber writes as it is (not -0, no fraction or
+// exponent, at most maxPlainZeros trailing zeros), else i.
+func plainIntegerEnd(doc []byte, i int) int {
+	j := i
+	if doc[j] == '-' {
+		j++
+	}
+	start := j
+	switch {
+	case j < len(doc) && doc[j] == '0' && j == i:
+		j++
+	case j < len(doc) && '1' <= doc[j] && doc[j] <= '9':
+		for j < len(doc) && '0' <= doc[j] && doc[j] <= '9' {
+			j++
+		}
+		z := 0
+		for k := j - 1; k > start && doc[k] == '0'; k-- {
+			z++
+		}
+		if z > maxPlainZeros {
+			return i
+		}
+	default:
+		return i
+	}
+	if j < len(doc) && (doc[j] == '.' || doc[j] == 'e' || doc[j] == 'E') {
+		return i
+	}
+	return j
 }
 
 // namePrefix returns the first eight bytes of the name doc[name:nameEnd],
@@ -297,7 +316,7 @@ func removeFlat(doc []byte, m []flatMember, ignore []string) {
 
 // appendFlat appends the canonical encoding of the object parseFlat read
 // into m.
-func appendFlat(b, doc []byte, m []flatMember) []byte {
+func (p *canonParser) appendFlat(b []byte, m []flatMember) []byte {
 	b = append(b, '{')
 	first := true
 	for k := range m {
@@ -309,14 +328,15 @@ func appendFlat(b, doc []byte, m []flatMember) []byte {
 			b = append(b, ',')
 		}
 		first = false
-		if x.val == x.nameEnd+2 {
-			// "name":value, no space around the colon: one copy.
-			b = append(b, doc[x.name-1:x.valEnd]...)
+		if x.val.off == x.nameEnd+2 {
+			// "name":value in the document, no space around the
+			// colon: one copy.
+			b = append(b, p.doc[x.name-1:x.val.off+x.val.n]...)
 			continue
 		}
-		b = append(b, doc[x.name-1:x.nameEnd+1]...)
+		b = append(b, p.doc[x.name-1:x.nameEnd+1]...)
 		b = append(b, ':')
-		b = append(b, doc[x.val:x.valEnd]...)
+		b = append(b, p.text(x.val)...)
 	}
 	return append(b, '}')
 }

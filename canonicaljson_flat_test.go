@@ -21,8 +21,7 @@ func canonicalBothWays(t *testing.T, doc []byte, ignore []string) (flat bool) {
 	if !bytes.Equal(got, want) || (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
 		t.Fatalf("canonicalising %q (ignore %q):\nwith the fast path %q, %v\ntree only          %q, %v", doc, ignore, got, err, want, wantErr)
 	}
-	var m [maxFlatMembers]flatMember
-	_, flat = parseFlat(doc, &m)
+	_, flat = new(canonParser).parseFlat(doc)
 	return flat
 }
 
@@ -66,14 +65,18 @@ func TestCanonicalFlat(t *testing.T) {
 		"kelvin sign raw":     {in: `{"k":1,"K":2}`},
 		"non-ASCII name":      {in: `{"é":1}`},
 		"escaped name":        {in: `{"a\"b":1}`},
-		"escaped value":       {in: `{"a":"\u00e9"}`},
+		"escaped value":       {in: `{"a":"\u00e9"}`, flat: true},
 		"control in value":    {in: "{\"a\":\"\x01\"}"},
 		"invalid UTF-8":       {in: "{\"a\":\"\xff\"}"},
 		"encoded surrogate":   {in: "{\"a\":\"\xed\xa0\x80\"}"},
-		"float":               {in: `{"a":1.0}`},
-		"exponent":            {in: `{"a":1e2}`},
-		"negative zero":       {in: `{"a":-0}`},
-		"many zeros":          {in: `{"a":10000000000000000000000}`},
+		"numbers":             {in: `{"a":-0.0,"b":0.0,"c":1.50,"d":1E+2,"e":-12e-9,"f":1e99999999999999999999999,"g":0e5}`, flat: true},
+		"escapes":             {in: `{"a":"\"\\\/\b\f\n\r\t\u0001","b":"\ud83d\ude00\ud800","c":"x\u00e9y"}`, flat: true},
+		"bad escape":          {in: `{"a":"\x"}`},
+		"no fraction digits":  {in: `{"a":1.}`},
+		"float":               {in: `{"a":1.0}`, flat: true},
+		"exponent":            {in: `{"a":1e2}`, flat: true},
+		"negative zero":       {in: `{"a":-0}`, flat: true},
+		"many zeros":          {in: `{"a":10000000000000000000000}`, flat: true},
 		"leading zero":        {in: `{"a":01}`},
 		"minus only":          {in: `{"a":-}`},
 		"nested object":       {in: `{"a":{}}`},
@@ -136,7 +139,8 @@ func TestCanonicalFlatRandom(t *testing.T) {
 	names := []string{"", "a", "A", "b", "ab", "aB", "Ab", "abcdefgh", "abcdefgH", "abcdefghi", "abcdefgi", "ABCDEFGHI",
 		"qty", "QTY", "sku", "a b", "a@", "a`", "z~", "a/b", "~1", "\u212a", "k", "é", `a\"b`}
 	values := []string{"1", "0", "-1", "-0", "1.0", "1e2", "10", "1000000000000000000000", "10000000000000000000000",
-		`"x"`, `""`, `"é"`, `"\n"`, "true", "false", "null", "{}", "[]", `{"a":1}`}
+		`"x"`, `""`, `"é"`, `"\n"`, `"a\u00e9"`, `"\ud800"`, `"\"\/"`, "true", "false", "null", "{}", "[]", `{"a":1}`,
+		"-0.0e-5", "0.000001", "1e-7", "1.50", "1.", "-", "01", `"\x"`, "tru", "nul"}
 	spaces := []string{"", "", "", " ", "\n\t"}
 	sp := func() string { return spaces[r.IntN(len(spaces))] }
 	flat := 0
