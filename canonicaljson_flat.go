@@ -137,7 +137,7 @@ func (p *canonParser) parseFlat(doc []byte) (n int, ok bool) {
 		if n == len(m) {
 			return 0, false
 		}
-		m[n] = flatMember{prefix: namePrefix(doc, name, nameEnd), name: int32(name), nameEnd: int32(nameEnd), val: val}
+		m[n] = flatMember{name: int32(name), nameEnd: int32(nameEnd), val: val}
 		n++
 
 		// The separator.
@@ -155,6 +155,9 @@ func (p *canonParser) parseFlat(doc []byte) (n int, ok bool) {
 		break
 	}
 
+	for k := range n {
+		m[k].prefix = namePrefix(doc, int(m[k].name), int(m[k].nameEnd))
+	}
 	// Sort by name (an insertion sort: few members, often in order
 	// already), and leave duplicate names to canonParser's error (the
 	// folding check below would find them too, later).
