@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,6 +89,23 @@ func (p *canonParser) appendCanonical(ctx context.Context, dst, doc []byte, igno
 	if len(doc) > maxJSONSize {
 		return nil, fmt.Errorf("retrysafe: canonical json: document of %d bytes is larger than %d", len(doc), maxJSONSize)
 	}
+	if n, ok := p.parseFlat(doc); ok {
+		// A small flat object (canonicaljson_flat.go): the same output
+		// without the tree.
+		if err := validatePointers(ignore); err != nil {
+			return nil, err
+		}
+		m := p.flat[:n]
+		removeFlat(doc, m, ignore)
+		return p.appendFlat(dst, m), nil
+	}
+	return p.appendCanonicalTree(ctx, dst, doc, ignore)
+}
+
+// appendCanonicalTree is appendCanonical without its fast path for flat
+// objects: it parses doc into a tree, removes the ignored members and
+// writes the tree out.
+func (p *canonParser) appendCanonicalTree(ctx context.Context, dst, doc []byte, ignore []string) ([]byte, error) {
 	p.reset(doc)
 	if ctx.Done() != nil {
 		p.ctx, p.nextPoll = ctx, pollEvery
@@ -95,15 +114,26 @@ func (p *canonParser) appendCanonical(ctx context.Context, dst, doc []byte, igno
 	if err != nil {
 		return nil, fmt.Errorf("retrysafe: canonical json: %w", err)
 	}
+	if err := validatePointers(ignore); err != nil {
+		return nil, err
+	}
 	for _, ptr := range ignore {
-		if err := ValidatePointer(ptr); err != nil {
-			return nil, err
-		}
 		if ptr != "" {
 			p.remove(root, pointerTokens(ptr))
 		}
 	}
 	return p.emit(dst, root), nil
+}
+
+// validatePointers returns the error of the first invalid pointer in
+// ignore.
+func validatePointers(ignore []string) error {
+	for _, ptr := range ignore {
+		if err := ValidatePointer(ptr); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parserPool recycles parsers and their buffers between calls.
@@ -201,8 +231,9 @@ type canonParser struct {
 	kids    []int32 // children of all objects and arrays, one run each
 	stack   []int32 // children of the objects and arrays being parsed
 	scratch []byte
-	digits  []byte      // a number's significant digits, reused
-	folds   []foldEntry // for checkFolded, reused
+	digits  []byte                     // a number's significant digits, reused
+	folds   []foldEntry                // for checkFolded, reused
+	flat    [maxFlatMembers]flatMember // for parseFlat, reused
 
 	// ctx is the context of the current call, checked by poll once pos
 	// reaches nextPoll; nil (and nextPoll MaxInt) when it cannot end.
@@ -641,7 +672,9 @@ func (p *canonParser) parseString() (span, error) {
 		case c == '\\' || c < 0x20:
 			return p.parseStringSlow(start, i)
 		case c < utf8.RuneSelf:
-			i++
+			// The plain bytes that follow, short of where poll would
+			// next check: poll(i) does nothing for them.
+			i = plainEnd(p.doc[:min(len(p.doc), p.nextPoll)], i+1)
 		default:
 			r, size := utf8.DecodeRune(p.doc[i:])
 			if r == utf8.RuneError && size == 1 {
@@ -653,6 +686,50 @@ func (p *canonParser) parseString() (span, error) {
 	}
 	p.pos = i
 	return span{}, p.errorf("unexpected end of input in string")
+}
+
+// plainASCII reports the bytes that stand for themselves in a JSON string
+// and in its canonical encoding: ASCII other than '"', '\' and the
+// control characters.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// plainEnd returns the index of the first byte of b at or after i that is
+// not plainASCII, or len(b).
+func plainEnd(b []byte, i int) int {
+	for i+8 <= len(b) {
+		if m := notPlain(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	if i < len(b) && len(b) >= 8 {
+		// Fewer than eight bytes left: the last word of b, shifted so
+		// that they come first and zero bytes (not plain) follow.
+		m := notPlain(binary.LittleEndian.Uint64(b[len(b)-8:]) >> (8 * (i - (len(b) - 8))))
+		return min(i+bits.TrailingZeros64(m)>>3, len(b))
+	}
+	for i < len(b) && plainASCII[b[i]] {
+		i++
+	}
+	return i
+}
+
+// notPlain returns a word whose lowest set bit is the high bit of the
+// first (lowest) byte of w that is not plainASCII: below 0x20, from 0x80
+// up, '"' or '\\'; 0 when all are. Each test is the usual "has a byte less
+// than / equal to" bit trick, whose carries and borrows may spoil the bits
+// above a matching byte but never those of the first.
+func notPlain(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	below := (w - 0x20*ones) &^ w // a byte < 0x20
+	q, s := w^('"'*ones), w^('\\'*ones)
+	equal := (q-ones)&^q | (s-ones)&^s // a byte equal to '"' or '\\'
+	return (below | equal | w) & highs
 }
 
 // parseStringSlow decodes the string starting at start whose first i-start

@@ -220,3 +220,38 @@ func TestFoldEqualMatchesEncodingJSON(t *testing.T) {
 		t.Errorf("a lone surrogate does not fold to U+FFFD")
 	}
 }
+
+// smallBodies are small request bodies of the shapes clients send:
+// bench/peers' order, flat objects with more members and whitespace, and
+// ones the flat fast path leaves to the tree (a nested object, a float, an
+// escape).
+var smallBodies = []struct{ name, body string }{
+	{"order-21B", `{"sku":"abc","qty":1}`},
+	{"flat-8", `{"customer": "cus_9s6XKzkNRiz8i3", "amount": 1999, "currency": "eur", "confirm": true, "description": "Order #4711", "receipt_email": "jenny.rosen@example.com", "coupon": null, "quantity": 3}`},
+	{"flat-sorted-3", `{"a":"x","b":2,"c":false}`},
+	{"nested", `{"sku":"abc","qty":1,"meta":{"source":"web","ts":17}}`},
+	{"float", `{"sku":"abc","qty":1,"price":9.99}`},
+	{"escape", `{"sku":"a\"bc","qty":1}`},
+	{"payment-300B", paymentJSON},
+}
+
+// BenchmarkCanonicalSmall canonicalises small bodies on a reused parser and
+// buffer, as Fingerprint does.
+func BenchmarkCanonicalSmall(b *testing.B) {
+	for _, bb := range smallBodies {
+		b.Run(bb.name, func(b *testing.B) {
+			body := []byte(bb.body)
+			p := new(canonParser)
+			var dst []byte
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				var err error
+				dst, err = p.appendCanonical(context.Background(), dst[:0], body, nil)
+				if err != nil || !p.trim() {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
