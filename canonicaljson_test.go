@@ -275,23 +275,26 @@ func TestValidatePointer(t *testing.T) {
 	}
 }
 
+// canonicalSeeds seed the canonical JSON fuzzers.
+var canonicalSeeds = []string{
+	`{"b":1,"a":[1,2,{"d":null,"c":true}]}`,
+	`[1,1.0,1e0,10e-1,-0,12345678901234567890,1e999999999999999999999]`,
+	`"\u00e9\ud83d\ude00\ud800\"\\\/\b\f\n\r\t\u0001"`,
+	`{"a":1,"a":2}`,
+	`  {"items":[{"note":"x","n":0.000001}]} `,
+	`[[[[[]]]]]`,
+	`{"a":}`,
+	"\"\xff\"",
+	`0.1e-7`,
+	`{"amount":1,"Amount":1000}`,
+	`{"x":{"k":1,"\u212a":2},"l":[{"s":1,"ſ":2}]}`,
+	`{"\ud800":1,"\ufffd":2}`,
+	`-0`,
+	`[-0.0,{"a":-0e3},-0.000]`,
+}
+
 func FuzzCanonicalJSON(f *testing.F) {
-	for _, s := range []string{
-		`{"b":1,"a":[1,2,{"d":null,"c":true}]}`,
-		`[1,1.0,1e0,10e-1,-0,12345678901234567890,1e999999999999999999999]`,
-		`"\u00e9\ud83d\ude00\ud800\"\\\/\b\f\n\r\t\u0001"`,
-		`{"a":1,"a":2}`,
-		`  {"items":[{"note":"x","n":0.000001}]} `,
-		`[[[[[]]]]]`,
-		`{"a":}`,
-		"\"\xff\"",
-		`0.1e-7`,
-		`{"amount":1,"Amount":1000}`,
-		`{"x":{"k":1,"\u212a":2},"l":[{"s":1,"ſ":2}]}`,
-		`{"\ud800":1,"\ufffd":2}`,
-		`-0`,
-		`[-0.0,{"a":-0e3},-0.000]`,
-	} {
+	for _, s := range canonicalSeeds {
 		f.Add([]byte(s), "/items/0/note")
 		f.Add([]byte(s), "") // the properties that hold without ignored members
 	}

@@ -173,19 +173,6 @@ func TestRealStoreOutage(t *testing.T) {
 	}
 }
 
-// closedPort returns the address of a port that was just listening and is
-// now closed: connections to it are refused.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // TestReadyRefused: /readyz answers 503 promptly, well under ReadyTimeout,
 // when the store's server refuses connections, also behind the sealed
 // wrapper. The Redis client keeps its default retries (a refused dial is
@@ -239,7 +226,7 @@ func TestReadyRefused(t *testing.T) {
 		for _, wrapped := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/sealed=%v", name, wrapped), func(t *testing.T) {
 				t.Parallel()
-				store := open(t, closedPort(t))
+				store := open(t, freeAddr(t))
 				if wrapped {
 					s, err := sealed.New(store, nil, sealed.Config{})
 					if err != nil {
@@ -247,7 +234,7 @@ func TestReadyRefused(t *testing.T) {
 					}
 					store = s
 				}
-				gw := startGateway(t, gateway.Config{Upstream: mustURL(t, "http://"+closedPort(t)), Store: store})
+				gw := startGateway(t, gateway.Config{Upstream: mustURL(t, "http://"+freeAddr(t)), Store: store})
 				const bound = gateway.ReadyTimeout / 2
 				for i := range 3 {
 					start := time.Now()

@@ -178,21 +178,8 @@ func BenchmarkRatio32(b *testing.B) {
 	// run performs n calls of op from benchConcurrency goroutines and
 	// returns the calls per second.
 	run := func(n int, op func(i int64)) float64 {
-		var seq atomic.Int64
-		var wg sync.WaitGroup
 		start := time.Now()
-		for range benchConcurrency {
-			wg.Go(func() {
-				for {
-					i := seq.Add(1)
-					if i > int64(n) {
-						return
-					}
-					op(i)
-				}
-			})
-		}
-		wg.Wait()
+		parallelCalls(n, op)
 		return float64(n) / time.Since(start).Seconds()
 	}
 	measure := func(b *testing.B, storeOp, rawOp func(round int, i int64)) {
@@ -261,23 +248,10 @@ func BenchmarkCPU32(b *testing.B) {
 	resp := benchResponse()
 	value := string(resp.Body) + "Content-Type: application/json\r\nLocation: /payments/pay_123\r\n"
 	run := func(b *testing.B, c *goredis.Client, op func(i int64)) {
-		var seq atomic.Int64
-		var wg sync.WaitGroup
 		callgrind(b, "-z")
 		srv0, cli0 := serverCPU(b, c), processCPU()
 		b.ResetTimer()
-		for range benchConcurrency {
-			wg.Go(func() {
-				for {
-					i := seq.Add(1)
-					if i > int64(b.N) {
-						return
-					}
-					op(i)
-				}
-			})
-		}
-		wg.Wait()
+		parallelCalls(b.N, op)
 		b.StopTimer()
 		callgrind(b, "--dump="+b.Name())
 		srv, cli := serverCPU(b, c)-srv0, processCPU()-cli0
@@ -342,4 +316,23 @@ func callgrind(b *testing.B, args ...string) {
 	if out, err := exec.Command("callgrind_control", append(args, pid)...).CombinedOutput(); err != nil {
 		b.Fatalf("callgrind_control %v: %v: %s", args, err, out)
 	}
+}
+
+// parallelCalls makes n calls of op, numbered 1 to n, from
+// benchConcurrency goroutines, and returns once all have returned.
+func parallelCalls(n int, op func(i int64)) {
+	var seq atomic.Int64
+	var wg sync.WaitGroup
+	for range benchConcurrency {
+		wg.Go(func() {
+			for {
+				i := seq.Add(1)
+				if i > int64(n) {
+					return
+				}
+				op(i)
+			}
+		})
+	}
+	wg.Wait()
 }

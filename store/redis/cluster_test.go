@@ -415,21 +415,8 @@ func BenchmarkClusterCPU32(b *testing.B) {
 		return cpu, published
 	}
 	cpu0, pub0 := counters()
-	var seq atomic.Int64
-	var wg sync.WaitGroup
 	b.ResetTimer()
-	for range benchConcurrency {
-		wg.Go(func() {
-			for {
-				i := seq.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				newRequest(b, s, fmt.Sprint("new-", i), resp)
-			}
-		})
-	}
-	wg.Wait()
+	parallelCalls(b.N, func(i int64) { newRequest(b, s, fmt.Sprint("new-", i), resp) })
 	b.StopTimer()
 	cpu1, pub1 := counters()
 	b.ReportMetric((cpu1-cpu0).Seconds()*1e6/float64(b.N), "srv-us/op")

@@ -47,13 +47,7 @@ func TestUnavailable(t *testing.T) {
 	t.Parallel()
 	t.Run("closed port", func(t *testing.T) {
 		t.Parallel()
-		// A port that was just listening and is now closed.
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
+		addr := refusedAddr(t)
 		storetest.RunUnavailable(t, func(t *testing.T) retrysafe.Store {
 			c := goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
 			t.Cleanup(func() { _ = c.Close() })
@@ -108,13 +102,7 @@ func TestShared(t *testing.T) {
 // apart); CheckReady fails at once, every time, with ErrStoreUnavailable.
 func TestCheckReadyRefused(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	c := goredis.NewClient(&goredis.Options{Addr: addr}) // default retries
+	c := goredis.NewClient(&goredis.Options{Addr: refusedAddr(t)}) // default retries
 	t.Cleanup(func() { _ = c.Close() })
 	s, err := redisstore.New(c, redisstore.Config{})
 	if err != nil {
@@ -132,4 +120,17 @@ func TestCheckReadyRefused(t *testing.T) {
 			t.Fatalf("CheckReady #%d on a refused port took %s, want at most %s", i+1, took, storetest.ReadyCheckLimit)
 		}
 	}
+}
+
+// refusedAddr returns the address of a port that was just listening and
+// is now closed: connections to it are refused.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
 }
