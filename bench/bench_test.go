@@ -262,10 +262,17 @@ func BenchmarkGateway(b *testing.B) {
 	// measure runs one scenario interleaved with the plain proxy, its load
 	// split between targets; extraCPU, when not nil, reads the CPU time of
 	// the other processes the scenario runs (its gateways).
-	measure := func(name string, targets []string, extraCPU func() time.Duration, keys Keys, check func(b *testing.B, r Result)) {
+	// batches, when not nil, is the store's group-commit counts
+	// (retrysafe.Batcher): the scenario then reports the mean batch and
+	// the share of batches of one.
+	measure := func(name string, targets []string, extraCPU func() time.Duration, keys Keys, check func(b *testing.B, r Result), batches retrysafe.Batcher) {
 		b.Run(name, func(b *testing.B) {
 			var gw, base Result
 			var ratios []float64
+			var batches0 retrysafe.BatchStats
+			if batches != nil {
+				batches0 = batches.BatchStats()
+			}
 			per := max(b.N / *rounds, 1)
 			for done := 0; done < b.N; done += per {
 				n := min(per, b.N-done)
@@ -293,6 +300,13 @@ func BenchmarkGateway(b *testing.B) {
 				ratio = ratios[len(ratios)/2]
 			}
 			b.ReportMetric(ratio, "x-plain")
+			if batches != nil {
+				st := batches.BatchStats()
+				if n := st.Batches - batches0.Batches; n > 0 {
+					b.ReportMetric(float64(st.Items-batches0.Items)/float64(n), "ops/batch")
+					b.ReportMetric(float64(st.Single-batches0.Single)/float64(n), "single/batch")
+				}
+			}
 			if check != nil {
 				check(b, gw)
 			}
@@ -320,12 +334,13 @@ func BenchmarkGateway(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		measure(s.name+"/new", []string{gw.URL}, nil, FreshKeys(), fresh)
+		batches, _ := s.store.(retrysafe.Batcher)
+		measure(s.name+"/new", []string{gw.URL}, nil, FreshKeys(), fresh, batches)
 		keys := FixedKeys(*replayKeys)
 		if r := Load(ctx, client, gw.URL, keys, *replayKeys, *concurrency); r.Errors > 0 {
 			b.Fatalf("%s: storing the replay keys: %d errors", s.name, r.Errors)
 		}
-		measure(s.name+"/replay", []string{gw.URL}, nil, keys, replayed)
+		measure(s.name+"/replay", []string{gw.URL}, nil, keys, replayed, batches)
 		gw.Close()
 		s.close()
 	}
@@ -348,14 +363,14 @@ func BenchmarkGateway(b *testing.B) {
 					b.Fatal(err)
 				}
 				name := fmt.Sprintf("postgres-fleet-%d", n)
-				measure(name+"/new", f.urls, f.cpu, FreshKeys(), fresh)
+				measure(name+"/new", f.urls, f.cpu, FreshKeys(), fresh, nil)
 				keys := FixedKeys(*replayKeys)
 				if r := LoadSplit(ctx, client, f.urls, keys, *replayKeys, *concurrency); r.Errors > 0 {
 					f.close()
 					drop()
 					b.Fatalf("%s: storing the replay keys: %d errors", name, r.Errors)
 				}
-				measure(name+"/replay", f.urls, f.cpu, keys, replayed)
+				measure(name+"/replay", f.urls, f.cpu, keys, replayed, nil)
 				f.close()
 			}
 			drop()

@@ -85,14 +85,16 @@ type Config struct {
 	// lock: no batch runs until they return.
 	Idle, Exit func()
 	// Gather makes a leader yield the processor once (runtime.Gosched)
-	// before it takes a batch while another leader's batch is running, so
-	// that callers already runnable (typically those the last finished
-	// batch just answered, about to submit their next item) queue first
-	// and join this batch instead of the next one. It is not a timer: a
-	// leader with no batch running beside it never yields, so a lone
-	// caller is not delayed, and the yield returns at once when no other
-	// goroutine is runnable. Without it, with MaxInFlight above 1, the
-	// first of those callers starts a batch of its own, often of one item.
+	// before it takes a batch while another leader's batch is running, or
+	// when its own last batch held more than one item (the committer is
+	// under load), so that callers already runnable (those the last
+	// finished batch just answered, about to submit their next item, and
+	// others about to submit theirs) queue first and join this batch
+	// instead of the next one. It is not a timer: a leader whose last
+	// batch held one item and that has no batch running beside it never
+	// yields, so a lone caller is not delayed, and the yield returns at
+	// once when no other goroutine is runnable. Without it, the first of
+	// those callers starts a batch of its own, often of one item.
 	Gather bool
 }
 
@@ -285,11 +287,13 @@ func (c *Committer[T, R]) Close() {
 func (c *Committer[T, R]) lead() {
 	var idle *time.Timer
 	yielded := false
+	last := 0 // the size of this leader's last batch
 	for {
 		c.mu.Lock()
 		n := min(len(c.queue), c.cfg.MaxBatch)
-		if n > 0 && n < c.cfg.MaxBatch && c.cfg.Gather && !yielded && c.leaders-c.idle > 1 {
-			// Another batch is running: let runnable callers queue first.
+		if n > 0 && n < c.cfg.MaxBatch && c.cfg.Gather && !yielded && (c.leaders-c.idle > 1 || last > 1) {
+			// Another batch is running, or this leader's last one held
+			// several items: let runnable callers queue first.
 			c.mu.Unlock()
 			yielded = true
 			runtime.Gosched()
@@ -305,6 +309,7 @@ func (c *Committer[T, R]) lead() {
 			clear(c.queue[:n])
 			c.queue = c.queue[n:]
 			c.mu.Unlock()
+			last = n
 			c.runBatch(b)
 			continue
 		}
