@@ -177,36 +177,12 @@ func BenchmarkFingerprint(b *testing.B) {
 // and over the chunk size (pollEvery), raw and canonical JSON.
 func TestFingerprintReference(t *testing.T) {
 	t.Parallel()
-	field := func(b []byte, s string) []byte {
-		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
-		return append(b, s...)
-	}
-	reference := func(body []byte) string {
-		var b []byte
-		b = field(b, fingerprintVersion)
-		b = field(b, "POST")
-		b = field(b, "/p")
-		b = field(b, "query")
-		b = binary.BigEndian.AppendUint64(b, 1)
-		b = field(b, "a")
-		b = field(b, "1")
-		kind, data := "body-raw", body
-		if len(body) == 0 {
-			kind, data = "body-empty", nil
-		} else if canon, err := CanonicalJSON(body, nil); err == nil {
-			kind, data = "body-json", canon
-		}
-		b = field(b, kind)
-		b = binary.BigEndian.AppendUint64(b, uint64(len(data)))
-		sum := sha256.Sum256(append(b, data...))
-		return hex.EncodeToString(sum[:])
-	}
 	jsonOf := func(n int) []byte { // a JSON string of about n bytes, with spaces
 		return []byte(` "` + strings.Repeat("x", max(n-4, 0)) + `" `)
 	}
 	for _, n := range []int{0, 1, 21, pollEvery - 200, pollEvery - 1, pollEvery, pollEvery + 1, 3*pollEvery + 7} {
 		for _, body := range [][]byte{[]byte(strings.Repeat("r", n)), jsonOf(n)} {
-			if got, want := Fingerprint("post", "/p", "a=1", body, nil), reference(body); got != want {
+			if got, want := Fingerprint("post", "/p", "a=1", body, nil), referenceFingerprintOf("post", "/p", "a=1", body); got != want {
 				t.Errorf("body of %d bytes (%.10q...): Fingerprint = %s, reference %s", len(body), body, got, want)
 			}
 		}

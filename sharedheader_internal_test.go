@@ -32,15 +32,7 @@ func TestSharedHeaderReuse(t *testing.T) {
 	if got := capture(same).response(keep, &last); reflect.ValueOf(got.Header).UnsafePointer() != reflect.ValueOf(first.Header).UnsafePointer() {
 		t.Fatalf("same kept headers: got a new map %v, want the first one reused", got.Header)
 	}
-	for name, h := range map[string]http.Header{
-		"other value":    {"Content-Type": {"text/plain"}, "X-A": {"1", "2"}},
-		"value order":    {"Content-Type": {"application/json"}, "X-A": {"2", "1"}},
-		"one value less": {"Content-Type": {"application/json"}, "X-A": {"1"}},
-		"field more":     {"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "Location": {"/o/1"}},
-		"field less":     {"Content-Type": {"application/json"}},
-		"other field":    {"Content-Type": {"application/json"}, "X-B": {"1", "2"}},
-		"none":           {},
-	} {
+	for name, h := range differingHeaders() {
 		last.v.Store(first.Header)
 		got := capture(h.Clone()).response(keep, &last)
 		if !reflect.DeepEqual(got.Header, h) {
@@ -121,17 +113,10 @@ func TestSharedHeaderHeld(t *testing.T) {
 	if !reflect.DeepEqual(rec.Header(), wantClient(base)) {
 		t.Fatalf("flushed from the held fields: client header %v, want %v", rec.Header(), wantClient(base))
 	}
-	for name, h := range map[string]http.Header{
-		"other value":       {"Content-Type": {"text/plain"}, "X-A": {"1", "2"}},
-		"value order":       {"Content-Type": {"application/json"}, "X-A": {"2", "1"}},
-		"one value less":    {"Content-Type": {"application/json"}, "X-A": {"1"}},
-		"field more":        {"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "Location": {"/o/1"}},
-		"field less":        {"Content-Type": {"application/json"}},
-		"other field":       {"Content-Type": {"application/json"}, "X-B": {"1", "2"}},
-		"dropped field":     {"Content-Type": {"application/json"}, "Date": {"Mon"}},
-		"dropped field too": {"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "Date": {"Mon"}},
-		"none":              {},
-	} {
+	differing := differingHeaders()
+	differing["dropped field"] = http.Header{"Content-Type": {"application/json"}, "Date": {"Mon"}}
+	differing["dropped field too"] = http.Header{"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "Date": {"Mon"}}
+	for name, h := range differing {
 		// Hold base again, then store h.
 		last = sharedHeader{}
 		store(base.Clone())
@@ -154,5 +139,19 @@ func TestSharedHeaderHeld(t *testing.T) {
 		if !reflect.DeepEqual(rec.Header(), wantClient(h)) {
 			t.Errorf("%s: client header %v, want %v", name, rec.Header(), wantClient(h))
 		}
+	}
+}
+
+// differingHeaders returns headers that differ, in their kept fields, from
+// {"Content-Type": {"application/json"}, "X-A": {"1", "2"}}.
+func differingHeaders() map[string]http.Header {
+	return map[string]http.Header{
+		"other value":    {"Content-Type": {"text/plain"}, "X-A": {"1", "2"}},
+		"value order":    {"Content-Type": {"application/json"}, "X-A": {"2", "1"}},
+		"one value less": {"Content-Type": {"application/json"}, "X-A": {"1"}},
+		"field more":     {"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "Location": {"/o/1"}},
+		"field less":     {"Content-Type": {"application/json"}},
+		"other field":    {"Content-Type": {"application/json"}, "X-B": {"1", "2"}},
+		"none":           {},
 	}
 }

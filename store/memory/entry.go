@@ -180,20 +180,15 @@ func (e *entry) replay() *retrysafe.ClaimResult {
 // Response are read-only, like every record the store hands out.
 func (e *entry) decode() *retrysafe.Record {
 	c := e.done()
-	r := struct {
-		rec  retrysafe.Record
-		resp retrysafe.Response
-	}{}
-	r.rec = e.view()
-	r.resp = retrysafe.Response{Status: int(c.status), Header: c.header}
+	d := newDecoded(e.view(), retrysafe.Response{Status: int(c.status), Header: c.header})
 	switch body := c.data()[c.scopeLen+c.keyLen+c.fpLen+c.tokLen+c.routeLen:]; {
 	case c.nilBody:
 	case body == "":
-		r.resp.Body = []byte{}
+		d.resp.Body = []byte{}
 	default:
-		r.resp.Body = unsafe.Slice(unsafe.StringData(body), len(body))
+		d.resp.Body = unsafe.Slice(unsafe.StringData(body), len(body))
 	}
-	return &newDecoded(r.rec, r.resp).rec
+	return &d.rec
 }
 
 // completedEntry returns the entry for the record rec completed with resp

@@ -15,7 +15,8 @@ import (
 // hash them again for every entry each time it grows; its slots would be
 // five words, three of them pointers for the collector to follow. Keyed by
 // the hash, a request hashes its pair once per store call and the map's
-// slots are two words with one pointer; the strings live in the entry.
+// slots are two words with one pointer; the strings live in the entry
+// (its record, or its completed data).
 type table struct {
 	seed maphash.Seed
 	m    map[uint64]*entry
