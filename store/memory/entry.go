@@ -1,7 +1,7 @@
 package memory
 
 import (
-	"math"
+	"encoding/binary"
 	"net/http"
 	"slices"
 	"time"
@@ -16,21 +16,26 @@ import (
 //
 // A processing record is kept as the *Record that Claim returned (the
 // entry lives in the same allocation). A completed record, kept until it
-// expires and so most of what the store holds, is kept as a [completed]:
-// its strings (scope and key included) and body back to back in one
-// string, its times as Unix seconds and nanoseconds, all in one allocation
-// with the entry. The garbage collector marks every stored record on every
-// cycle, and its work grows with the objects and pointers it finds: a
-// *Record with its Response, scope, key, fingerprint, token and body is
-// seven objects with about fifteen pointers; a completed entry is one
-// object with four pointer fields, two of them usually nil (rec, next) and
-// none to itself or to anything of the request's (its key and scope
-// strings are not kept alive). The *Record and Response that Claim and Get
-// return for it are made the first time one asks (a replay) and kept in
-// rec for the next ones.
+// expires and so most of what the store holds, is kept packed (see
+// [completed]): its times as Unix seconds and nanoseconds, its strings
+// (scope and key included), header and body encoded back to back, all in
+// one allocation without a pointer. The garbage collector marks every
+// stored record on every cycle, and an object without pointers is only
+// marked, never scanned: a *Record with its Response, scope, key,
+// fingerprint, token, header and body is eight or more objects with about
+// fifteen pointers to follow; a packed record is one object with none, and
+// nothing of the request's (its key and scope strings, its header map) is
+// kept alive by it.
+//
+// A packed entry's rec and next are nil, and stay nil: the collector
+// would not see what they point to. Where the store needs them (the
+// *Record that Claim and Get return, made the first time one asks for it
+// and kept for the next ones; a chain of entries whose ids share a hash),
+// it puts an unpacked copy in the entry's place (see unpacked and
+// table.record). So rec is nil exactly when the entry is packed.
 type entry struct {
 	// rec is the record Claim and Get return: the processing record, or
-	// the completed one once asked for (nil until then).
+	// the completed one (nil while the entry is packed).
 	rec  *retrysafe.Record
 	next *entry // the next entry whose id has the same hash (see table)
 	// completed: e is the first field of a completed (see done).
@@ -66,33 +71,76 @@ func (e *entry) is(i id) bool {
 	return data[c.scopeLen:c.scopeLen+c.keyLen] == i.key && data[:c.scopeLen] == i.scope
 }
 
-// completed is a completed record in the compact form (see entry), with
-// the entry that points to it.
+// completed is a completed record, with the entry that points to it:
+// packed (rec is nil) with its data right after it (see data), or
+// unpacked, its record in rec.
 type completed struct {
-	entry              // first: see entry.done
-	header http.Header // the stored response's header map (read-only, may be shared)
-	loc    *time.Location
-	sec    [4]int64 // CreatedAt, UpdatedAt, LeaseUntil, ExpiresAt: Unix seconds
-	nsec   [4]int32 // and nanoseconds
+	entry          // first: see entry.done
+	sec   [4]int64 // CreatedAt, UpdatedAt, LeaseUntil, ExpiresAt: Unix seconds
+	nsec  [4]int32 // and nanoseconds
 	// attempt and status are the record's Attempt and the response's
-	// Status; scopeLen, keyLen, fpLen, tokLen and routeLen the lengths of
-	// the strings at the start of data.
-	attempt, status                           int32
-	scopeLen, keyLen, fpLen, tokLen, routeLen uint16
-	dataLen                                   uint16 // see data
-	nilBody                                   bool   // the stored body was nil (not empty)
+	// Status; scopeLen, keyLen, fpLen, tokLen, routeLen and headerLen the
+	// lengths of the strings and the encoded header (see appendHeader) at
+	// the start of data, which the body ends.
+	attempt, status                                      int32
+	scopeLen, keyLen, fpLen, tokLen, routeLen, headerLen uint32
+	dataLen                                              uint32 // see data
+	loc                                                  zone   // the times' location
+	nilBody                                              bool   // the stored body was nil (not empty)
+	nilHeader                                            bool   // the stored header was nil (not empty)
 }
 
-// data returns the record's strings and body, back to back: scope, key,
-// fingerprint, token, route, then the body. They are stored right after c,
-// in the same allocation (see completedEntry): computed from c's address,
-// not kept in a pointer field, so the collector has one pointer less to
-// follow per record.
+// zone is the location of a packed record's times: one of two, so that
+// the record holds no pointer (a record whose times are elsewhere is kept
+// unpacked).
+type zone uint8
+
+const (
+	zoneUTC zone = iota
+	zoneLocal
+)
+
+// zoneOf returns the zone of loc, and false when it is neither.
+func zoneOf(loc *time.Location) (zone, bool) {
+	switch loc {
+	case time.UTC:
+		return zoneUTC, true
+	case time.Local:
+		return zoneLocal, true
+	}
+	return 0, false
+}
+
+// location returns the location of z.
+func (z zone) location() *time.Location {
+	if z == zoneLocal {
+		return time.Local
+	}
+	return time.UTC
+}
+
+// data returns a packed record's strings, encoded header and body, back
+// to back: scope, key, fingerprint, token, route, header, body. They are
+// stored right after c, in the same allocation (see completedEntry), and
+// never change.
 func (c *completed) data() string {
 	if c.dataLen == 0 {
 		return ""
 	}
 	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(c), unsafe.Sizeof(*c))), int(c.dataLen))
+}
+
+// fields returns the parts of c's data.
+func (c *completed) fields() (scope, key, fp, token, route, header, body string) {
+	d := c.data()
+	next := func(n uint32) string {
+		s := d[:n]
+		d = d[n:]
+		return s
+	}
+	scope, key, fp, token = next(c.scopeLen), next(c.keyLen), next(c.fpLen), next(c.tokLen)
+	route, header = next(c.routeLen), next(c.headerLen)
+	return scope, key, fp, token, route, header, d
 }
 
 // Indexes into completed.sec and completed.nsec.
@@ -112,96 +160,132 @@ func (e *entry) expired(now time.Time) bool {
 	return c != nil && !now.Before(c.time(expiresAt))
 }
 
-// view returns the record e holds, without an allocation: a completed
-// one not yet made (rec is nil) without its response, its strings sharing
-// e's memory. For filters.
+// view returns the record e holds, without an allocation: a packed one
+// without its response, its strings sharing e's memory. For filters.
 func (e *entry) view() retrysafe.Record {
 	if e.rec != nil {
 		return *e.rec
 	}
 	c := e.done()
-	data := c.data()
-	i := e.id()
-	fp := c.scopeLen + c.keyLen
-	tok := fp + c.fpLen
-	route := tok + c.tokLen
-	body := route + c.routeLen
+	scope, key, fp, token, route, _, _ := c.fields()
+	loc := c.loc.location()
 	return retrysafe.Record{
-		Scope:       i.scope,
-		Key:         i.key,
-		Fingerprint: data[fp:tok],
+		Scope:       scope,
+		Key:         key,
+		Fingerprint: fp,
 		State:       retrysafe.StateCompleted,
-		Token:       data[tok:route],
+		Token:       token,
 		Attempt:     int(c.attempt),
-		Route:       data[route:body],
-		CreatedAt:   c.time(createdAt).In(c.loc),
-		UpdatedAt:   c.time(updatedAt).In(c.loc),
-		LeaseUntil:  c.time(leaseUntil).In(c.loc),
-		ExpiresAt:   c.time(expiresAt).In(c.loc),
+		Route:       route,
+		CreatedAt:   c.time(createdAt).In(loc),
+		UpdatedAt:   c.time(updatedAt).In(loc),
+		LeaseUntil:  c.time(leaseUntil).In(loc),
+		ExpiresAt:   c.time(expiresAt).In(loc),
 	}
-}
-
-// record returns the record e holds, made once and kept (see entry). The
-// caller holds the store's mutex.
-func (e *entry) record() *retrysafe.Record {
-	if e.rec == nil {
-		e.rec = e.decode()
-	}
-	return e.rec
 }
 
 // decoded is a completed record as Claim and Get return it: the Record,
 // its Response and the ClaimResult a replay's Claim returns, in one
-// allocation. A completed entry's rec, once set, is always the rec of a
-// decoded (see replay).
+// allocation. A completed entry's rec is always the rec of a decoded (see
+// replay).
 type decoded struct {
 	rec  retrysafe.Record // first: see replay
 	resp retrysafe.Response
 	res  retrysafe.ClaimResult // {Record: &rec}
 }
 
-// newDecoded returns a decoded of rec with resp.
-func newDecoded(rec retrysafe.Record, resp retrysafe.Response) *decoded {
-	d := &decoded{rec: rec, resp: resp}
-	d.rec.Response = &d.resp
-	d.res.Record = &d.rec
-	return d
-}
-
-// replay returns the answer to a Claim of the completed record e holds:
-// made once, with the record, and then the same for every replay.
+// replay returns the answer to a Claim of the completed record e holds,
+// made with the record (see unpacked): the same for every replay. e is
+// unpacked.
 func (e *entry) replay() *retrysafe.ClaimResult {
-	rec := e.record()
-	return &(*decoded)(unsafe.Pointer(rec)).res // rec is a decoded's first field
+	return &(*decoded)(unsafe.Pointer(e.rec)).res // rec is a decoded's first field
 }
 
-// decode makes the completed record e holds, as a decoded. Its strings and
-// body share the memory of e's data, which never changes: the Record and
-// Response are read-only, like every record the store hands out.
+// decode returns the record the packed entry e holds, as a new decoded
+// (see fill). For the admin calls' copies: Claim and Get unpack e.
 func (e *entry) decode() *retrysafe.Record {
+	d := new(decoded)
+	e.fill(d, nil)
+	return &d.rec
+}
+
+// fill makes d the record the packed entry e holds. Its strings, header
+// values and body share the memory of e's data, which never changes: the
+// Record and Response are read-only, like every record the store hands
+// out. With a non-nil hc, a header equal to the one hc decoded last is
+// that same map.
+func (e *entry) fill(d *decoded, hc *headerCache) {
 	c := e.done()
-	d := newDecoded(e.view(), retrysafe.Response{Status: int(c.status), Header: c.header})
-	switch body := c.data()[c.scopeLen+c.keyLen+c.fpLen+c.tokLen+c.routeLen:]; {
+	_, _, _, _, _, header, body := c.fields()
+	d.rec, d.resp = e.view(), retrysafe.Response{Status: int(c.status)}
+	d.rec.Response, d.res.Record = &d.resp, &d.rec
+	switch {
+	case c.nilHeader:
+	case hc != nil:
+		d.resp.Header = hc.decode(header)
+	default:
+		d.resp.Header = decodeHeader(header)
+	}
+	switch {
 	case c.nilBody:
 	case body == "":
 		d.resp.Body = []byte{}
 	default:
 		d.resp.Body = unsafe.Slice(unsafe.StringData(body), len(body))
 	}
-	return &d.rec
 }
 
+// unpacked returns the entry for the record the packed entry e holds,
+// unpacked: a new entry (with pointers) whose rec is the decoded record,
+// made in the same allocation, keeping e's data alive through it. e's own
+// next is nil (see entry). hc is as for fill.
+func (e *entry) unpacked(hc *headerCache) *entry {
+	u := new(struct {
+		c completed
+		d decoded
+	})
+	u.c = *e.done() // the times, attempt and status (see expired, Stats)
+	u.c.dataLen = 0 // u has no data after it
+	e.fill(&u.d, hc)
+	u.c.rec = &u.d.rec
+	return &u.c.entry
+}
+
+// headerCache keeps the last header map decoded, with its encoding: most
+// responses of an API carry the same few headers, and the records
+// unpacked one after another then share one read-only map, as the
+// middleware's stored responses do (one map less per replayed record, and
+// less for the collector). Not safe for concurrent use: the store's mutex
+// guards it.
+type headerCache struct {
+	enc string // in the data of the record decoded last; nothing writes it
+	h   http.Header
+}
+
+// decode returns decodeHeader(enc), or the same map as the last call when
+// enc is equal.
+func (hc *headerCache) decode(enc string) http.Header {
+	if hc.h == nil || enc != hc.enc {
+		hc.enc, hc.h = enc, decodeHeader(enc)
+	}
+	return hc.h
+}
+
+// maxPacked bounds a packed record's data: its lengths are uint32s, and
+// a larger response is kept as its *Record.
+const maxPacked = 1 << 30
+
 // completedEntry returns the entry for the record rec completed with resp
-// (nil means an empty response) at now, expiring at exp. It copies resp
-// and its body, and keeps only its header map.
+// (nil means an empty response) at now, expiring at exp. It copies resp:
+// its body and its header, which it encodes (see appendHeader), so it
+// keeps nothing of resp's.
 //
-// The entry and its data are one allocation, in three sizes: 160, 224
-// and 352 bytes of data (288, 352 and 480 bytes in all, each a size class
-// of Go's allocator) hold a 36-byte key (a UUID), a 64-byte fingerprint
-// and a 32-byte token with a body of up to 28, 92 and 220 bytes (less a
-// scope's length: the default, a hashed Authorization header, takes 64).
-// A larger record, and the rare one whose times are in different
-// locations, keeps a *Record, as Claim and Get return it.
+// The entry is packed (see entry): the entry and its data are one
+// allocation of bytes, which the collector never scans. The rare record
+// that cannot be packed (times in a location other than UTC and Local, or
+// in different locations; an attempt or a status beyond int32; more than
+// maxPacked bytes of data) keeps its *Record, as Claim and Get return it,
+// and resp's header map.
 func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp time.Time) *entry {
 	var r retrysafe.Response // resp's fields; zero for a nil resp
 	if resp != nil {
@@ -209,67 +293,148 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	}
 	times := [4]time.Time{rec.CreatedAt, now, rec.LeaseUntil, exp}
 	loc := times[0].Location()
-	n := len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint) + len(rec.Token) + len(rec.Route) + len(r.Body)
-	compact := n <= 352 && rec.Attempt == int(int32(rec.Attempt)) && r.Status == int(int32(r.Status))
-	for _, s := range [...]string{rec.Scope, rec.Key, rec.Fingerprint, rec.Token, rec.Route} {
-		compact = compact && len(s) <= math.MaxUint16
-	}
+	z, pack := zoneOf(loc)
 	for _, t := range times[1:] {
-		compact = compact && t.Location() == loc
+		pack = pack && t.Location() == loc
 	}
+	hlen := headerLen(r.Header)
+	n := len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint) + len(rec.Token) + len(rec.Route) + hlen + len(r.Body)
+	pack = pack && n <= maxPacked && rec.Attempt == int(int32(rec.Attempt)) && r.Status == int(int32(r.Status))
 
-	var (
-		c   *completed
-		buf []byte // c's room for data
-	)
-	switch {
-	case !compact:
+	var c *completed
+	if !pack {
 		c = new(completed)
 		done := *rec
 		done.State = retrysafe.StateCompleted
 		done.UpdatedAt, done.ExpiresAt = now, exp
-		// A copy, as in the compact form: the caller may reuse the body
+		// A copy, as in the packed form: the caller may reuse the body
 		// (see Store.CopiesResponse). The header map is kept.
-		c.rec = &newDecoded(done, retrysafe.Response{Status: r.Status, Header: r.Header, Body: slices.Clone(r.Body)}).rec
-	case n <= 160:
-		a := new(struct {
-			c completed
-			b [160]byte
-		})
-		c, buf = &a.c, a.b[:0:n]
-	case n <= 224:
-		a := new(struct {
-			c completed
-			b [224]byte
-		})
-		c, buf = &a.c, a.b[:0:n]
-	default:
-		a := new(struct {
-			c completed
-			b [352]byte
-		})
-		c, buf = &a.c, a.b[:0:n]
+		d := &decoded{rec: done, resp: retrysafe.Response{Status: r.Status, Header: r.Header, Body: slices.Clone(r.Body)}}
+		d.rec.Response, d.res.Record = &d.resp, &d.rec
+		c.rec = &d.rec
+	} else {
+		// Bytes, so that the allocation has no pointers; c's pointer
+		// fields (rec, next) are nil and stay nil.
+		raw := make([]byte, int(unsafe.Sizeof(completed{}))+n)
+		c = (*completed)(unsafe.Pointer(unsafe.SliceData(raw)))
+		c.loc = z
+		c.scopeLen, c.keyLen, c.fpLen = uint32(len(rec.Scope)), uint32(len(rec.Key)), uint32(len(rec.Fingerprint))
+		c.tokLen, c.routeLen, c.headerLen = uint32(len(rec.Token)), uint32(len(rec.Route)), uint32(hlen)
+		c.nilBody, c.nilHeader = r.Body == nil, r.Header == nil
+		buf := raw[unsafe.Sizeof(completed{}):][:0]
+		buf = append(buf, rec.Scope...)
+		buf = append(buf, rec.Key...)
+		buf = append(buf, rec.Fingerprint...)
+		buf = append(buf, rec.Token...)
+		buf = append(buf, rec.Route...)
+		buf = appendHeader(buf, r.Header)
+		buf = append(buf, r.Body...)
+		// buf is the data right after c (see completed.data); nothing
+		// writes it again.
+		c.dataLen = uint32(len(buf))
 	}
 	c.completed = true
-	c.loc = loc
 	for k, t := range times {
 		c.sec[k], c.nsec[k] = t.Unix(), int32(t.Nanosecond())
 	}
-	c.attempt, c.status, c.header = int32(rec.Attempt), int32(r.Status), r.Header
-	if !compact {
-		return &c.entry
-	}
-	c.scopeLen, c.keyLen = uint16(len(rec.Scope)), uint16(len(rec.Key))
-	c.fpLen, c.tokLen, c.routeLen = uint16(len(rec.Fingerprint)), uint16(len(rec.Token)), uint16(len(rec.Route))
-	c.nilBody = r.Body == nil
-	buf = append(buf, rec.Scope...)
-	buf = append(buf, rec.Key...)
-	buf = append(buf, rec.Fingerprint...)
-	buf = append(buf, rec.Token...)
-	buf = append(buf, rec.Route...)
-	buf = append(buf, r.Body...)
-	// buf is the array right after c (see completed.data); nothing writes
-	// it again.
-	c.dataLen = uint16(len(buf))
+	c.attempt, c.status = int32(rec.Attempt), int32(r.Status)
 	return &c.entry
+}
+
+// A packed record's header is encoded as: the number of names; then for
+// each name its length and bytes, the number of its values plus one (zero
+// for a nil slice), and each value's length and bytes. Numbers are
+// uvarints. Unlike internal/headercodec (the stores' stored form), names
+// are in the map's order: the encoding never leaves the process.
+
+// headerLen returns the length of h's encoding (0 for nil).
+func headerLen(h http.Header) int {
+	if h == nil {
+		return 0
+	}
+	n := uvarintLen(len(h))
+	for k, vs := range h {
+		n += uvarintLen(len(k)) + len(k) + uvarintLen(len(vs)+1)
+		for _, v := range vs {
+			n += uvarintLen(len(v)) + len(v)
+		}
+	}
+	return n
+}
+
+// appendHeader appends the encoding of h to b (nothing for nil).
+func appendHeader(b []byte, h http.Header) []byte {
+	if h == nil {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(h)))
+	for k, vs := range h {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		if vs == nil {
+			b = binary.AppendUvarint(b, 0)
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(len(vs))+1)
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
+	}
+	return b
+}
+
+// decodeHeader reverses appendHeader: names and values share enc's
+// memory. enc is one that appendHeader made.
+func decodeHeader(enc string) http.Header {
+	num := func() int {
+		n, k := uvarint(enc)
+		enc = enc[k:]
+		return n
+	}
+	str := func() string {
+		n := num()
+		s := enc[:n]
+		enc = enc[n:]
+		return s
+	}
+	names := num()
+	h := make(http.Header, names)
+	for range names {
+		k := str()
+		nv := num()
+		if nv == 0 {
+			h[k] = nil
+			continue
+		}
+		vs := make([]string, nv-1)
+		for n := range vs {
+			vs[n] = str()
+		}
+		h[k] = vs
+	}
+	return h
+}
+
+// uvarintLen returns the length of n as a uvarint.
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
+// uvarint reads a uvarint appendHeader wrote at the start of s and
+// returns it and its length.
+func uvarint(s string) (int, int) {
+	n, shift := 0, 0
+	for k := 0; ; k++ {
+		b := s[k]
+		n |= int(b&0x7f) << shift
+		if b < 0x80 {
+			return n, k + 1
+		}
+		shift += 7
+	}
 }

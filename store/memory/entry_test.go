@@ -1,10 +1,12 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +17,11 @@ import (
 
 // TestCompletedRecordRoundTrip: a completed record comes back from Get,
 // Claim, List and Find exactly as it was completed, whichever form the
-// store keeps it in (compact in each of its sizes, or a *Record for a
-// large body or times in different locations): every field, the body's
-// bytes, a nil body as nil and an empty one as empty, the times in their
-// locations. The record Get and Claim return is made once and shared.
+// store keeps it in (packed, or a *Record for times in a zone or in
+// different locations, or a status beyond int32): every field, the body's
+// bytes, a nil body as nil and an empty one as empty, the header, the
+// times in their locations. The record Get and Claim return is made once
+// and shared.
 func TestCompletedRecordRoundTrip(t *testing.T) {
 	t.Parallel()
 	paris := time.FixedZone("CET", 3600)
@@ -31,17 +34,17 @@ func TestCompletedRecordRoundTrip(t *testing.T) {
 		body       []byte
 		route      string
 		attempt    bool // take the record over once first (Attempt 2)
+		status     int  // 0: 201
 		wantPacked bool
 	}{
-		{"nil body", utc, utc.Add(time.Second), nil, "", false, true},
-		{"empty body", utc, utc.Add(time.Second), []byte{}, "POST /orders", false, true},
-		{"small", utc, utc.Add(time.Second), []byte(`{"id":"ord_1"}`), "POST /orders", false, true},
-		{"medium", local, local.Add(time.Second), []byte(strings.Repeat("m", 100)), "", false, true},
-		// 352 bytes of data in all: scope, key, fingerprint and token take 102.
-		{"large", utc, utc.Add(time.Second), []byte(strings.Repeat("l", 250)), "", true, true},
-		{"too large", utc, utc.Add(time.Second), []byte(strings.Repeat("x", 251)), "", false, false},
-		{"locations differ", utc, utc.Add(time.Second).In(paris), []byte("x"), "", false, false},
-		{"in a zone", utc.In(paris), utc.Add(time.Second).In(paris), []byte("x"), "", false, true},
+		{"nil body", utc, utc.Add(time.Second), nil, "", false, 0, true},
+		{"empty body", utc, utc.Add(time.Second), []byte{}, "POST /orders", false, 0, true},
+		{"small", utc, utc.Add(time.Second), []byte(`{"id":"ord_1"}`), "POST /orders", false, 0, true},
+		{"local", local, local.Add(time.Second), []byte(strings.Repeat("m", 100)), "", false, 0, true},
+		{"large", utc, utc.Add(time.Second), []byte(strings.Repeat("l", 100_000)), "", true, 0, true},
+		{"status beyond int32", utc, utc.Add(time.Second), []byte("x"), "", false, 1 << 40, false},
+		{"locations differ", utc, utc.Add(time.Second).In(paris), []byte("x"), "", false, 0, false},
+		{"in a zone", utc.In(paris), utc.Add(time.Second).In(paris), []byte("x"), "", false, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -60,15 +63,16 @@ func TestCompletedRecordRoundTrip(t *testing.T) {
 					t.Fatalf("takeover: %+v, %v", res, err)
 				}
 			}
+			status := cmp.Or(tc.status, http.StatusCreated)
 			header := http.Header{"Content-Type": {"application/json"}, "X-Two": {"a", "b"}}
-			resp := &retrysafe.Response{Status: http.StatusCreated, Header: header, Body: tc.body}
+			resp := &retrysafe.Response{Status: status, Header: header, Body: tc.body}
 			if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "scope", Key: "k", Token: p.Token, Now: tc.completed, TTL: time.Hour, Response: resp}); err != nil {
 				t.Fatal(err)
 			}
 			want := *res.Record
 			want.State = retrysafe.StateCompleted
 			want.UpdatedAt, want.ExpiresAt = tc.completed, tc.completed.Add(time.Hour)
-			want.Response = &retrysafe.Response{Status: http.StatusCreated, Header: header, Body: tc.body}
+			want.Response = &retrysafe.Response{Status: status, Header: header, Body: tc.body}
 			// Monotonic readings are not kept (no other store keeps them).
 			for _, tm := range []*time.Time{&want.CreatedAt, &want.UpdatedAt, &want.LeaseUntil, &want.ExpiresAt} {
 				*tm = tm.Round(0)
@@ -79,7 +83,7 @@ func TestCompletedRecordRoundTrip(t *testing.T) {
 			packed := s.records.get(s.records.hash(i), i).rec == nil
 			s.mu.Unlock()
 			if packed != tc.wantPacked {
-				t.Errorf("kept compact: %v, want %v", packed, tc.wantPacked)
+				t.Errorf("kept packed: %v, want %v", packed, tc.wantPacked)
 			}
 
 			get, err := s.Get(ctx, &retrysafe.GetParams{Scope: "scope", Key: "k", Now: tc.completed})
@@ -110,7 +114,7 @@ func TestCompletedRecordRoundTrip(t *testing.T) {
 				t.Fatalf("Find: %d records, %v", len(found), err)
 			}
 			noBody := want
-			noBody.Response = &retrysafe.Response{Status: http.StatusCreated, Header: header}
+			noBody.Response = &retrysafe.Response{Status: status, Header: header}
 			check(t, "Find without bodies", found[0], &noBody)
 		})
 	}
@@ -140,7 +144,7 @@ func describeResponse(r *retrysafe.Response) string {
 }
 
 // TestStatsCountsCompleted: Stats counts completed records (kept
-// compact) as StatsOf does: completed, failed (status >= 400), expired.
+// packed) as StatsOf does: completed, failed (status >= 400), expired.
 func TestStatsCountsCompleted(t *testing.T) {
 	t.Parallel()
 	s := New(Config{JanitorInterval: -1})
@@ -218,7 +222,7 @@ func TestCompletedRecordConcurrentReaders(t *testing.T) {
 }
 
 // BenchmarkGetCompleted: Get of a completed record the first time (the
-// store makes the *Record from its compact form) and again (kept).
+// store makes the *Record from its packed form) and again (kept).
 func BenchmarkGetCompleted(b *testing.B) {
 	for _, again := range []bool{false, true} {
 		b.Run(map[bool]string{false: "first", true: "again"}[again], func(b *testing.B) {
@@ -284,7 +288,7 @@ func BenchmarkNewKey(b *testing.B) {
 	}
 }
 
-// TestCompletedKeepsNoRequestStrings: a compact completed record holds its
+// TestCompletedKeepsNoRequestStrings: a packed completed record holds its
 // scope and key in its own data, not the strings the claim was made with
 // (which would keep the request's header strings alive, one object each).
 func TestCompletedKeepsNoRequestStrings(t *testing.T) {
@@ -305,7 +309,7 @@ func TestCompletedKeepsNoRequestStrings(t *testing.T) {
 	i := id{scope, key}
 	e := s.records.get(s.records.hash(i), i)
 	if e == nil || e.done() == nil || e.rec != nil {
-		t.Fatalf("entry = %+v, want a compact completed one", e)
+		t.Fatalf("entry = %+v, want a packed completed one", e)
 	}
 	data := e.done().data()
 	within := func(s string) bool {
@@ -323,19 +327,120 @@ func TestCompletedKeepsNoRequestStrings(t *testing.T) {
 }
 
 // TestCompletedLayout checks what completed.data and entry.done rely on:
-// the entry is the first field of a completed, and the data array
-// completedEntry allocates with it starts right after it.
+// the entry is the first field of a completed, and a completed's size
+// keeps the data after it, and the next one, aligned.
 func TestCompletedLayout(t *testing.T) {
 	t.Parallel()
 	if off := unsafe.Offsetof(completed{}.entry); off != 0 {
 		t.Fatalf("entry at offset %d of completed, want 0", off)
 	}
-	var a struct {
-		c completed
-		b [160]byte
+	if size := unsafe.Sizeof(completed{}); size%unsafe.Alignof(completed{}) != 0 {
+		t.Fatalf("completed is %d bytes, not a multiple of its alignment", size)
 	}
-	if off, size := unsafe.Offsetof(a.b), unsafe.Sizeof(a.c); off != size {
-		t.Fatalf("data at offset %d, want right after the %d-byte completed", off, size)
+}
+
+// TestPackedKeepsNothing: a completed record, packed, keeps nothing of
+// the response it was completed with: the header map and its values
+// (and the body) can be collected once Complete returned, and the record
+// still replays them.
+func TestPackedKeepsNothing(t *testing.T) {
+	s := New(Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	p, err := claim(t, s, "k", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collected := make(chan string, 2)
+	values := []string{"application/json"}
+	body := []byte(`{"id":"ord_1"}`)
+	runtime.AddCleanup(&values[0], func(what string) { collected <- what }, "header values")
+	runtime.AddCleanup(&body[0], func(what string) { collected <- what }, "body")
+	resp := &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": values}, Body: body}
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k", Token: p.Token, Now: base, TTL: time.Hour, Response: resp}); err != nil {
+		t.Fatal(err)
+	}
+	resp, values, body = nil, nil, nil
+	for n, cycles := 0, 0; n < 2; cycles++ {
+		if cycles == 100 {
+			t.Fatalf("%d of the response's header values and body collected after %d cycles: the store keeps the rest alive", n, cycles)
+		}
+		runtime.GC()
+		select {
+		case <-collected:
+			n++
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "k", Now: base})
+	if err != nil || rec.Response.Header.Get("Content-Type") != "application/json" || string(rec.Response.Body) != `{"id":"ord_1"}` {
+		t.Fatalf("Get = %+v, %v", rec, err)
+	}
+}
+
+// TestUnpackedHeaderShared: records completed with equal headers, as an
+// API's responses mostly are, share one header map once replayed; a
+// record with another header gets its own, and each keeps its values.
+func TestUnpackedHeaderShared(t *testing.T) {
+	t.Parallel()
+	s := New(Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	headers := []http.Header{
+		{"Content-Type": {"application/json"}},
+		{"Content-Type": {"application/json"}},
+		{"Content-Type": {"text/plain"}},
+		{"Content-Type": {"application/json"}},
+	}
+	var got []http.Header
+	for n, h := range headers {
+		key := fmt.Sprint("k", n)
+		p, err := claim(t, s, key, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: key, Token: p.Token, Now: base, TTL: time.Hour, Response: &retrysafe.Response{Status: 201, Header: h}}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: key, Now: base})
+		if err != nil || !reflect.DeepEqual(rec.Response.Header, h) {
+			t.Fatalf("Get %s = %+v, %v; want header %v", key, rec, err, h)
+		}
+		got = append(got, rec.Response.Header)
+	}
+	same := func(a, b http.Header) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	if !same(got[0], got[1]) || same(got[1], got[2]) || same(got[2], got[3]) {
+		t.Errorf("header maps shared: 0-1 %v, 1-2 %v, 2-3 %v; want true, false, false", same(got[0], got[1]), same(got[1], got[2]), same(got[2], got[3]))
+	}
+}
+
+// TestHeaderEncoding: appendHeader and decodeHeader round-trip every
+// header exactly (nil and empty value slices, empty and non-UTF-8 values,
+// lengths that take several bytes), and headerLen is the encoding's
+// length.
+func TestHeaderEncoding(t *testing.T) {
+	t.Parallel()
+	many := http.Header{}
+	for n := range 200 {
+		many[fmt.Sprintf("X-Name-%d", n)] = []string{strings.Repeat("v", n)}
+	}
+	for _, h := range []http.Header{
+		{},
+		{"Content-Type": {"application/json"}},
+		{"A": nil, "B": {}, "C": {""}, "D": {"1", "2", "3"}},
+		{"X-Bytes": {"\xff\x00\xfe"}, strings.Repeat("N", 200): {strings.Repeat("v", 20000)}},
+		many,
+	} {
+		enc := appendHeader([]byte("prefix"), h)
+		if got := len(enc) - len("prefix"); got != headerLen(h) {
+			t.Errorf("headerLen = %d, encoding is %d bytes", headerLen(h), got)
+		}
+		if got := decodeHeader(string(enc[len("prefix"):])); !reflect.DeepEqual(got, h) {
+			t.Errorf("decoded %v, want %v", got, h)
+		}
+	}
+	if headerLen(nil) != 0 || len(appendHeader(nil, nil)) != 0 {
+		t.Error("a nil header is not encoded as nothing")
 	}
 }
 

@@ -6,9 +6,9 @@
 // handed out: every change (takeover, renewal, completion) makes a new
 // *Record, so Claim and Get hand out the stored record itself without a
 // copy (the [retrysafe.Store] contract forbids modifying it). A completed
-// record is kept in a compact form with few pointers, which the garbage
-// collector scans cheaply, and made into a *Record the first time Claim
-// or Get returns it (see entry).
+// record is kept packed, one allocation without pointers, which the
+// garbage collector marks without scanning, and made into a *Record the
+// first time Claim or Get returns it (see entry).
 // The store is bounded (Config.MaxRecords): when full it evicts expired
 // records and abandoned ones (processing records whose lease ran out more
 // than Config.ProcessingRetention ago), never live ones, and refuses new
@@ -188,16 +188,6 @@ func (s *Store) lock(ctx context.Context, op string) error {
 	return nil
 }
 
-// live returns the entry for i, or nil when there is none or it holds a
-// completed record that expired at now.
-func (s *Store) live(i id, now time.Time) *entry {
-	e := s.records.get(s.records.hash(i), i)
-	if e == nil || e.expired(now) {
-		return nil
-	}
-	return e
-}
-
 // Claim implements [retrysafe.Store].
 func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if err := s.lock(ctx, "claim"); err != nil {
@@ -210,7 +200,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	e := s.records.get(h, i)
 	if e != nil && !e.expired(p.Now) {
 		if e.completed {
-			return e.replay(), nil
+			return s.records.unpack(h, e).replay(), nil
 		}
 		if p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
 			return &retrysafe.ClaimResult{Record: e.rec}, nil
@@ -305,11 +295,12 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	}
 	defer s.mu.Unlock()
 	i := id{p.Scope, p.Key}
-	e := s.live(i, p.Now)
-	if e == nil {
+	h := s.records.hash(i)
+	e := s.records.get(h, i)
+	if e == nil || e.expired(p.Now) {
 		return nil, retrysafe.ErrNotFound
 	}
-	return e.record(), nil
+	return s.records.unpack(h, e).rec, nil
 }
 
 // owned returns the entry of the processing record i owned by token, and
@@ -378,8 +369,9 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 }
 
 // CopiesResponse tells the engine that Complete copies
-// CompleteParams.Response and its body before it returns, keeping only its
-// header map, so the middleware may reuse the body's buffer afterwards
+// CompleteParams.Response and its body before it returns, keeping at most
+// its header map (only a record that cannot be packed keeps it; see
+// entry), so the middleware may reuse the body's buffer afterwards
 // instead of making a copy for the store. It returns s: the engine relies
 // on the promise only when s itself is the configured store, not a type
 // that embeds it.

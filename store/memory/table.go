@@ -20,7 +20,8 @@ import (
 type table struct {
 	seed maphash.Seed
 	m    map[uint64]*entry
-	n    int // entries, chained ones included
+	n    int         // entries, chained ones included
+	hc   headerCache // for unpack
 }
 
 func newTable() table {
@@ -44,33 +45,65 @@ func (t *table) get(h uint64, i id) *entry {
 	return nil
 }
 
-// put stores e (its id hashing to h) in place of the entry with the same
-// id, or adds it.
+// put stores e (its id hashing to h, its next nil) in place of the entry
+// with the same id, or adds it. A packed e that would be followed by
+// another entry of the chain is stored unpacked (see entry).
 func (t *table) put(h uint64, e *entry) {
 	head := t.m[h]
 	if head == nil {
-		e.next = nil
 		t.m[h] = e
 		t.n++
 		return
 	}
 	i := e.id()
 	if head.is(i) {
-		e.next = head.next
-		t.m[h] = e
+		t.m[h] = linked(e, head.next)
 		return
 	}
 	prev := head
 	for cur := head.next; cur != nil; prev, cur = cur, cur.next {
 		if cur.is(i) {
-			e.next = cur.next
-			prev.next = e
+			prev.next = linked(e, cur.next) // prev has a next: not packed
 			return
 		}
 	}
-	e.next = head
-	t.m[h] = e
+	t.m[h] = linked(e, head)
 	t.n++
+}
+
+// linked returns e followed by next: e itself, or, when e is packed and
+// next is not nil, e unpacked.
+func linked(e, next *entry) *entry {
+	if next == nil {
+		return e
+	}
+	if e.rec == nil {
+		e = e.unpacked(nil)
+	}
+	e.next = next
+	return e
+}
+
+// unpack returns the entry e (for an id hashing to h) unpacked, so that
+// it holds its record (see entry): e itself, or, for a packed e, its
+// unpacked copy, which takes e's place. Claim and Get unpack the entry of
+// a completed record the first time they return it, and keep it so.
+func (t *table) unpack(h uint64, e *entry) *entry {
+	if e.rec != nil {
+		return e
+	}
+	u := e.unpacked(&t.hc) // e is packed: its next is nil, as u's
+	if t.m[h] == e {
+		t.m[h] = u
+		return u
+	}
+	for prev := t.m[h]; prev != nil; prev = prev.next {
+		if prev.next == e {
+			prev.next = u
+			return u
+		}
+	}
+	panic("memory: entry not in the table")
 }
 
 // del removes the entry for i (with h = t.hash(i)) and reports whether
@@ -119,7 +152,9 @@ func (t *table) deleteFunc(drop func(*entry) bool) int {
 			if drop(e) {
 				n++
 			} else {
-				e.next = nil
+				if e.next != nil { // never so for a packed e
+					e.next = nil
+				}
 				if last == nil {
 					keep = e
 				} else {
