@@ -408,7 +408,9 @@ func TestUnpackedHeaderShared(t *testing.T) {
 		}
 		got = append(got, rec.Response.Header)
 	}
-	same := func(a, b http.Header) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	same := func(a, b http.Header) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
 	if !same(got[0], got[1]) || same(got[1], got[2]) || same(got[2], got[3]) {
 		t.Errorf("header maps shared: 0-1 %v, 1-2 %v, 2-3 %v; want true, false, false", same(got[0], got[1]), same(got[1], got[2]), same(got[2], got[3]))
 	}
