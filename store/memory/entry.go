@@ -251,16 +251,33 @@ func (e *entry) unpacked(hc *headerCache) *entry {
 	return &u.c.entry
 }
 
-// headerCache keeps the last header map decoded, with its encoding: most
-// responses of an API carry the same few headers, and the records
-// unpacked one after another then share one read-only map, as the
-// middleware's stored responses do (one map less per replayed record, and
-// less for the collector). Not safe for concurrent use: the store's mutex
-// guards it.
+// headerCache keeps the last header map decoded, with its encoding, and
+// the last one encoded. Most responses of an API carry the same few
+// headers: records unpacked one after another then share one read-only
+// map, as the middleware's stored responses do (one map less per replayed
+// record, and less for the collector), and the middleware's one map is
+// encoded once, not per record. Not safe for concurrent use: the store's
+// mutex guards it.
 type headerCache struct {
 	enc string // in the data of the record decoded last; nothing writes it
 	h   http.Header
+	// src is the map encoded last, srcEnc its encoding.
+	src    http.Header
+	srcEnc string
 }
+
+// encode returns the encoding of h (not nil), made once for the same map
+// given again.
+func (hc *headerCache) encode(h http.Header) string {
+	if hc.src == nil || mapPointer(h) != mapPointer(hc.src) {
+		hc.src, hc.srcEnc = h, string(appendHeader(make([]byte, 0, headerLen(h)), h))
+	}
+	return hc.srcEnc
+}
+
+// mapPointer returns h's identity: two headers are the same map when
+// their pointers are equal.
+func mapPointer(h http.Header) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&h)) }
 
 // decode returns decodeHeader(enc), or the same map as the last call when
 // enc is equal.
@@ -286,7 +303,12 @@ const maxPacked = 1 << 30
 // in different locations; an attempt or a status beyond int32; more than
 // maxPacked bytes of data) keeps its *Record, as Claim and Get return it,
 // and resp's header map.
-func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp time.Time) *entry {
+//
+// With a non-nil hc, a header map equal (the same map) to the one hc
+// encoded last is not encoded again: the caller of Complete must not
+// modify the response after the call (see [retrysafe.CompleteParams]),
+// and the middleware stores one map for most responses of an API.
+func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp time.Time, hc *headerCache) *entry {
 	var r retrysafe.Response // resp's fields; zero for a nil resp
 	if resp != nil {
 		r = *resp
@@ -297,7 +319,15 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	for _, t := range times[1:] {
 		pack = pack && t.Location() == loc
 	}
-	hlen := headerLen(r.Header)
+	var enc string // r.Header's encoding, when hc has it
+	hlen := 0
+	switch {
+	case hc != nil && r.Header != nil:
+		enc = hc.encode(r.Header)
+		hlen = len(enc)
+	default:
+		hlen = headerLen(r.Header)
+	}
 	n := len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint) + len(rec.Token) + len(rec.Route) + hlen + len(r.Body)
 	pack = pack && n <= maxPacked && rec.Attempt == int(int32(rec.Attempt)) && r.Status == int(int32(r.Status))
 
@@ -327,7 +357,11 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 		buf = append(buf, rec.Fingerprint...)
 		buf = append(buf, rec.Token...)
 		buf = append(buf, rec.Route...)
-		buf = appendHeader(buf, r.Header)
+		if enc != "" {
+			buf = append(buf, enc...)
+		} else {
+			buf = appendHeader(buf, r.Header)
+		}
 		buf = append(buf, r.Body...)
 		// buf is the data right after c (see completed.data); nothing
 		// writes it again.

@@ -341,8 +341,8 @@ func TestCompletedLayout(t *testing.T) {
 
 // TestPackedKeepsNothing: a completed record, packed, keeps nothing of
 // the response it was completed with: the header map and its values
-// (and the body) can be collected once Complete returned, and the record
-// still replays them.
+// (and the body) can be collected once Complete returned (and the store
+// encoded another header), and the record still replays them.
 func TestPackedKeepsNothing(t *testing.T) {
 	s := New(Config{JanitorInterval: -1})
 	t.Cleanup(func() { s.Close() })
@@ -361,6 +361,15 @@ func TestPackedKeepsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, values, body = nil, nil, nil
+	// The store keeps the last header map it encoded, not to encode it
+	// again (see headerCache): another one takes its place.
+	p2, err := claim(t, s, "k2", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k2", Token: p2.Token, Now: base, TTL: time.Hour, Response: &retrysafe.Response{Status: 201, Header: http.Header{}}}); err != nil {
+		t.Fatal(err)
+	}
 	for n, cycles := 0, 0; n < 2; cycles++ {
 		if cycles == 100 {
 			t.Fatalf("%d of the response's header values and body collected after %d cycles: the store keeps the rest alive", n, cycles)
@@ -386,9 +395,10 @@ func TestUnpackedHeaderShared(t *testing.T) {
 	s := New(Config{JanitorInterval: -1})
 	t.Cleanup(func() { s.Close() })
 	ctx := t.Context()
+	json := http.Header{"Content-Type": {"application/json"}}
 	headers := []http.Header{
-		{"Content-Type": {"application/json"}},
-		{"Content-Type": {"application/json"}},
+		json,
+		json, // the same map, as the middleware stores it
 		{"Content-Type": {"text/plain"}},
 		{"Content-Type": {"application/json"}},
 	}
@@ -413,6 +423,24 @@ func TestUnpackedHeaderShared(t *testing.T) {
 	}
 	if !same(got[0], got[1]) || same(got[1], got[2]) || same(got[2], got[3]) {
 		t.Errorf("header maps shared: 0-1 %v, 1-2 %v, 2-3 %v; want true, false, false", same(got[0], got[1]), same(got[1], got[2]), same(got[2], got[3]))
+	}
+}
+
+// TestHeaderCacheEncode: the same map is encoded once; another map, even
+// with equal fields, is encoded anew.
+func TestHeaderCacheEncode(t *testing.T) {
+	t.Parallel()
+	var hc headerCache
+	a, b := http.Header{"A": {"1"}}, http.Header{"A": {"2"}}
+	first := hc.encode(a)
+	if again := hc.encode(a); unsafe.StringData(again) != unsafe.StringData(first) {
+		t.Error("the same map was encoded again")
+	}
+	if got := decodeHeader(hc.encode(b)); !reflect.DeepEqual(got, b) {
+		t.Errorf("another map: decoded %v, want %v", got, b)
+	}
+	if got := decodeHeader(hc.encode(a)); !reflect.DeepEqual(got, a) {
+		t.Errorf("the first map again: decoded %v, want %v", got, a)
 	}
 }
 

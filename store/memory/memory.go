@@ -344,7 +344,7 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 		return err
 	}
 	expires := p.Now.Add(p.TTL)
-	s.records.put(h, completedEntry(e.rec, p.Response, p.Now, expires))
+	s.records.put(h, completedEntry(e.rec, p.Response, p.Now, expires, &s.records.hc))
 	if expires.Before(s.nextExpiry) {
 		s.nextExpiry = expires
 	}

@@ -170,7 +170,7 @@ func processingOf(i id) *entry {
 // packedOf returns a packed completed entry for i.
 func packedOf(i id) *entry {
 	rec := &retrysafe.Record{Scope: i.scope, Key: i.key, Token: retrysafe.NewToken(), CreatedAt: base, LeaseUntil: base.Add(time.Minute)}
-	e := completedEntry(rec, &retrysafe.Response{Status: 201, Body: []byte(i.key)}, base, base.Add(time.Hour))
+	e := completedEntry(rec, &retrysafe.Response{Status: 201, Body: []byte(i.key)}, base, base.Add(time.Hour), nil)
 	if e.rec != nil {
 		panic("packedOf: not packed")
 	}
