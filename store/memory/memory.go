@@ -197,7 +197,8 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 
 	i := id{p.Scope, p.Key}
 	h := s.records.hash(i)
-	e := s.records.get(h, i)
+	at := s.records.at(h) // found once, written once
+	e := at.get(i)
 	if e != nil && !e.expired(p.Now) {
 		if e.completed {
 			return s.records.unpack(h, e).replay(), nil
@@ -207,7 +208,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		}
 		// Takeover of an expired lease.
 		rec := p.ProcessingRecord(e.rec.Attempt+1, e.rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
-		s.records.put(h, &entry{rec: rec})
+		s.records.putAt(at, &entry{rec: rec})
 		return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
 	}
 	if e == nil && s.records.len() >= s.max {
@@ -215,6 +216,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		if s.records.len() >= s.max {
 			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w (MaxRecords=%d)", ErrFull, s.max))
 		}
+		at = s.records.at(h) // the eviction changed the table
 	}
 	// The record, its entry and the result that returns it, in one
 	// allocation.
@@ -226,7 +228,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	c.rec = *p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
 	c.res = retrysafe.ClaimResult{Claimed: true, Record: &c.rec}
 	c.e.rec = &c.rec
-	s.records.put(h, &c.e)
+	s.records.putAt(at, &c.e)
 	s.lowerLeaseBoundLocked(c.rec.LeaseUntil)
 	return &c.res, nil
 }
@@ -304,14 +306,14 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 }
 
 // owned returns the entry of the processing record i owned by token, and
-// i's hash, or ErrLeaseLost.
-func (s *Store) owned(i id, token string) (*entry, uint64, error) {
-	h := s.records.hash(i)
-	e := s.records.get(h, i)
+// i's position in the table, or ErrLeaseLost.
+func (s *Store) owned(i id, token string) (*entry, pos, error) {
+	at := s.records.at(s.records.hash(i))
+	e := at.get(i)
 	if e == nil || e.completed || e.rec.Token != token {
-		return nil, h, retrysafe.ErrLeaseLost
+		return nil, at, retrysafe.ErrLeaseLost
 	}
-	return e, h, nil
+	return e, at, nil
 }
 
 // Extend implements [retrysafe.Store].
@@ -339,12 +341,12 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 	}
 	defer s.mu.Unlock()
 	i := id{p.Scope, p.Key}
-	e, h, err := s.owned(i, p.Token)
+	e, at, err := s.owned(i, p.Token)
 	if err != nil {
 		return err
 	}
 	expires := p.Now.Add(p.TTL)
-	s.records.put(h, completedEntry(e.rec, p.Response, p.Now, expires, &s.records.hc))
+	s.records.putAt(at, completedEntry(e.rec, p.Response, p.Now, expires, &s.records.hc))
 	if expires.Before(s.nextExpiry) {
 		s.nextExpiry = expires
 	}
@@ -359,11 +361,11 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	}
 	defer s.mu.Unlock()
 	i := id{p.Scope, p.Key}
-	_, h, err := s.owned(i, p.Token)
+	_, at, err := s.owned(i, p.Token)
 	if err != nil {
 		return err
 	}
-	s.records.del(h, i)
+	s.records.del(at.h, i)
 	s.notifyLocked(i)
 	return nil
 }

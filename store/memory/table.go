@@ -5,27 +5,53 @@ import (
 	"iter"
 )
 
-// table holds the store's entries by (scope, key): a map keyed by a
-// seeded 64-bit hash of the pair, entries whose pairs share a hash chained
-// through entry.next (with a random seed, a chain longer than one is rare
-// and cannot be provoked from outside).
+// table holds the store's entries by (scope, key), under a seeded 64-bit
+// hash of the pair; entries whose pairs share a hash are chained through
+// entry.next (with a random seed, a chain longer than one is rare and
+// cannot be provoked from outside).
 //
-// Keyed by the strings themselves, the map would hash both strings on
-// every lookup and assignment (two of each per request), compare them, and
-// hash them again for every entry each time it grows; its slots would be
-// five words, three of them pointers for the collector to follow. Keyed by
-// the hash, a request hashes its pair once per store call and the map's
-// slots are two words with one pointer; the strings live in the entry
-// (its record, or its completed data).
+// It is a hash table of its own rather than a map[uint64]*entry, for the
+// two calls of every new key: a Claim looks its key up and, not finding
+// it, inserts it; a Complete looks it up and replaces it. A map probes
+// twice for each (its look-up, then its assignment); the table finds the
+// slot once and writes it: Claim and Complete of a new key went from
+// 6,810 to 5,410 instructions (callgrind), and BenchmarkNewKey ran
+// 30-45 % faster.
+//
+// Like Go's maps, it is a directory of subtables that split, so that no
+// insertion rehashes more than one subtable (at most maxSlots slots)
+// while the caller holds the store's mutex: the directory is indexed by
+// the hash's top bits (depth of them), a subtable's slots by its low bits,
+// with linear probing and backward-shift deletion (no tombstones).
 type table struct {
-	seed maphash.Seed
-	m    map[uint64]*entry
-	n    int         // entries, chained ones included
-	hc   headerCache // for unpack
+	seed  maphash.Seed
+	dir   []*subtable // 1 << depth of them; a subtable of local depth d appears 1 << (depth-d) times in a row
+	depth uint
+	n     int         // entries, chained ones included
+	hc    headerCache // for unpack
 }
 
+// subtable is a part of the table: the entries whose hashes start with
+// its depth bits.
+type subtable struct {
+	slots []slot // a power of two of them
+	used  int    // slots in use
+	depth uint   // the leading bits of the hash shared by its entries
+}
+
+// slot is one chain of entries sharing hash h; e is nil in a free slot.
+type slot struct {
+	h uint64
+	e *entry
+}
+
+const (
+	minSlots = 8
+	maxSlots = 1024 // a full subtable of this many splits instead of growing
+)
+
 func newTable() table {
-	return table{seed: maphash.MakeSeed(), m: make(map[uint64]*entry)}
+	return table{seed: maphash.MakeSeed(), dir: []*subtable{{slots: make([]slot, minSlots)}}}
 }
 
 // hash returns the table's hash of i.
@@ -35,9 +61,47 @@ func (t *table) hash(i id) uint64 {
 	return maphash.String(t.seed, i.scope)*0x9e3779b97f4a7c15 + maphash.String(t.seed, i.key)
 }
 
-// get returns the entry for i (with h = t.hash(i)), or nil.
-func (t *table) get(h uint64, i id) *entry {
-	for e := t.m[h]; e != nil; e = e.next {
+// sub returns the subtable for hash h.
+func (t *table) sub(h uint64) *subtable {
+	return t.dir[h>>(64-t.depth)&(1<<t.depth-1)] // h>>64 is 0 in Go
+}
+
+// find returns the index of h's slot in s, and whether h is there: if
+// not, the index is the free slot where h belongs.
+func (s *subtable) find(h uint64) (int, bool) {
+	mask := len(s.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch sl := &s.slots[i]; {
+		case sl.e == nil:
+			return i, false
+		case sl.h == h:
+			return i, true
+		}
+	}
+}
+
+// pos is where a hash is in the table: the slot of its chain, or the
+// free slot where it would go. It is valid until the table changes.
+type pos struct {
+	h  uint64
+	s  *subtable
+	k  int
+	ok bool // h has a chain at k
+}
+
+// at returns the position of hash h.
+func (t *table) at(h uint64) pos {
+	s := t.sub(h)
+	k, ok := s.find(h)
+	return pos{h, s, k, ok}
+}
+
+// get returns the entry for i at p, or nil.
+func (p pos) get(i id) *entry {
+	if !p.ok {
+		return nil
+	}
+	for e := p.s.slots[p.k].e; e != nil; e = e.next {
 		if e.is(i) {
 			return e
 		}
@@ -45,19 +109,34 @@ func (t *table) get(h uint64, i id) *entry {
 	return nil
 }
 
+// get returns the entry for i (with h = t.hash(i)), or nil.
+func (t *table) get(h uint64, i id) *entry { return t.at(h).get(i) }
+
 // put stores e (its id hashing to h, its next nil) in place of the entry
-// with the same id, or adds it. A packed e that would be followed by
-// another entry of the chain is stored unpacked (see entry).
-func (t *table) put(h uint64, e *entry) {
-	head := t.m[h]
-	if head == nil {
-		t.m[h] = e
+// with the same id, or adds it (see putAt).
+func (t *table) put(h uint64, e *entry) { t.putAt(t.at(h), e) }
+
+// putAt stores e (its id hashing to p's hash, its next nil) in place of
+// the entry with the same id, or adds it, at p, which must be valid. A
+// packed e that would be followed by another entry of the chain is
+// stored unpacked (see entry).
+func (t *table) putAt(p pos, e *entry) {
+	s, k := p.s, p.k
+	if !p.ok {
+		if (s.used+1)*4 > len(s.slots)*3 { // load above 3/4
+			t.grow(s, p.h)
+			s = t.sub(p.h)
+			k, _ = s.find(p.h)
+		}
+		s.slots[k] = slot{p.h, e}
+		s.used++
 		t.n++
 		return
 	}
+	head := s.slots[k].e
 	i := e.id()
 	if head.is(i) {
-		t.m[h] = linked(e, head.next)
+		s.slots[k].e = linked(e, head.next)
 		return
 	}
 	prev := head
@@ -67,7 +146,7 @@ func (t *table) put(h uint64, e *entry) {
 			return
 		}
 	}
-	t.m[h] = linked(e, head)
+	s.slots[k].e = linked(e, head)
 	t.n++
 }
 
@@ -84,33 +163,90 @@ func linked(e, next *entry) *entry {
 	return e
 }
 
-// unpack returns the entry e (for an id hashing to h) unpacked, so that
-// it holds its record (see entry): e itself, or, for a packed e, its
-// unpacked copy, which takes e's place. Claim and Get unpack the entry of
-// a completed record the first time they return it, and keep it so.
-func (t *table) unpack(h uint64, e *entry) *entry {
-	if e.rec != nil {
-		return e
+// grow makes room in s, which is full and holds hash h's slot: it doubles
+// its slots, or, at maxSlots, splits it in two by the next bit of the hash
+// (doubling the directory when s is as deep as it).
+func (t *table) grow(s *subtable, h uint64) {
+	if len(s.slots) < maxSlots {
+		old := s.slots
+		s.slots = make([]slot, 2*len(old))
+		s.used = 0
+		for _, sl := range old {
+			if sl.e != nil {
+				s.insert(sl)
+			}
+		}
+		return
 	}
-	u := e.unpacked(&t.hc) // e is packed: its next is nil, as u's
-	if t.m[h] == e {
-		t.m[h] = u
-		return u
+	if s.depth == t.depth {
+		dir := make([]*subtable, 2*len(t.dir))
+		for k, d := range t.dir {
+			dir[2*k], dir[2*k+1] = d, d
+		}
+		t.dir, t.depth = dir, t.depth+1
 	}
-	for prev := t.m[h]; prev != nil; prev = prev.next {
-		if prev.next == e {
-			prev.next = u
-			return u
+	// s's entries share their first s.depth bits; the next one picks the
+	// half.
+	lo := &subtable{slots: make([]slot, len(s.slots)), depth: s.depth + 1}
+	hi := &subtable{slots: make([]slot, len(s.slots)), depth: s.depth + 1}
+	bit := 63 - s.depth
+	for _, sl := range s.slots {
+		switch {
+		case sl.e == nil:
+		case sl.h>>bit&1 == 0:
+			lo.insert(sl)
+		default:
+			hi.insert(sl)
 		}
 	}
-	panic("memory: entry not in the table")
+	// s's directory entries: 1 << (t.depth - s.depth) in a row, from h's
+	// entry with its last bits cleared; the first half for lo.
+	run := 1 << (t.depth - s.depth)
+	first := int(h>>(64-t.depth)) &^ (run - 1)
+	for k := range run {
+		if k < run/2 {
+			t.dir[first+k] = lo
+		} else {
+			t.dir[first+k] = hi
+		}
+	}
+}
+
+// insert adds sl, whose hash s does not hold, to s, which has room.
+func (s *subtable) insert(sl slot) {
+	k, _ := s.find(sl.h)
+	s.slots[k] = sl
+	s.used++
+}
+
+// remove frees slot k of s, moving back the slots after it that probing
+// would no longer reach (backward-shift deletion).
+func (s *subtable) remove(k int) {
+	mask := len(s.slots) - 1
+	hole := k
+	for j := (k + 1) & mask; s.slots[j].e != nil; j = (j + 1) & mask {
+		// The slot at j may fill the hole unless its home lies
+		// (cyclically) after the hole, up to j.
+		home := int(s.slots[j].h) & mask
+		if (j-home)&mask >= (j-hole)&mask {
+			s.slots[hole] = s.slots[j]
+			hole = j
+		}
+	}
+	s.slots[hole] = slot{}
+	s.used--
 }
 
 // del removes the entry for i (with h = t.hash(i)) and reports whether
 // there was one.
 func (t *table) del(h uint64, i id) bool {
+	s := t.sub(h)
+	k, ok := s.find(h)
+	if !ok {
+		return false
+	}
 	var prev *entry
-	for cur := t.m[h]; cur != nil; prev, cur = cur, cur.next {
+	for cur := s.slots[k].e; cur != nil; prev, cur = cur, cur.next {
 		if !cur.is(i) {
 			continue
 		}
@@ -118,9 +254,9 @@ func (t *table) del(h uint64, i id) bool {
 		case prev != nil:
 			prev.next = cur.next
 		case cur.next != nil:
-			t.m[h] = cur.next
+			s.slots[k].e = cur.next
 		default:
-			delete(t.m, h)
+			s.remove(k)
 		}
 		t.n--
 		return true
@@ -128,13 +264,26 @@ func (t *table) del(h uint64, i id) bool {
 	return false
 }
 
+// subtables yields each subtable once.
+func (t *table) subtables() iter.Seq[*subtable] {
+	return func(yield func(*subtable) bool) {
+		for k := 0; k < len(t.dir); k += 1 << (t.depth - t.dir[k].depth) {
+			if !yield(t.dir[k]) {
+				return
+			}
+		}
+	}
+}
+
 // all yields every entry, in no particular order.
 func (t *table) all() iter.Seq[*entry] {
 	return func(yield func(*entry) bool) {
-		for _, head := range t.m {
-			for e := head; e != nil; e = e.next {
-				if !yield(e) {
-					return
+		for s := range t.subtables() {
+			for _, sl := range s.slots {
+				for e := sl.e; e != nil; e = e.next {
+					if !yield(e) {
+						return
+					}
 				}
 			}
 		}
@@ -145,30 +294,40 @@ func (t *table) all() iter.Seq[*entry] {
 // the number removed. drop must not change the table.
 func (t *table) deleteFunc(drop func(*entry) bool) int {
 	n := 0
-	for h, head := range t.m {
-		var keep, last *entry // the chain's survivors, in order
-		for e := head; e != nil; {
-			next := e.next
-			if drop(e) {
-				n++
-			} else {
-				if e.next != nil { // never so for a packed e
-					e.next = nil
-				}
-				if last == nil {
-					keep = e
-				} else {
-					last.next = e
-				}
-				last = e
+	for s := range t.subtables() {
+		for k := 0; k < len(s.slots); {
+			head := s.slots[k].e
+			if head == nil {
+				k++
+				continue
 			}
-			e = next
-		}
-		switch {
-		case keep == nil:
-			delete(t.m, h)
-		case keep != head:
-			t.m[h] = keep
+			var keep, last *entry // the chain's survivors, in order
+			for e := head; e != nil; {
+				next := e.next
+				if drop(e) {
+					n++
+				} else {
+					if e.next != nil { // never so for a packed e
+						e.next = nil
+					}
+					if last == nil {
+						keep = e
+					} else {
+						last.next = e // last had a next: not packed
+					}
+					last = e
+				}
+				e = next
+			}
+			if keep == nil {
+				// A later slot may move into k: look at k again. A slot
+				// that wraps around from the start is looked at twice,
+				// which keeps what it kept.
+				s.remove(k)
+				continue
+			}
+			s.slots[k].e = keep
+			k++
 		}
 	}
 	t.n -= n
@@ -177,3 +336,37 @@ func (t *table) deleteFunc(drop func(*entry) bool) int {
 
 // len returns the number of entries.
 func (t *table) len() int { return t.n }
+
+// unpack returns the entry e (for an id hashing to h) unpacked, so that
+// it holds its record (see entry): e itself, or, for a packed e, its
+// unpacked copy, which takes e's place. Claim and Get unpack the entry of
+// a completed record the first time they return it, and keep it so.
+func (t *table) unpack(h uint64, e *entry) *entry {
+	if e.rec != nil {
+		return e
+	}
+	u := e.unpacked(&t.hc) // e is packed: its next is nil, as u's
+	s := t.sub(h)
+	k, _ := s.find(h)
+	if s.slots[k].e == e {
+		s.slots[k].e = u
+		return u
+	}
+	for prev := s.slots[k].e; prev != nil; prev = prev.next {
+		if prev.next == e {
+			prev.next = u
+			return u
+		}
+	}
+	panic("memory: entry not in the table")
+}
+
+// head returns the first entry of h's chain, or nil. For tests.
+func (t *table) head(h uint64) *entry {
+	s := t.sub(h)
+	k, ok := s.find(h)
+	if !ok {
+		return nil
+	}
+	return s.slots[k].e
+}

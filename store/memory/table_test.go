@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func testTableChains(t *testing.T, entryOf func(id) *entry) {
 		}
 		checkPacked(t, &tb)
 	}
-	if _, ok := tb.m[h]; ok {
+	if tb.head(h) != nil {
 		t.Fatal("an emptied chain stays in the map")
 	}
 	if tb.get(h+1, id{"other", "x"}) == nil {
@@ -126,7 +127,7 @@ func testTableDeleteFunc(t *testing.T, entryOf func(id) *entry) {
 			}
 		}
 	}
-	if _, ok := tb.m[0]; ok {
+	if tb.head(0) != nil {
 		t.Fatal("a chain left empty stays in the map")
 	}
 }
@@ -232,5 +233,131 @@ func TestTableUnpack(t *testing.T) {
 			t.Fatalf("pos %d: len %d, want %d", pos, tb.len(), len(ids))
 		}
 		checkPacked(t, &tb)
+	}
+}
+
+// TestTableModel runs random puts, deletes, look-ups, unpackings and
+// sweeps against a map, with hashes that are random (many subtables and
+// splits), that collide (chains), and that share their low bits (long
+// probe runs, shifted back on deletion), and checks the table against the
+// map and its own invariants throughout.
+func TestTableModel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		ids  int
+		ops  int
+		hash func(rng *rand.Rand, n int) uint64
+	}{
+		{"random", 4000, 30000, func(rng *rand.Rand, _ int) uint64 { return rng.Uint64() }},
+		{"colliding", 400, 20000, func(_ *rand.Rand, n int) uint64 { return uint64(n%23) * 0x9e3779b97f4a7c15 }},
+		{"same low bits", 1200, 12000, func(rng *rand.Rand, _ int) uint64 { return rng.Uint64()&^0xffff | 0x1234 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(uint64(len(tc.name)), 7))
+			ids := make([]id, tc.ids)
+			hashes := make(map[id]uint64, tc.ids)
+			for n := range ids {
+				ids[n] = id{"s", fmt.Sprint(n)}
+				hashes[ids[n]] = tc.hash(rng, n)
+			}
+			tb := newTable()
+			model := map[id]string{} // id -> token of its entry
+			for op := range tc.ops {
+				i := ids[rng.IntN(len(ids))]
+				h := hashes[i]
+				switch r := rng.IntN(100); {
+				case r < 60:
+					e := processingOf(i)
+					if rng.IntN(2) == 0 {
+						e = packedOf(i)
+					}
+					tb.put(h, e)
+					model[i] = e.view().Token
+				case r < 80:
+					_, had := model[i]
+					if got := tb.del(h, i); got != had {
+						t.Fatalf("op %d: del(%v) = %v, want %v", op, i, got, had)
+					}
+					delete(model, i)
+				case r < 99:
+					if e := tb.get(h, i); e != nil {
+						u := tb.unpack(h, e)
+						if u.rec == nil || u.view().Token != model[i] || tb.get(h, i) != u {
+							t.Fatalf("op %d: unpack(%v) = %+v", op, i, u.rec)
+						}
+					}
+				default:
+					cut := rng.IntN(len(ids))
+					drop := func(e *entry) bool { return hashes[e.id()]%97 == uint64(cut%97) }
+					want := 0
+					for j := range model {
+						if drop(&entry{rec: &retrysafe.Record{Scope: j.scope, Key: j.key}}) {
+							delete(model, j)
+							want++
+						}
+					}
+					if n := tb.deleteFunc(drop); n != want {
+						t.Fatalf("op %d: deleteFunc = %d, want %d", op, n, want)
+					}
+				}
+				if op%2999 == 0 || op == tc.ops-1 {
+					checkModel(t, &tb, model, hashes)
+				}
+			}
+			if tc.name == "random" && tb.depth < 2 {
+				t.Fatalf("directory depth %d: the run never split a subtable", tb.depth)
+			}
+		})
+	}
+}
+
+// checkModel fails unless tb holds exactly model's entries (by token),
+// each found under its hash, with its subtables consistent.
+func checkModel(t *testing.T, tb *table, model map[id]string, hashes map[id]uint64) {
+	t.Helper()
+	checkPacked(t, tb)
+	if tb.len() != len(model) {
+		t.Fatalf("len = %d, want %d", tb.len(), len(model))
+	}
+	seen := 0
+	for e := range tb.all() {
+		i := e.id()
+		if tok, ok := model[i]; !ok || e.view().Token != tok {
+			t.Fatalf("table holds %v (token %q), model %q (%v)", i, e.view().Token, tok, ok)
+		}
+		seen++
+	}
+	if seen != len(model) {
+		t.Fatalf("all yields %d entries, want %d", seen, len(model))
+	}
+	for i, tok := range model {
+		if e := tb.get(hashes[i], i); e == nil || e.view().Token != tok {
+			t.Fatalf("get(%v) = %v, want token %q", i, e, tok)
+		}
+	}
+	subs := 0
+	for s := range tb.subtables() {
+		subs++
+		used := 0
+		for k, sl := range s.slots {
+			if sl.e == nil {
+				continue
+			}
+			used++
+			if s.depth > 0 && tb.sub(sl.h) != s {
+				t.Fatalf("slot %d of a subtable of depth %d holds hash %x of another", k, s.depth, sl.h)
+			}
+			if at, ok := s.find(sl.h); !ok || at != k {
+				t.Fatalf("hash %x in slot %d found at %d (%v)", sl.h, k, at, ok)
+			}
+		}
+		if used != s.used || used*4 > len(s.slots)*3 {
+			t.Fatalf("subtable: %d slots used, counted %d, of %d", used, s.used, len(s.slots))
+		}
+	}
+	if len(tb.dir) != 1<<tb.depth {
+		t.Fatalf("directory of %d at depth %d", len(tb.dir), tb.depth)
 	}
 }
