@@ -363,6 +363,12 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 			buf = appendHeader(buf, r.Header)
 		}
 		buf = append(buf, r.Body...)
+		if len(buf) != n {
+			// Only a header map changed while it was encoded (the
+			// caller's bug) could do this; c.data would then read past
+			// the allocation.
+			panic("memory: a response's header changed while Complete stored it")
+		}
 		// buf is the data right after c (see completed.data); nothing
 		// writes it again.
 		c.dataLen = uint32(len(buf))
