@@ -46,18 +46,24 @@ func Encode(h http.Header) []byte {
 	b = append(b, Version)
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, k := range names {
-		vs := h[k]
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		if vs == nil {
-			b = binary.AppendUvarint(b, 0)
-			continue
-		}
-		b = binary.AppendUvarint(b, uint64(len(vs))+1)
-		for _, v := range vs {
-			b = binary.AppendUvarint(b, uint64(len(v)))
-			b = append(b, v...)
-		}
+		b = AppendField(b, k, h[k])
+	}
+	return b
+}
+
+// AppendField appends the encoding of one header field to b: the name's
+// length and bytes, the number of values plus one (zero for nil) and each
+// value's length and bytes, as [Encode] writes each name.
+func AppendField(b []byte, name string, values []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	b = append(b, name...)
+	if values == nil {
+		return binary.AppendUvarint(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(values))+1)
+	for _, v := range values {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
 	}
 	return b
 }

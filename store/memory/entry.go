@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/headercodec"
 )
 
 // entry is what the store keeps for one key, behind the map's pointer.
@@ -381,11 +382,10 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	return &c.entry
 }
 
-// A packed record's header is encoded as: the number of names; then for
-// each name its length and bytes, the number of its values plus one (zero
-// for a nil slice), and each value's length and bytes. Numbers are
-// uvarints. Unlike internal/headercodec (the stores' stored form), names
-// are in the map's order: the encoding never leaves the process.
+// A packed record's header is encoded as the number of names, then each
+// field as internal/headercodec encodes it (AppendField). Unlike the
+// stores' stored form, there is no version byte and names are in the
+// map's order: the encoding never leaves the process.
 
 // headerLen returns the length of h's encoding (0 for nil).
 func headerLen(h http.Header) int {
@@ -409,17 +409,7 @@ func appendHeader(b []byte, h http.Header) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(h)))
 	for k, vs := range h {
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		if vs == nil {
-			b = binary.AppendUvarint(b, 0)
-			continue
-		}
-		b = binary.AppendUvarint(b, uint64(len(vs))+1)
-		for _, v := range vs {
-			b = binary.AppendUvarint(b, uint64(len(v)))
-			b = append(b, v...)
-		}
+		b = headercodec.AppendField(b, k, vs)
 	}
 	return b
 }

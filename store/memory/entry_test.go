@@ -344,32 +344,17 @@ func TestCompletedLayout(t *testing.T) {
 // (and the body) can be collected once Complete returned (and the store
 // encoded another header), and the record still replays them.
 func TestPackedKeepsNothing(t *testing.T) {
-	s := New(Config{JanitorInterval: -1})
-	t.Cleanup(func() { s.Close() })
-	ctx := t.Context()
-	p, err := claim(t, s, "k", base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := quietStore(t)
 	collected := make(chan string, 2)
 	values := []string{"application/json"}
 	body := []byte(`{"id":"ord_1"}`)
 	runtime.AddCleanup(&values[0], func(what string) { collected <- what }, "header values")
 	runtime.AddCleanup(&body[0], func(what string) { collected <- what }, "body")
-	resp := &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": values}, Body: body}
-	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k", Token: p.Token, Now: base, TTL: time.Hour, Response: resp}); err != nil {
-		t.Fatal(err)
-	}
-	resp, values, body = nil, nil, nil
+	completeKey(t, s, "k", &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": values}, Body: body})
+	values, body = nil, nil
 	// The store keeps the last header map it encoded, not to encode it
 	// again (see headerCache): another one takes its place.
-	p2, err := claim(t, s, "k2", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k2", Token: p2.Token, Now: base, TTL: time.Hour, Response: &retrysafe.Response{Status: 201, Header: http.Header{}}}); err != nil {
-		t.Fatal(err)
-	}
+	completeKey(t, s, "k2", &retrysafe.Response{Status: 201, Header: http.Header{}})
 	for n, cycles := 0, 0; n < 2; cycles++ {
 		if cycles == 100 {
 			t.Fatalf("%d of the response's header values and body collected after %d cycles: the store keeps the rest alive", n, cycles)
@@ -381,7 +366,7 @@ func TestPackedKeepsNothing(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "k", Now: base})
+	rec, err := s.Get(t.Context(), &retrysafe.GetParams{Scope: "s", Key: "k", Now: base})
 	if err != nil || rec.Response.Header.Get("Content-Type") != "application/json" || string(rec.Response.Body) != `{"id":"ord_1"}` {
 		t.Fatalf("Get = %+v, %v", rec, err)
 	}
@@ -392,9 +377,7 @@ func TestPackedKeepsNothing(t *testing.T) {
 // record with another header gets its own, and each keeps its values.
 func TestUnpackedHeaderShared(t *testing.T) {
 	t.Parallel()
-	s := New(Config{JanitorInterval: -1})
-	t.Cleanup(func() { s.Close() })
-	ctx := t.Context()
+	s := quietStore(t)
 	json := http.Header{"Content-Type": {"application/json"}}
 	headers := []http.Header{
 		json,
@@ -405,14 +388,8 @@ func TestUnpackedHeaderShared(t *testing.T) {
 	var got []http.Header
 	for n, h := range headers {
 		key := fmt.Sprint("k", n)
-		p, err := claim(t, s, key, base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: key, Token: p.Token, Now: base, TTL: time.Hour, Response: &retrysafe.Response{Status: 201, Header: h}}); err != nil {
-			t.Fatal(err)
-		}
-		rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: key, Now: base})
+		completeKey(t, s, key, &retrysafe.Response{Status: 201, Header: h})
+		rec, err := s.Get(t.Context(), &retrysafe.GetParams{Scope: "s", Key: key, Now: base})
 		if err != nil || !reflect.DeepEqual(rec.Response.Header, h) {
 			t.Fatalf("Get %s = %+v, %v; want header %v", key, rec, err, h)
 		}

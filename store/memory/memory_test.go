@@ -47,6 +47,26 @@ func TestShared(t *testing.T) {
 
 var base = storetest.Base
 
+// quietStore returns a store without a janitor, closed when t ends.
+func quietStore(t *testing.T) *Store {
+	s := New(Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// completeKey claims key in scope "s" at base and completes it with resp,
+// failing t on an error.
+func completeKey(t *testing.T, s *Store, key string, resp *retrysafe.Response) {
+	t.Helper()
+	p, err := claim(t, s, key, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(t.Context(), &retrysafe.CompleteParams{Scope: "s", Key: key, Token: p.Token, Now: base, TTL: time.Hour, Response: resp}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func claim(t *testing.T, s *Store, key string, now time.Time) (*retrysafe.ClaimParams, error) {
 	t.Helper()
 	p := &retrysafe.ClaimParams{Scope: "s", Key: key, Fingerprint: "fp", Token: retrysafe.NewToken(), Now: now, Lease: time.Minute}
