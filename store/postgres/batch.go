@@ -152,75 +152,58 @@ func (s *Store) runOne(ctx context.Context, q querier, op *batchOp) (batchResult
 // runBatch is the committer's batch function: one statement for every
 // operation of the batch that is still wanted.
 func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
+	a, _ := s.args.Get().(*batchArgs)
+	if a == nil {
+		a = newBatchArgs()
+	}
+	defer func() {
+		a.reset()
+		s.args.Put(a)
+	}()
 	n := b.Len()
-	var (
-		index    = make([]int, 0, n) // position in the arrays -> item of b
-		ops      = make([]string, 0, n)
-		scopes   = make([]string, 0, n)
-		keys     = make([]string, 0, n)
-		fps      = make([]string, 0, n)
-		tokens   = make([]string, 0, n)
-		nows     = make([]int64, 0, n)
-		untils   = make([]int64, 0, n)
-		statuses = make([]*int32, 0, n)
-		headers  = make([][]byte, 0, n)
-		bodies   = make([][]byte, 0, n)
-		payloads = make([]string, 0, n)
-		routes   = make([]string, 0, n)
-	)
-	type scopeKey struct{ scope, key string }
-	seen := make(map[scopeKey]bool, n) // key -> a later operation of the batch has it too
 	for i := range n {
 		if !b.Start(i) {
 			continue
 		}
 		op := b.Input(i)
-		if _, dup := seen[scopeKey{op.scope, op.key}]; dup {
+		k := scopeKey{op.scope, op.key}
+		if _, dup := a.seen[k]; dup {
 			// A second operation on a key of this batch runs alone, once
 			// the batch has committed: as if after it.
-			seen[scopeKey{op.scope, op.key}] = true
+			a.seen[k] = true
 			b.Set(i, batchResult{outcome: outAlone}, nil)
 			continue
 		}
-		seen[scopeKey{op.scope, op.key}] = false
-		index = append(index, i)
-		ops = append(ops, string(op.kind))
-		scopes = append(scopes, op.scope)
-		keys = append(keys, op.key)
-		fps = append(fps, op.fingerprint)
-		tokens = append(tokens, op.token)
-		nows = append(nows, op.now)
-		untils = append(untils, op.until)
-		statuses = append(statuses, op.status)
-		headers = append(headers, op.header)
-		bodies = append(bodies, op.body)
-		payloads = append(payloads, op.payload)
-		routes = append(routes, op.route)
+		a.seen[k] = false
+		a.index = append(a.index, i)
+		a.ops = append(a.ops, op)
 	}
-	switch len(index) {
+	switch len(a.index) {
 	case 0:
 		return nil
 	case 1:
-		res, err := s.runOne(b.Context(), s.pool, b.Input(index[0]))
-		b.Set(index[0], res, err)
+		res, err := s.runOne(b.Context(), s.pool, a.ops[0])
+		b.Set(a.index[0], res, err)
 		return nil
 	}
-	results := make([]batchResult, len(index))
+	for range a.index {
+		a.results = append(a.results, batchResult{})
+	}
+	results := a.results
 	err := func() error {
-		rows, err := s.pool.Query(b.Context(), s.sql.batch, ops, scopes, keys, fps, tokens, nows, untils,
-			statuses, headers, bodies, payloads, s.cfg.NotifyChannel, routes)
+		rows, err := s.pool.Query(b.Context(), s.sql.batch, a.arguments(s.execMode, s.cfg.NotifyChannel)...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		row := newBatchRow()
+		row := a.row
 		for rows.Next() {
 			ord, r, err := row.scan(rows)
 			if err != nil {
 				return err
 			}
-			if ord < 1 || int(ord) > len(index) || results[ord-1].outcome != "" {
-				return fmt.Errorf("postgres: batch function returned position %d of %d", ord, len(index))
+			if ord < 1 || int(ord) > len(a.index) || results[ord-1].outcome != "" {
+				return fmt.Errorf("postgres: batch function returned position %d of %d", ord, len(a.index))
 			}
 			results[ord-1] = r
 		}
@@ -238,12 +221,12 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 			results[j] = batchResult{outcome: outAlone}
 		}
 	}
-	for j, i := range index {
-		op := b.Input(i)
+	for j, i := range a.index {
+		op := a.ops[j]
 		switch {
 		case results[j].outcome == "":
 			b.Set(i, batchResult{}, fmt.Errorf("postgres: batch function returned no row for position %d", j+1))
-		case results[j].outcome == outAlone && seen[scopeKey{op.scope, op.key}]:
+		case results[j].outcome == outAlone && a.seen[scopeKey{op.scope, op.key}]:
 			// Left undecided, with later operations of its key in the
 			// batch, which run alone once this batch has answered: it
 			// runs here first, so that they run after it.
