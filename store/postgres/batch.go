@@ -198,11 +198,11 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 		defer rows.Close()
 		row := a.row
 		for rows.Next() {
-			ord, r, err := row.scan(rows)
+			ord, r, err := row.scan(rows, a.ops)
 			if err != nil {
 				return err
 			}
-			if ord < 1 || int(ord) > len(a.index) || results[ord-1].outcome != "" {
+			if results[ord-1].outcome != "" {
 				return fmt.Errorf("postgres: batch function returned position %d of %d", ord, len(a.index))
 			}
 			results[ord-1] = r
@@ -251,12 +251,14 @@ func rolledBack(err error) bool {
 
 // batchRow holds the destinations of one row of the batch function, reused
 // for every row of a batch: nullable columns scan into pgtype values, not
-// pointers, so a row allocates only its strings and bytes.
+// pointers, and text columns into the driver's own buffer (valid until
+// the next row), so a row allocates only the strings and bytes its record
+// does not share with its operation (see scan).
 type batchRow struct {
 	ord                               int32
-	out                               string
-	scope, key, fp, state, token      pgtype.Text
-	route                             pgtype.Text
+	out                               pgtype.DriverBytes
+	scope, key, fp, state, token      pgtype.DriverBytes // nil: NULL
+	route                             pgtype.DriverBytes
 	attempt, status                   pgtype.Int4
 	created, updated, leaseUntil, exp pgtype.Int8
 	header, body                      []byte
@@ -278,27 +280,67 @@ func fromInt8(n pgtype.Int8) time.Time {
 	return fromNanos(&n.Int64)
 }
 
+// outcomeOf returns the outcome a row's text names, without allocating for
+// the known ones. A completion or release that notified answers "done"
+// followed by pg_notify's empty text.
+func outcomeOf(b []byte) outcome {
+	switch string(b) {
+	case string(outClaimed):
+		return outClaimed
+	case string(outBlocked):
+		return outBlocked
+	case string(outDone):
+		return outDone
+	case string(outLost):
+		return outLost
+	case string(outAlone):
+		return outAlone
+	}
+	return outcome(b)
+}
+
+// str returns the text b as a string: known (a string of the operation,
+// or a constant) when it holds the same text, so that the record shares it
+// instead of allocating a copy.
+func str(b []byte, known string) string {
+	if string(b) == known {
+		return known
+	}
+	return string(b)
+}
+
 // scan reads one row of the batch function: the operation's position and
 // outcome, and for a claim the record (whose columns are NULL for the
-// other operations).
-func (d *batchRow) scan(rows pgx.Rows) (int32, batchResult, error) {
+// other operations). ops are the batch's operations by position: a
+// claim's record shares their strings where it holds the same text (a
+// claimed record holds exactly its claim's).
+func (d *batchRow) scan(rows pgx.Rows, ops []*batchOp) (int32, batchResult, error) {
 	// A record keeps its header and body: never let a scan fill the
 	// previous row's slices (pgx allocates new ones today).
 	d.header, d.body = nil, nil
 	if err := rows.Scan(d.dest...); err != nil {
 		return 0, batchResult{}, err
 	}
-	r := batchResult{outcome: outcome(d.out)}
+	if d.ord < 1 || int(d.ord) > len(ops) {
+		return d.ord, batchResult{}, fmt.Errorf("postgres: batch function returned position %d of %d", d.ord, len(ops))
+	}
+	r := batchResult{outcome: outcomeOf(d.out)}
 	if r.outcome != outClaimed && r.outcome != outBlocked {
 		return d.ord, r, nil
 	}
-	if !d.scope.Valid || !d.key.Valid || !d.fp.Valid || !d.state.Valid || !d.token.Valid || !d.attempt.Valid ||
+	if d.scope == nil || d.key == nil || d.fp == nil || d.state == nil || d.token == nil || !d.attempt.Valid ||
 		!d.created.Valid || !d.updated.Valid {
 		return 0, r, fmt.Errorf("postgres: batch function returned a claim without its record (position %d)", d.ord)
 	}
+	op := ops[d.ord-1]
+	state := string(retrysafe.StateProcessing)
+	if string(d.state) == string(retrysafe.StateCompleted) {
+		state = string(retrysafe.StateCompleted)
+	}
 	rec := &retrysafe.Record{
-		Scope: d.scope.String, Key: d.key.String, Fingerprint: d.fp.String, State: retrysafe.State(d.state.String),
-		Token: d.token.String, Route: d.route.String, Attempt: int(d.attempt.Int32),
+		Scope: str(d.scope, op.scope), Key: str(d.key, op.key), Fingerprint: str(d.fp, op.fingerprint),
+		State: retrysafe.State(str(d.state, state)), Token: str(d.token, op.token), Route: str(d.route, op.route),
+		Attempt:   int(d.attempt.Int32),
 		CreatedAt: fromInt8(d.created), UpdatedAt: fromInt8(d.updated), LeaseUntil: fromInt8(d.leaseUntil), ExpiresAt: fromInt8(d.exp),
 	}
 	if d.status.Valid {
