@@ -272,6 +272,13 @@ func newBatchRow() *batchRow {
 	return r
 }
 
+// release drops the row's references to the driver's buffer and to the
+// last record's header and body, so that a reused row keeps neither alive.
+func (d *batchRow) release() {
+	d.out, d.scope, d.key, d.fp, d.state, d.token, d.route = nil, nil, nil, nil, nil, nil, nil
+	d.header, d.body = nil, nil
+}
+
 // fromInt8 is the time of a nullable nanosecond column (see fromNanos).
 func fromInt8(n pgtype.Int8) time.Time {
 	if !n.Valid {

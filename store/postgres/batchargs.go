@@ -126,6 +126,7 @@ func (a *batchArgs) reset() {
 	clear(a.results)
 	clear(a.params)
 	clear(a.seen)
+	a.row.release()
 	a.index, a.ops, a.results, a.params = a.index[:0], a.ops[:0], a.results[:0], a.params[:0]
 }
 
