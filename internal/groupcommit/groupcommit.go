@@ -369,13 +369,14 @@ func (c *Committer[T, R]) runBatch(b *Batch[T, R]) {
 	// The batch's context ends once every caller has given up.
 	var waiting atomic.Int64
 	waiting.Store(int64(len(b.items)))
+	gaveUp := func() {
+		if waiting.Add(-1) == 0 {
+			cancel()
+		}
+	}
 	stops := make([]func() bool, len(b.items))
 	for i, it := range b.items {
-		stops[i] = context.AfterFunc(it.ctx, func() {
-			if waiting.Add(-1) == 0 {
-				cancel()
-			}
-		})
+		stops[i] = context.AfterFunc(it.ctx, gaveUp)
 	}
 	defer func() {
 		for _, stop := range stops {

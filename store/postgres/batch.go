@@ -152,75 +152,58 @@ func (s *Store) runOne(ctx context.Context, q querier, op *batchOp) (batchResult
 // runBatch is the committer's batch function: one statement for every
 // operation of the batch that is still wanted.
 func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
+	a, _ := s.args.Get().(*batchArgs)
+	if a == nil {
+		a = newBatchArgs()
+	}
+	defer func() {
+		a.reset()
+		s.args.Put(a)
+	}()
 	n := b.Len()
-	var (
-		index    = make([]int, 0, n) // position in the arrays -> item of b
-		ops      = make([]string, 0, n)
-		scopes   = make([]string, 0, n)
-		keys     = make([]string, 0, n)
-		fps      = make([]string, 0, n)
-		tokens   = make([]string, 0, n)
-		nows     = make([]int64, 0, n)
-		untils   = make([]int64, 0, n)
-		statuses = make([]*int32, 0, n)
-		headers  = make([][]byte, 0, n)
-		bodies   = make([][]byte, 0, n)
-		payloads = make([]string, 0, n)
-		routes   = make([]string, 0, n)
-	)
-	type scopeKey struct{ scope, key string }
-	seen := make(map[scopeKey]bool, n) // key -> a later operation of the batch has it too
 	for i := range n {
 		if !b.Start(i) {
 			continue
 		}
 		op := b.Input(i)
-		if _, dup := seen[scopeKey{op.scope, op.key}]; dup {
+		k := scopeKey{op.scope, op.key}
+		if _, dup := a.seen[k]; dup {
 			// A second operation on a key of this batch runs alone, once
 			// the batch has committed: as if after it.
-			seen[scopeKey{op.scope, op.key}] = true
+			a.seen[k] = true
 			b.Set(i, batchResult{outcome: outAlone}, nil)
 			continue
 		}
-		seen[scopeKey{op.scope, op.key}] = false
-		index = append(index, i)
-		ops = append(ops, string(op.kind))
-		scopes = append(scopes, op.scope)
-		keys = append(keys, op.key)
-		fps = append(fps, op.fingerprint)
-		tokens = append(tokens, op.token)
-		nows = append(nows, op.now)
-		untils = append(untils, op.until)
-		statuses = append(statuses, op.status)
-		headers = append(headers, op.header)
-		bodies = append(bodies, op.body)
-		payloads = append(payloads, op.payload)
-		routes = append(routes, op.route)
+		a.seen[k] = false
+		a.index = append(a.index, i)
+		a.ops = append(a.ops, op)
 	}
-	switch len(index) {
+	switch len(a.index) {
 	case 0:
 		return nil
 	case 1:
-		res, err := s.runOne(b.Context(), s.pool, b.Input(index[0]))
-		b.Set(index[0], res, err)
+		res, err := s.runOne(b.Context(), s.pool, a.ops[0])
+		b.Set(a.index[0], res, err)
 		return nil
 	}
-	results := make([]batchResult, len(index))
+	for range a.index {
+		a.results = append(a.results, batchResult{})
+	}
+	results := a.results
 	err := func() error {
-		rows, err := s.pool.Query(b.Context(), s.sql.batch, ops, scopes, keys, fps, tokens, nows, untils,
-			statuses, headers, bodies, payloads, s.cfg.NotifyChannel, routes)
+		rows, err := s.pool.Query(b.Context(), s.sql.batch, a.arguments(s.execMode, s.cfg.NotifyChannel)...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		row := newBatchRow()
+		row := a.row
 		for rows.Next() {
-			ord, r, err := row.scan(rows)
+			ord, r, err := row.scan(rows, a.ops)
 			if err != nil {
 				return err
 			}
-			if ord < 1 || int(ord) > len(index) || results[ord-1].outcome != "" {
-				return fmt.Errorf("postgres: batch function returned position %d of %d", ord, len(index))
+			if results[ord-1].outcome != "" {
+				return fmt.Errorf("postgres: batch function returned position %d of %d", ord, len(a.index))
 			}
 			results[ord-1] = r
 		}
@@ -238,12 +221,12 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 			results[j] = batchResult{outcome: outAlone}
 		}
 	}
-	for j, i := range index {
-		op := b.Input(i)
+	for j, i := range a.index {
+		op := a.ops[j]
 		switch {
 		case results[j].outcome == "":
 			b.Set(i, batchResult{}, fmt.Errorf("postgres: batch function returned no row for position %d", j+1))
-		case results[j].outcome == outAlone && seen[scopeKey{op.scope, op.key}]:
+		case results[j].outcome == outAlone && a.seen[scopeKey{op.scope, op.key}]:
 			// Left undecided, with later operations of its key in the
 			// batch, which run alone once this batch has answered: it
 			// runs here first, so that they run after it.
@@ -268,12 +251,14 @@ func rolledBack(err error) bool {
 
 // batchRow holds the destinations of one row of the batch function, reused
 // for every row of a batch: nullable columns scan into pgtype values, not
-// pointers, so a row allocates only its strings and bytes.
+// pointers, and text columns into the driver's own buffer (valid until
+// the next row), so a row allocates only the strings and bytes its record
+// does not share with its operation (see scan).
 type batchRow struct {
 	ord                               int32
-	out                               string
-	scope, key, fp, state, token      pgtype.Text
-	route                             pgtype.Text
+	out                               pgtype.DriverBytes
+	scope, key, fp, state, token      pgtype.DriverBytes // nil: NULL
+	route                             pgtype.DriverBytes
 	attempt, status                   pgtype.Int4
 	created, updated, leaseUntil, exp pgtype.Int8
 	header, body                      []byte
@@ -287,6 +272,13 @@ func newBatchRow() *batchRow {
 	return r
 }
 
+// release drops the row's references to the driver's buffer and to the
+// last record's header and body, so that a reused row keeps neither alive.
+func (d *batchRow) release() {
+	d.out, d.scope, d.key, d.fp, d.state, d.token, d.route = nil, nil, nil, nil, nil, nil, nil
+	d.header, d.body = nil, nil
+}
+
 // fromInt8 is the time of a nullable nanosecond column (see fromNanos).
 func fromInt8(n pgtype.Int8) time.Time {
 	if !n.Valid {
@@ -295,27 +287,67 @@ func fromInt8(n pgtype.Int8) time.Time {
 	return fromNanos(&n.Int64)
 }
 
+// outcomeOf returns the outcome a row's text names, without allocating for
+// the known ones. A completion or release that notified answers "done"
+// followed by pg_notify's empty text.
+func outcomeOf(b []byte) outcome {
+	switch string(b) {
+	case string(outClaimed):
+		return outClaimed
+	case string(outBlocked):
+		return outBlocked
+	case string(outDone):
+		return outDone
+	case string(outLost):
+		return outLost
+	case string(outAlone):
+		return outAlone
+	}
+	return outcome(b)
+}
+
+// str returns the text b as a string: known (a string of the operation,
+// or a constant) when it holds the same text, so that the record shares it
+// instead of allocating a copy.
+func str(b []byte, known string) string {
+	if string(b) == known {
+		return known
+	}
+	return string(b)
+}
+
 // scan reads one row of the batch function: the operation's position and
 // outcome, and for a claim the record (whose columns are NULL for the
-// other operations).
-func (d *batchRow) scan(rows pgx.Rows) (int32, batchResult, error) {
+// other operations). ops are the batch's operations by position: a
+// claim's record shares their strings where it holds the same text (a
+// claimed record holds exactly its claim's).
+func (d *batchRow) scan(rows pgx.Rows, ops []*batchOp) (int32, batchResult, error) {
 	// A record keeps its header and body: never let a scan fill the
 	// previous row's slices (pgx allocates new ones today).
 	d.header, d.body = nil, nil
 	if err := rows.Scan(d.dest...); err != nil {
 		return 0, batchResult{}, err
 	}
-	r := batchResult{outcome: outcome(d.out)}
+	if d.ord < 1 || int(d.ord) > len(ops) {
+		return d.ord, batchResult{}, fmt.Errorf("postgres: batch function returned position %d of %d", d.ord, len(ops))
+	}
+	r := batchResult{outcome: outcomeOf(d.out)}
 	if r.outcome != outClaimed && r.outcome != outBlocked {
 		return d.ord, r, nil
 	}
-	if !d.scope.Valid || !d.key.Valid || !d.fp.Valid || !d.state.Valid || !d.token.Valid || !d.attempt.Valid ||
+	if d.scope == nil || d.key == nil || d.fp == nil || d.state == nil || d.token == nil || !d.attempt.Valid ||
 		!d.created.Valid || !d.updated.Valid {
 		return 0, r, fmt.Errorf("postgres: batch function returned a claim without its record (position %d)", d.ord)
 	}
+	op := ops[d.ord-1]
+	state := string(retrysafe.StateProcessing)
+	if string(d.state) == string(retrysafe.StateCompleted) {
+		state = string(retrysafe.StateCompleted)
+	}
 	rec := &retrysafe.Record{
-		Scope: d.scope.String, Key: d.key.String, Fingerprint: d.fp.String, State: retrysafe.State(d.state.String),
-		Token: d.token.String, Route: d.route.String, Attempt: int(d.attempt.Int32),
+		Scope: str(d.scope, op.scope), Key: str(d.key, op.key), Fingerprint: str(d.fp, op.fingerprint),
+		State: retrysafe.State(str(d.state, state)), Token: str(d.token, op.token), Route: str(d.route, op.route),
+		Attempt:   int(d.attempt.Int32),
 		CreatedAt: fromInt8(d.created), UpdatedAt: fromInt8(d.updated), LeaseUntil: fromInt8(d.leaseUntil), ExpiresAt: fromInt8(d.exp),
 	}
 	if d.status.Valid {

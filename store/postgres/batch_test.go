@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/store/postgres"
@@ -448,10 +450,43 @@ func TestBatchesInFlight(t *testing.T) {
 // leaves to the claim function, are counted as run alone.
 func TestBatchEveryOutcome(t *testing.T) {
 	t.Parallel()
+	// The batch's arguments are encoded from the operations in the exec
+	// modes that describe the statement (pgx's default, cache_statement,
+	// and cache_describe) and passed as plain slices in exec mode.
+	for _, mode := range []string{"cache_statement", "cache_describe", "exec"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			testBatchEveryOutcome(t, poolWithExecMode(t, mode))
+		})
+	}
+}
+
+// poolWithExecMode returns a pool of its own whose connections use pgx's
+// exec mode named as default_query_exec_mode takes it.
+func poolWithExecMode(t *testing.T, mode string) *pgxpool.Pool {
+	t.Helper()
+	sharedPool(t) // skip early when the server is unreachable
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]pgx.QueryExecMode{"cache_statement": pgx.QueryExecModeCacheStatement,
+		"cache_describe": pgx.QueryExecModeCacheDescribe, "exec": pgx.QueryExecModeExec}
+	cfg.ConnConfig.DefaultQueryExecMode = modes[mode]
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func testBatchEveryOutcome(t *testing.T, pool *pgxpool.Pool) {
 	schema := newSchema(t)
-	s := newBatchStore(t, sharedPool(t), schema)
+	s := newBatchStore(t, pool, schema)
 	ctx := t.Context()
-	resp := &retrysafe.Response{Status: 201, Body: []byte("created")}
+	resp := &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("created")}
 	complete := func(key, token string, now time.Time) error {
 		return s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: key, Token: token, Now: now, TTL: ttl, Response: resp})
 	}
@@ -569,7 +604,8 @@ func TestBatchEveryOutcome(t *testing.T) {
 		}
 		return rec
 	}
-	if r := get("mine"); r == nil || r.State != retrysafe.StateCompleted || r.Response == nil || r.Response.Status != 201 {
+	if r := get("mine"); r == nil || r.State != retrysafe.StateCompleted || r.Response == nil || r.Response.Status != 201 ||
+		string(r.Response.Body) != "created" || r.Response.Header.Get("Content-Type") != "text/plain" || !r.ExpiresAt.Equal(now.Add(ttl)) {
 		t.Errorf("mine after its completion: %+v", r)
 	}
 	if r := get("rel"); r != nil {

@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -269,12 +273,14 @@ func BenchmarkParallel32(b *testing.B) {
 	header := []byte("\x01\x02\x0cContent-Type\x02\x10application/json\x08Location\x02\x11/payments/pay_123")
 
 	b.Run("store/new-request", func(b *testing.B) {
+		defer reportCPU(b, pool, readCPU(b, pool))
 		defer reportBatches(b, s, s.BatchStats())
 		parallel32(b, func(ctx context.Context, w, i int) error {
 			return newRequest(ctx, s, fmt.Sprintf("%s-new-%d", prefix, keySeq.Add(1)), now, resp)
 		})
 	})
 	b.Run("raw/insert+update", func(b *testing.B) {
+		defer reportCPU(b, pool, readCPU(b, pool))
 		parallel32(b, func(ctx context.Context, w, i int) error {
 			key := fmt.Sprintf("%s-raw-%d", prefix, keySeq.Add(1))
 			if _, err := pool.Exec(ctx, "INSERT INTO "+rawTable+
@@ -311,12 +317,14 @@ func BenchmarkParallel32(b *testing.B) {
 		})
 	})
 	b.Run("store/replay", func(b *testing.B) {
+		defer reportCPU(b, pool, readCPU(b, pool))
 		defer reportBatches(b, s, s.BatchStats())
 		parallel32(b, func(ctx context.Context, w, i int) error {
 			return replay(ctx, s, fmt.Sprintf("%s-replay-%d-%d", prefix, w, i%perWorker), now)
 		})
 	})
 	b.Run("raw/select", func(b *testing.B) {
+		defer reportCPU(b, pool, readCPU(b, pool))
 		// The same row and columns a replay returns, read by primary key.
 		sql := "SELECT scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns," +
 			" lease_until_ns, expires_at_ns, status, header, body FROM " + rawTable + " WHERE scope = $1 AND key = $2"
@@ -332,6 +340,59 @@ func BenchmarkParallel32(b *testing.B) {
 				Scan(&sc, &k, &fp, &st, &tok, &attempt, &created, &updated, &leaseUntil, &expiresAt, &status, &h, &bd)
 		})
 	})
+}
+
+// cpuTimes is the CPU time used so far by this process and by the
+// PostgreSQL backends of a pool's connections.
+type cpuTimes struct {
+	self, backends time.Duration
+	local          bool // the backends' times could be read: PostgreSQL runs on this machine
+}
+
+// readCPU reads the CPU time of this process (getrusage) and of the
+// backends serving pool's idle connections (/proc/<pid>/schedstat, when
+// PostgreSQL runs on this machine). BenchmarkParallel32's pool holds all
+// its connections open (MinConns), so the same backends serve a whole run.
+func readCPU(b *testing.B, pool *pgxpool.Pool) cpuTimes {
+	var t cpuTimes
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		t.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	conns := pool.AcquireAllIdle(context.Background())
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	t.local = len(conns) > 0
+	for _, c := range conns {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", c.Conn().PgConn().PID()))
+		fields := strings.Fields(string(data))
+		if err != nil || len(fields) == 0 {
+			t.local = false
+			break
+		}
+		ns, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			t.local = false
+			break
+		}
+		t.backends += time.Duration(ns)
+	}
+	return t
+}
+
+// reportCPU reports the CPU time per operation since before: this
+// process's (go-cpu-us/op: the store or pgx, and the benchmark itself)
+// and, when PostgreSQL runs on this machine, its backends' (pg-cpu-us/op;
+// the WAL writer, checkpointer and other background processes left out).
+func reportCPU(b *testing.B, pool *pgxpool.Pool, before cpuTimes) {
+	after := readCPU(b, pool)
+	b.ReportMetric(float64(after.self-before.self)/float64(time.Microsecond)/float64(b.N), "go-cpu-us/op")
+	if before.local && after.local {
+		b.ReportMetric(float64(after.backends-before.backends)/float64(time.Microsecond)/float64(b.N), "pg-cpu-us/op")
+	}
 }
 
 // reportBatches reports the mean number of operations per batch statement
