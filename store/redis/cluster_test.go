@@ -84,18 +84,11 @@ func (r *redirectCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) 
 // (started with redis-server --cluster-enabled yes and redis-cli --cluster
 // create): the conformance suite, two clients racing, records spread over
 // every master (listing and notifications across nodes), and a slot moved
-// in the middle of duplicate traffic.
+// in the middle of duplicate traffic (on a cluster of its own).
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	c := redisserver.StartCluster(t, 3)
-	newCC := func(t testing.TB, hooks ...goredis.Hook) *goredis.ClusterClient {
-		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
-		for _, h := range hooks {
-			cc.OnNewNode(func(n *goredis.Client) { n.AddHook(h) })
-		}
-		t.Cleanup(func() { _ = cc.Close() })
-		return cc
-	}
+	newCC := clusterClients(c)
 	newClusterStore := func(t testing.TB, cc *goredis.ClusterClient, prefix string) *redisstore.Store {
 		s, err := redisstore.New(cc, redisstore.Config{Prefix: prefix})
 		if err != nil {
@@ -208,8 +201,28 @@ func TestCluster(t *testing.T) {
 
 	t.Run("reshard under traffic", func(t *testing.T) {
 		t.Parallel()
-		testReshard(t, c, newCC)
+		// A cluster of its own: the move carries every key of the slot,
+		// those the other subtests stored there too, and while it lasts
+		// a master holds keys of a slot it does not own yet. "spread"
+		// then counted such a key on the wrong master (seen once under
+		// load: "holds 101 records, want 100"), and a SCAN of every
+		// master, as List does, can see a moving key twice or not at all.
+		rc := redisserver.StartCluster(t, 3)
+		testReshard(t, rc, clusterClients(rc))
 	})
+}
+
+// clusterClients returns a function that makes ClusterClients of c, closed
+// at the cleanup of the test given, with hooks added to each node's client.
+func clusterClients(c *redisserver.Cluster) func(testing.TB, ...goredis.Hook) *goredis.ClusterClient {
+	return func(t testing.TB, hooks ...goredis.Hook) *goredis.ClusterClient {
+		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
+		for _, h := range hooks {
+			cc.OnNewNode(func(n *goredis.Client) { n.AddHook(h) })
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		return cc
+	}
 }
 
 // testReshard moves one hash slot from its master to another, key by key
