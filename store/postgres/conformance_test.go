@@ -56,10 +56,11 @@ func TestUnavailable(t *testing.T) {
 // listens, so every connection attempt is refused.
 //
 // Not a port that was just free: another test's server may take it in the
-// meantime (a redis-server of internal/redisserver, whose random ports
-// overlap the ephemeral range, did once, and the dial then hung until its
-// timeout instead of being refused). Port 1 is privileged and outside
-// every range the tests take ports from.
+// meantime. Once, under load, the dial of such a port hung until its
+// timeout instead of being refused: something listened there, most likely
+// a redis-server of internal/redisserver, whose random ports (20000-49999
+// with the cluster bus) overlap the ephemeral range. Port 1 is privileged
+// and outside every range the tests take ports from.
 func deadStore(t *testing.T) *postgres.Store {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig("postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1")

@@ -124,7 +124,7 @@ func TestCheckReadyRefused(t *testing.T) {
 // refusedAddr returns an address where connections are refused:
 // 127.0.0.1:1, where nothing listens. Not a port that was just free: a
 // redis-server the cluster and failover tests start meanwhile on a random
-// port may take it (a PostgreSQL test's dead port was taken so once).
+// port may take it (a PostgreSQL test's dead port was taken once).
 func refusedAddr(t *testing.T) string {
 	t.Helper()
 	return "127.0.0.1:1"
