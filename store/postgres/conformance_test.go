@@ -1,8 +1,6 @@
 package postgres_test
 
 import (
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -54,17 +52,18 @@ func TestUnavailable(t *testing.T) {
 	})
 }
 
-// deadStore returns a store whose pool dials a local port that was just
-// free, so every connection attempt is refused.
+// deadStore returns a store whose pool dials 127.0.0.1:1, where nothing
+// listens, so every connection attempt is refused.
+//
+// Not a port that was just free: another test's server may take it in the
+// meantime. Once, under load, the dial of such a port hung until its
+// timeout instead of being refused: something listened there, most likely
+// a redis-server of internal/redisserver, whose random ports (20000-49999
+// with the cluster bus) overlap the ephemeral range. Port 1 is privileged
+// and outside every range the tests take ports from.
 func deadStore(t *testing.T) *postgres.Store {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cfg, err := pgxpool.ParseConfig("postgres://postgres@127.0.0.1:" + strconv.Itoa(port) + "/test?sslmode=disable&connect_timeout=1")
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -62,8 +63,11 @@ type Config struct {
 type Server struct {
 	closing chan struct{}
 	once    sync.Once
-	release chan struct{}  // closed by ReleaseSlow: held slow answers go out
-	active  sync.WaitGroup // charge requests being handled
+	release chan struct{} // closed by ReleaseSlow: held slow answers go out
+	// active counts the charge requests being handled. Not a
+	// sync.WaitGroup: WaitIdle runs while requests keep arriving, and a
+	// WaitGroup's Add from zero must not be concurrent with its Wait.
+	active atomic.Int64
 
 	mu        sync.Mutex
 	cfg       Config
@@ -148,16 +152,18 @@ func (s *Server) Close() error {
 }
 
 // WaitIdle waits until no charge request is being handled (for example a
-// slow answer whose caller gave up), or ctx ends.
+// slow answer whose caller gave up), or ctx ends. It looks every 5 ms.
 func (s *Server) WaitIdle(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { s.active.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for s.active.Load() != 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	return nil
 }
 
 // Stats counts charge requests and succeeded charges.
@@ -189,7 +195,7 @@ func (s *Server) Charges() []Charge {
 
 func (s *Server) createCharge(w http.ResponseWriter, r *http.Request) {
 	s.active.Add(1)
-	defer s.active.Done()
+	defer s.active.Add(-1)
 	key := strings.Trim(strings.TrimSpace(r.Header.Get("Idempotency-Key")), `"`)
 	if key == "" {
 		writeError(w, http.StatusBadRequest, "Idempotency-Key required")

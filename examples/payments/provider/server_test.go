@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/retrysafe/retrysafe/examples/payments/provider"
 )
@@ -126,5 +127,31 @@ func TestFaults(t *testing.T) {
 				t.Fatalf("charges after the retry: %d", s.ChargeCount())
 			}
 		})
+	}
+}
+
+// TestWaitIdleWhileChargesArrive: WaitIdle may be called while charges
+// arrive whose callers gave up: the server starts handling one after its
+// caller stopped waiting, with nothing ordering that start before WaitIdle
+// (the race detector reported the WaitGroup it was built on: an Add from
+// zero concurrent with a Wait).
+func TestWaitIdleWhileChargesArrive(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	s.SetSlowDelay(200 * time.Millisecond)
+	s.InjectNext(provider.FaultSlow, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/charges", strings.NewReader(`{"amount":1,"currency":"eur"}`))
+	req.Header.Set("Idempotency-Key", "gave-up")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the slow charge answered within 20ms")
+	}
+	// The charge is being handled (or about to be): WaitIdle waits for it.
+	waitCtx, waitCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer waitCancel()
+	if err := s.WaitIdle(waitCtx); err != nil {
+		t.Fatal(err)
 	}
 }
