@@ -170,9 +170,10 @@ type CompleteParams struct {
 	Token string
 	Now   time.Time
 	TTL   time.Duration // ExpiresAt = Now + TTL
-	// Response is the result to store. The store may keep it as it is
-	// (the memory store does), so the caller must not modify it, its
-	// header or its body after the call.
+	// Response is the result to store. The store may keep it, or part of
+	// it, as it is (the memory store keeps the last header map it was
+	// given, to encode a map it sees again only once), so the caller must
+	// not modify it, its header or its body after the call.
 	Response *Response
 }
 
