@@ -201,7 +201,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	e := at.get(i)
 	if e != nil && !e.expired(p.Now) {
 		if e.completed {
-			return s.records.unpack(h, e).replay(), nil
+			return s.records.unpackAt(at, e).replay(), nil
 		}
 		if p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
 			return &retrysafe.ClaimResult{Record: e.rec}, nil
@@ -297,12 +297,12 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	}
 	defer s.mu.Unlock()
 	i := id{p.Scope, p.Key}
-	h := s.records.hash(i)
-	e := s.records.get(h, i)
+	at := s.records.at(s.records.hash(i))
+	e := at.get(i)
 	if e == nil || e.expired(p.Now) {
 		return nil, retrysafe.ErrNotFound
 	}
-	return s.records.unpack(h, e).rec, nil
+	return s.records.unpackAt(at, e).rec, nil
 }
 
 // owned returns the entry of the processing record i owned by token, and

@@ -341,13 +341,15 @@ func (t *table) len() int { return t.n }
 // it holds its record (see entry): e itself, or, for a packed e, its
 // unpacked copy, which takes e's place. Claim and Get unpack the entry of
 // a completed record the first time they return it, and keep it so.
-func (t *table) unpack(h uint64, e *entry) *entry {
+func (t *table) unpack(h uint64, e *entry) *entry { return t.unpackAt(t.at(h), e) }
+
+// unpackAt is unpack of the entry e found at p, which must be valid.
+func (t *table) unpackAt(p pos, e *entry) *entry {
 	if e.rec != nil {
 		return e
 	}
 	u := e.unpacked(&t.hc) // e is packed: its next is nil, as u's
-	s := t.sub(h)
-	k, _ := s.find(h)
+	s, k := p.s, p.k
 	if s.slots[k].e == e {
 		s.slots[k].e = u
 		return u
