@@ -51,6 +51,24 @@ func Encode(h http.Header) []byte {
 	return b
 }
 
+// FieldLen returns the length of AppendField's encoding of one field.
+func FieldLen(name string, values []string) int {
+	n := uvarintLen(uint64(len(name))) + len(name) + uvarintLen(uint64(len(values))+1)
+	for _, v := range values {
+		n += uvarintLen(uint64(len(v))) + len(v)
+	}
+	return n
+}
+
+// uvarintLen returns the length of n as a uvarint.
+func uvarintLen(n uint64) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
 // AppendField appends the encoding of one header field to b: the name's
 // length and bytes, the number of values plus one (zero for nil) and each
 // value's length and bytes, as [Encode] writes each name.

@@ -106,3 +106,21 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestFieldLen: FieldLen is the length AppendField writes, for values
+// whose lengths take one, two and three uvarint bytes, and nil.
+func TestFieldLen(t *testing.T) {
+	for _, f := range []struct {
+		name   string
+		values []string
+	}{
+		{"A", nil},
+		{"B", []string{}},
+		{"Content-Type", []string{"application/json", ""}},
+		{strings.Repeat("n", 200), []string{strings.Repeat("v", 20000)}},
+	} {
+		if got, want := FieldLen(f.name, f.values), len(AppendField(nil, f.name, f.values)); got != want {
+			t.Errorf("FieldLen(%.10q, %d values) = %d, AppendField wrote %d", f.name, len(f.values), got, want)
+		}
+	}
+}

@@ -33,7 +33,7 @@ import (
 // *Record that Claim and Get return, made the first time one asks for it
 // and kept for the next ones; a chain of entries whose ids share a hash),
 // it puts an unpacked copy in the entry's place (see unpacked and
-// table.record). So rec is nil exactly when the entry is packed.
+// table.unpackAt). So rec is nil exactly when the entry is packed.
 type entry struct {
 	// rec is the record Claim and Get return: the processing record, or
 	// the completed one (nil while the entry is packed).
@@ -392,12 +392,10 @@ func headerLen(h http.Header) int {
 	if h == nil {
 		return 0
 	}
-	n := uvarintLen(len(h))
+	var count [binary.MaxVarintLen64]byte
+	n := len(binary.AppendUvarint(count[:0], uint64(len(h))))
 	for k, vs := range h {
-		n += uvarintLen(len(k)) + len(k) + uvarintLen(len(vs)+1)
-		for _, v := range vs {
-			n += uvarintLen(len(v)) + len(v)
-		}
+		n += headercodec.FieldLen(k, vs)
 	}
 	return n
 }
@@ -418,9 +416,9 @@ func appendHeader(b []byte, h http.Header) []byte {
 // memory. enc is one that appendHeader made.
 func decodeHeader(enc string) http.Header {
 	num := func() int {
-		n, k := uvarint(enc)
+		n, k := binary.Uvarint(unsafe.Slice(unsafe.StringData(enc), len(enc)))
 		enc = enc[k:]
-		return n
+		return int(n)
 	}
 	str := func() string {
 		n := num()
@@ -444,27 +442,4 @@ func decodeHeader(enc string) http.Header {
 		h[k] = vs
 	}
 	return h
-}
-
-// uvarintLen returns the length of n as a uvarint.
-func uvarintLen(n int) int {
-	l := 1
-	for ; n >= 0x80; n >>= 7 {
-		l++
-	}
-	return l
-}
-
-// uvarint reads a uvarint appendHeader wrote at the start of s and
-// returns it and its length.
-func uvarint(s string) (int, int) {
-	n, shift := 0, 0
-	for k := 0; ; k++ {
-		b := s[k]
-		n |= int(b&0x7f) << shift
-		if b < 0x80 {
-			return n, k + 1
-		}
-		shift += 7
-	}
 }

@@ -112,10 +112,6 @@ func (p pos) get(i id) *entry {
 // get returns the entry for i (with h = t.hash(i)), or nil.
 func (t *table) get(h uint64, i id) *entry { return t.at(h).get(i) }
 
-// put stores e (its id hashing to h, its next nil) in place of the entry
-// with the same id, or adds it (see putAt).
-func (t *table) put(h uint64, e *entry) { t.putAt(t.at(h), e) }
-
 // putAt stores e (its id hashing to p's hash, its next nil) in place of
 // the entry with the same id, or adds it, at p, which must be valid. A
 // packed e that would be followed by another entry of the chain is
@@ -337,13 +333,11 @@ func (t *table) deleteFunc(drop func(*entry) bool) int {
 // len returns the number of entries.
 func (t *table) len() int { return t.n }
 
-// unpack returns the entry e (for an id hashing to h) unpacked, so that
-// it holds its record (see entry): e itself, or, for a packed e, its
-// unpacked copy, which takes e's place. Claim and Get unpack the entry of
-// a completed record the first time they return it, and keep it so.
-func (t *table) unpack(h uint64, e *entry) *entry { return t.unpackAt(t.at(h), e) }
-
-// unpackAt is unpack of the entry e found at p, which must be valid.
+// unpackAt returns the entry e, found at p (which must be valid),
+// unpacked, so that it holds its record (see entry): e itself, or, for a
+// packed e, its unpacked copy, which takes e's place. Claim and Get unpack
+// the entry of a completed record the first time they return it, and keep
+// it so.
 func (t *table) unpackAt(p pos, e *entry) *entry {
 	if e.rec != nil {
 		return e

@@ -361,3 +361,9 @@ func checkModel(t *testing.T, tb *table, model map[id]string, hashes map[id]uint
 		t.Fatalf("directory of %d at depth %d", len(tb.dir), tb.depth)
 	}
 }
+
+// put stores e at h's position (see putAt).
+func (t *table) put(h uint64, e *entry) { t.putAt(t.at(h), e) }
+
+// unpack unpacks e at h's position (see unpackAt).
+func (t *table) unpack(h uint64, e *entry) *entry { return t.unpackAt(t.at(h), e) }
