@@ -2,6 +2,7 @@ package memory
 
 import (
 	"encoding/binary"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -18,15 +19,16 @@ import (
 // A processing record is kept as the *Record that Claim returned (the
 // entry lives in the same allocation). A completed record, kept until it
 // expires and so most of what the store holds, is kept packed (see
-// [completed]): its times as Unix seconds and nanoseconds, its strings
-// (scope and key included), header and body encoded back to back, all in
-// one allocation without a pointer. The garbage collector marks every
-// stored record on every cycle, and an object without pointers is only
-// marked, never scanned: a *Record with its Response, scope, key,
-// fingerprint, token, header and body is eight or more objects with about
-// fifteen pointers to follow; a packed record is one object with none, and
-// nothing of the request's (its key and scope strings, its header map) is
-// kept alive by it.
+// [completed]): its times as Unix nanoseconds, its strings (scope and key
+// included, in their compact forms, see form), header and body encoded
+// back to back, in memory without a pointer cut from the table's arena
+// (see arena). The garbage collector marks every stored record on every
+// cycle, and memory without pointers is only marked, never scanned: a
+// *Record with its Response, scope, key, fingerprint, token, header and
+// body is eight or more objects with about fifteen pointers to follow; a
+// packed record is a piece of a chunk with none, and nothing of the
+// request's (its key and scope strings, its header map) is kept alive by
+// it.
 //
 // A packed entry's rec and next are nil, and stay nil: the collector
 // would not see what they point to. Where the store needs them (the
@@ -52,14 +54,18 @@ func (e *entry) done() *completed {
 	return (*completed)(unsafe.Pointer(e)) // e is completed's first field
 }
 
-// id returns the scope and key of e's record.
+// id returns the scope and key of e's record. For a packed e whose
+// scope or key is stored in a compact form (see form), it makes them.
 func (e *entry) id() id {
 	if e.rec != nil {
 		return id{e.rec.Scope, e.rec.Key}
 	}
 	c := e.done()
-	data := c.data()
-	return id{data[:c.scopeLen], data[c.scopeLen : c.scopeLen+c.keyLen]}
+	scope, key, _, _, _, _, _ := c.fields()
+	if c.forms&(1<<(2*formBits)-1) != 0 {
+		scope, key, _, _ = c.texts(scope, key, "", "")
+	}
+	return id{scope, key}
 }
 
 // is reports whether e holds the record of i.
@@ -68,27 +74,63 @@ func (e *entry) is(i id) bool {
 		return e.rec.Key == i.key && e.rec.Scope == i.scope
 	}
 	c := e.done()
-	data := c.data()
-	return data[c.scopeLen:c.scopeLen+c.keyLen] == i.key && data[:c.scopeLen] == i.scope
+	scope, key, _, _, _, _, _ := c.fields()
+	return equalText(key, c.form(formKey), i.key) && equalText(scope, c.form(formScope), i.scope)
 }
 
 // completed is a completed record, with the entry that points to it:
 // packed (rec is nil) with its data right after it (see data), or
 // unpacked, its record in rec.
 type completed struct {
-	entry          // first: see entry.done
-	sec   [4]int64 // CreatedAt, UpdatedAt, LeaseUntil, ExpiresAt: Unix seconds
-	nsec  [4]int32 // and nanoseconds
+	entry // first: see entry.done
+	// times are CreatedAt, UpdatedAt, LeaseUntil and ExpiresAt, as Unix
+	// nanoseconds (see packTime).
+	times [4]int64
 	// attempt and status are the record's Attempt and the response's
 	// Status; scopeLen, keyLen, fpLen, tokLen, routeLen and headerLen the
-	// lengths of the strings and the encoded header (see appendHeader) at
-	// the start of data, which the body ends.
-	attempt, status                                      int32
-	scopeLen, keyLen, fpLen, tokLen, routeLen, headerLen uint32
-	dataLen                                              uint32 // see data
-	loc                                                  zone   // the times' location
-	nilBody                                              bool   // the stored body was nil (not empty)
-	nilHeader                                            bool   // the stored header was nil (not empty)
+	// stored lengths of the strings (see forms) and the encoded header
+	// (see appendHeader) at the start of data, which the body ends.
+	attempt, status                 int32
+	routeLen, headerLen             uint32
+	dataLen                         uint32 // see data
+	scopeLen, keyLen, fpLen, tokLen uint16
+	// forms are the forms scope, key, fingerprint and token are stored
+	// in, formBits each from the lowest (see form).
+	forms     uint8
+	loc       zone // the times' location
+	nilBody   bool // the stored body was nil (not empty)
+	nilHeader bool // the stored header was nil (not empty)
+}
+
+// The strings of completed.forms, by their place in it.
+const (
+	formScope = iota
+	formKey
+	formFP
+	formToken
+)
+
+// form returns the form of c's n-th string (formScope …).
+func (c *completed) form(n int) form { return form(c.forms>>(n*formBits)) & (1<<formBits - 1) }
+
+// texts returns c's scope, key, fingerprint and token, given as stored
+// (see fields), as strings: those stored in a compact form are made, in
+// one allocation.
+func (c *completed) texts(scope, key, fp, token string) (string, string, string, string) {
+	parts := [4]*string{&scope, &key, &fp, &token}
+	n := 0
+	for k, p := range parts {
+		n += textLen(*p, c.form(k))
+	}
+	b := make([]byte, 0, n)
+	for k, p := range parts {
+		if f := c.form(k); f != formRaw {
+			start := len(b)
+			b = appendText(b, *p, f)
+			*p = unsafe.String(unsafe.SliceData(b[start:]), len(b)-start) // b never changes again
+		}
+	}
+	return scope, key, fp, token
 }
 
 // zone is the location of a packed record's times: one of two, so that
@@ -139,7 +181,8 @@ func (c *completed) fields() (scope, key, fp, token, route, header, body string)
 		d = d[n:]
 		return s
 	}
-	scope, key, fp, token = next(c.scopeLen), next(c.keyLen), next(c.fpLen), next(c.tokLen)
+	scope, key = next(uint32(c.scopeLen)), next(uint32(c.keyLen))
+	fp, token = next(uint32(c.fpLen)), next(uint32(c.tokLen))
 	route, header = next(c.routeLen), next(c.headerLen)
 	return scope, key, fp, token, route, header, d
 }
@@ -153,12 +196,52 @@ const (
 )
 
 // time returns the n-th time, in UTC: enough for comparisons.
-func (c *completed) time(n int) time.Time { return time.Unix(c.sec[n], int64(c.nsec[n])) }
+func (c *completed) time(n int) time.Time {
+	if c.times[n] == zeroTime {
+		return time.Time{}
+	}
+	return time.Unix(0, c.times[n])
+}
+
+// zeroTime stands for the zero time.Time in completed.times.
+const zeroTime = math.MinInt64
+
+// The times completed.times holds exactly: Unix nanoseconds in an int64.
+var (
+	minTime = time.Unix(0, zeroTime+1)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// packTime returns t as completed.times keeps it, and whether that is
+// exact: t is the zero time or within minTime and maxTime (the years 1678
+// to 2262). A time outside is clamped, which keeps comparisons with
+// times within right (an unpacked record's times only answer those).
+func packTime(t time.Time) (int64, bool) {
+	switch {
+	case t.IsZero():
+		return zeroTime, true
+	case t.Before(minTime):
+		return zeroTime + 1, false
+	case t.After(maxTime):
+		return math.MaxInt64, false
+	}
+	return t.UnixNano(), true
+}
 
 // expired reports whether e holds a completed record that expired at now.
 func (e *entry) expired(now time.Time) bool {
 	c := e.done()
-	return c != nil && !now.Before(c.time(expiresAt))
+	return c != nil && !now.Before(e.expiresAt())
+}
+
+// expiresAt returns the expiry of the completed record e holds: exact,
+// from its record when it has one (an unpacked record's times may be
+// beyond what completed.times holds).
+func (e *entry) expiresAt() time.Time {
+	if e.rec != nil {
+		return e.rec.ExpiresAt
+	}
+	return e.done().time(expiresAt)
 }
 
 // view returns the record e holds, without an allocation: a packed one
@@ -169,6 +252,9 @@ func (e *entry) view() retrysafe.Record {
 	}
 	c := e.done()
 	scope, key, fp, token, route, _, _ := c.fields()
+	if c.forms != 0 {
+		scope, key, fp, token = c.texts(scope, key, fp, token)
+	}
 	loc := c.loc.location()
 	return retrysafe.Record{
 		Scope:       scope,
@@ -298,8 +384,9 @@ const maxPacked = 1 << 30
 // its body and its header, which it encodes (see appendHeader), so it
 // keeps nothing of resp's.
 //
-// The entry is packed (see entry): the entry and its data are one
-// allocation of bytes, which the collector never scans. The rare record
+// The entry is packed (see entry): the entry and its data are bytes cut
+// from a (nil: allocated on their own), which the collector never scans.
+// The rare record
 // that cannot be packed (times in a location other than UTC and Local, or
 // in different locations; an attempt or a status beyond int32; more than
 // maxPacked bytes of data) keeps its *Record, as Claim and Get return it,
@@ -309,7 +396,7 @@ const maxPacked = 1 << 30
 // encoded last is not encoded again: the caller of Complete must not
 // modify the response after the call (see [retrysafe.CompleteParams]),
 // and the middleware stores one map for most responses of an API.
-func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp time.Time, hc *headerCache) *entry {
+func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp time.Time, hc *headerCache, a *arena) *entry {
 	var r retrysafe.Response // resp's fields; zero for a nil resp
 	if resp != nil {
 		r = *resp
@@ -317,8 +404,18 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	times := [4]time.Time{rec.CreatedAt, now, rec.LeaseUntil, exp}
 	loc := times[0].Location()
 	z, pack := zoneOf(loc)
-	for _, t := range times[1:] {
-		pack = pack && t.Location() == loc
+	var packed [4]int64
+	for k, t := range times {
+		var ok bool
+		packed[k], ok = packTime(t)
+		pack = pack && ok && t.Location() == loc
+	}
+	strs := [4]string{formScope: rec.Scope, formKey: rec.Key, formFP: rec.Fingerprint, formToken: rec.Token}
+	var forms [4]form
+	var lens [4]int
+	for k, s := range strs {
+		forms[k], lens[k] = formOf(s)
+		pack = pack && lens[k] <= math.MaxUint16
 	}
 	var enc string // r.Header's encoding, when hc has it
 	hlen := 0
@@ -329,7 +426,7 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	default:
 		hlen = headerLen(r.Header)
 	}
-	n := len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint) + len(rec.Token) + len(rec.Route) + hlen + len(r.Body)
+	n := lens[0] + lens[1] + lens[2] + lens[3] + len(rec.Route) + hlen + len(r.Body)
 	pack = pack && n <= maxPacked && rec.Attempt == int(int32(rec.Attempt)) && r.Status == int(int32(r.Status))
 
 	var c *completed
@@ -346,17 +443,17 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	} else {
 		// Bytes, so that the allocation has no pointers; c's pointer
 		// fields (rec, next) are nil and stay nil.
-		raw := make([]byte, int(unsafe.Sizeof(completed{}))+n)
+		raw := a.alloc(int(unsafe.Sizeof(completed{})) + n)
 		c = (*completed)(unsafe.Pointer(unsafe.SliceData(raw)))
 		c.loc = z
-		c.scopeLen, c.keyLen, c.fpLen = uint32(len(rec.Scope)), uint32(len(rec.Key)), uint32(len(rec.Fingerprint))
-		c.tokLen, c.routeLen, c.headerLen = uint32(len(rec.Token)), uint32(len(rec.Route)), uint32(hlen)
+		c.scopeLen, c.keyLen, c.fpLen, c.tokLen = uint16(lens[0]), uint16(lens[1]), uint16(lens[2]), uint16(lens[3])
+		c.routeLen, c.headerLen = uint32(len(rec.Route)), uint32(hlen)
 		c.nilBody, c.nilHeader = r.Body == nil, r.Header == nil
 		buf := raw[unsafe.Sizeof(completed{}):][:0]
-		buf = append(buf, rec.Scope...)
-		buf = append(buf, rec.Key...)
-		buf = append(buf, rec.Fingerprint...)
-		buf = append(buf, rec.Token...)
+		for k, s := range strs {
+			c.forms |= uint8(forms[k]) << (k * formBits)
+			buf = appendForm(buf, s, forms[k])
+		}
 		buf = append(buf, rec.Route...)
 		if enc != "" {
 			buf = append(buf, enc...)
@@ -375,9 +472,7 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 		c.dataLen = uint32(len(buf))
 	}
 	c.completed = true
-	for k, t := range times {
-		c.sec[k], c.nsec[k] = t.Unix(), int32(t.Nanosecond())
-	}
+	c.times = packed // exact when packed; for an unpacked c, they answer expired and Stats
 	c.attempt, c.status = int32(rec.Attempt), int32(r.Status)
 	return &c.entry
 }

@@ -317,11 +317,17 @@ func TestCompletedKeepsNoRequestStrings(t *testing.T) {
 		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
 		return start <= p && p+uintptr(len(s)) <= start+uintptr(len(data))
 	}
-	got := e.id()
-	if got != i || !within(got.scope) || !within(got.key) {
-		t.Fatalf("id = %v (in its data: %v, %v), want %v held in the entry's data", got, within(got.scope), within(got.key), i)
+	// The scope is kept as it is, in the data; the key, a UUID, as its
+	// 16 bytes, made again when asked for.
+	if c := e.done(); c.form(formScope) != formRaw || c.form(formKey) != formUUID || c.keyLen != 16 {
+		t.Fatalf("forms %b, key length %d: want the scope raw and the key as a UUID's bytes", c.forms, c.keyLen)
 	}
-	if rec := e.view(); rec.Scope != scope || rec.Key != key || !within(rec.Key) {
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	got := e.id()
+	if got != i || !within(got.scope) || same(got.key, key) {
+		t.Fatalf("id = %v (scope in its data: %v; key the claim's: %v), want %v held by the entry", got, within(got.scope), same(got.key, key), i)
+	}
+	if rec := e.view(); rec.Scope != scope || rec.Key != key || !within(rec.Scope) || same(rec.Key, key) || rec.Fingerprint != p.Fingerprint {
 		t.Fatalf("view = %+v", rec)
 	}
 }
@@ -480,5 +486,39 @@ func TestReplayClaimAllocates(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("a replay's Claim allocates %.1f times, want 0", allocs)
+	}
+}
+
+// TestPackedTimes: a packed record keeps its times as Unix nanoseconds,
+// the zero time included; a time beyond them (before 1678, after 2262)
+// keeps the record unpacked, and its expiry still compares right.
+func TestPackedTimes(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 8, 0, 0, 987654321, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		created    time.Time
+		exp        time.Time
+		wantPacked bool
+	}{
+		{"within", now.Add(-time.Second), now.Add(time.Hour), true},
+		{"created zero", time.Time{}, now.Add(time.Hour), true},
+		{"expires after 2262", now, time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{"created before 1678", time.Date(1600, 1, 1, 0, 0, 0, 1, time.UTC), now.Add(time.Hour), false},
+	} {
+		rec := &retrysafe.Record{Scope: "s", Key: "k", Fingerprint: "fp", Token: "t", Attempt: 1,
+			State: retrysafe.StateProcessing, CreatedAt: tc.created, UpdatedAt: tc.created, LeaseUntil: now}
+		e := completedEntry(rec, &retrysafe.Response{Status: 201}, now, tc.exp, nil, nil)
+		if packed := e.rec == nil; packed != tc.wantPacked {
+			t.Errorf("%s: packed %v, want %v", tc.name, packed, tc.wantPacked)
+			continue
+		}
+		v := e.view()
+		if v.CreatedAt != tc.created || v.UpdatedAt != now || v.LeaseUntil != now || v.ExpiresAt != tc.exp {
+			t.Errorf("%s: times %v %v %v %v", tc.name, v.CreatedAt, v.UpdatedAt, v.LeaseUntil, v.ExpiresAt)
+		}
+		if e.expired(tc.exp.Add(-time.Nanosecond)) || !e.expired(tc.exp) {
+			t.Errorf("%s: expired wrong around %v", tc.name, tc.exp)
+		}
 	}
 }

@@ -208,7 +208,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		}
 		// Takeover of an expired lease.
 		rec := p.ProcessingRecord(e.rec.Attempt+1, e.rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
-		s.records.putAt(at, &entry{rec: rec})
+		s.records.putAt(at, i, &entry{rec: rec})
 		return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
 	}
 	if e == nil && s.records.len() >= s.max {
@@ -228,7 +228,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	c.rec = *p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
 	c.res = retrysafe.ClaimResult{Claimed: true, Record: &c.rec}
 	c.e.rec = &c.rec
-	s.records.putAt(at, &c.e)
+	s.records.putAt(at, i, &c.e)
 	s.lowerLeaseBoundLocked(c.rec.LeaseUntil)
 	return &c.res, nil
 }
@@ -269,7 +269,7 @@ func (s *Store) sweepLocked(now time.Time, retention time.Duration) int {
 			}
 			return false
 		}
-		expires := c.time(expiresAt)
+		expires := e.expiresAt()
 		if !now.Before(expires) {
 			return true
 		}
@@ -287,6 +287,7 @@ func (s *Store) sweepLocked(now time.Time, retention time.Duration) int {
 		nextLease = now.Add(1 << 62)
 	}
 	s.nextExpiry, s.nextLease = nextExpiry, nextLease
+	s.records.compact()
 	return n
 }
 
@@ -346,7 +347,7 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 		return err
 	}
 	expires := p.Now.Add(p.TTL)
-	s.records.putAt(at, completedEntry(e.rec, p.Response, p.Now, expires, &s.records.hc))
+	s.records.putAt(at, i, completedEntry(e.rec, p.Response, p.Now, expires, &s.records.hc, &s.records.arena))
 	if expires.Before(s.nextExpiry) {
 		s.nextExpiry = expires
 	}

@@ -1,8 +1,10 @@
 package memory
 
 import (
+	"encoding/hex"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,11 +16,29 @@ import (
 // that it comes back exactly: its view, its id, and the record and
 // response it unpacks into.
 func FuzzPackedRecord(f *testing.F) {
-	f.Add("s", "k", "fp", "tok", "POST /orders", "Content-Type", "application/json", "", []byte(`{"id":1}`), false, 201, int64(0))
-	f.Add("", "", "", "", "", "", "", "X-Two", []byte{}, true, 0, int64(123456789))
-	f.Add("\xff", "k\x00", "f", "t", "r", "A", "\x80", "A", []byte(nil), false, 599, int64(-1))
-	f.Fuzz(func(t *testing.T, scope, key, fp, token, route, name, value, second string, body []byte, nilHeader bool, status int, nsec int64) {
+	f.Add("s", "k", "fp", "tok", "POST /orders", "Content-Type", "application/json", "", []byte(`{"id":1}`), false, 201, int64(0), uint8(0))
+	f.Add("", "", "", "", "", "", "", "X-Two", []byte{}, true, 0, int64(123456789), uint8(0))
+	f.Add("\xff", "k\x00", "f", "t", "r", "A", "\x80", "A", []byte(nil), false, 599, int64(-1), uint8(0))
+	f.Add("scope", "0123456789abcdef", "fp", "tok", "", "", "", "", []byte("x"), false, 200, int64(7), uint8(0xff))
+	f.Fuzz(func(t *testing.T, scope, key, fp, token, route, name, value, second string, body []byte, nilHeader bool, status int, nsec int64, shape uint8) {
 		status = int(int32(status)) // beyond int32 a record is not packed (TestCompletedRecordRoundTrip)
+		// shape turns strings into the compact forms' (see form).
+		if shape&1 != 0 {
+			scope = hex.EncodeToString([]byte(scope))
+		}
+		if shape&2 != 0 {
+			u := hex.EncodeToString([]byte(key + "0123456789abcdef")[:16])
+			key = u[:8] + "-" + u[8:12] + "-" + u[12:16] + "-" + u[16:20] + "-" + u[20:]
+			if shape&4 != 0 {
+				key = strings.ToUpper(key)
+			}
+		}
+		if shape&8 != 0 {
+			fp = hex.EncodeToString([]byte(fp))
+		}
+		if shape&16 != 0 {
+			token = hex.EncodeToString([]byte(token))
+		}
 		var header http.Header
 		if !nilHeader {
 			header = http.Header{}
@@ -35,7 +55,11 @@ func FuzzPackedRecord(f *testing.F) {
 		resp := &retrysafe.Response{Status: status, Header: header, Body: body}
 		now, exp := created.Add(time.Second), created.Add(time.Hour)
 		for _, hc := range []*headerCache{nil, {}} {
-			e := completedEntry(rec, resp, now, exp, hc)
+			var a *arena // on its own, and (with the cache) from an arena's chunk
+			if hc != nil {
+				a = new(arena)
+			}
+			e := completedEntry(rec, resp, now, exp, hc, a)
 			if e.rec != nil || e.next != nil {
 				t.Fatalf("not packed: rec %v, next %v", e.rec, e.next)
 			}

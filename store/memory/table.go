@@ -29,6 +29,7 @@ type table struct {
 	depth uint
 	n     int         // entries, chained ones included
 	hc    headerCache // for unpack
+	arena arena       // for the packed records
 }
 
 // subtable is a part of the table: the entries whose hashes start with
@@ -112,11 +113,11 @@ func (p pos) get(i id) *entry {
 // get returns the entry for i (with h = t.hash(i)), or nil.
 func (t *table) get(h uint64, i id) *entry { return t.at(h).get(i) }
 
-// putAt stores e (its id hashing to p's hash, its next nil) in place of
-// the entry with the same id, or adds it, at p, which must be valid. A
+// putAt stores e, the entry for i (hashing to p's hash; e's next nil), in
+// place of the entry for i, or adds it, at p, which must be valid. A
 // packed e that would be followed by another entry of the chain is
 // stored unpacked (see entry).
-func (t *table) putAt(p pos, e *entry) {
+func (t *table) putAt(p pos, i id, e *entry) {
 	s, k := p.s, p.k
 	if !p.ok {
 		if (s.used+1)*4 > len(s.slots)*3 { // load above 3/4
@@ -130,7 +131,6 @@ func (t *table) putAt(p pos, e *entry) {
 		return
 	}
 	head := s.slots[k].e
-	i := e.id()
 	if head.is(i) {
 		s.slots[k].e = linked(e, head.next)
 		return

@@ -171,7 +171,7 @@ func processingOf(i id) *entry {
 // packedOf returns a packed completed entry for i.
 func packedOf(i id) *entry {
 	rec := &retrysafe.Record{Scope: i.scope, Key: i.key, Token: retrysafe.NewToken(), CreatedAt: base, LeaseUntil: base.Add(time.Minute)}
-	e := completedEntry(rec, &retrysafe.Response{Status: 201, Body: []byte(i.key)}, base, base.Add(time.Hour), nil)
+	e := completedEntry(rec, &retrysafe.Response{Status: 201, Body: []byte(i.key)}, base, base.Add(time.Hour), nil, nil)
 	if e.rec != nil {
 		panic("packedOf: not packed")
 	}
@@ -363,7 +363,7 @@ func checkModel(t *testing.T, tb *table, model map[id]string, hashes map[id]uint
 }
 
 // put stores e at h's position (see putAt).
-func (t *table) put(h uint64, e *entry) { t.putAt(t.at(h), e) }
+func (t *table) put(h uint64, e *entry) { t.putAt(t.at(h), e.id(), e) }
 
 // unpack unpacks e at h's position (see unpackAt).
 func (t *table) unpack(h uint64, e *entry) *entry { return t.unpackAt(t.at(h), e) }
