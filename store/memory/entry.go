@@ -117,12 +117,21 @@ func (c *completed) form(n int) form { return form(c.forms>>(n*formBits)) & (1<<
 // (see fields), as strings: those stored in a compact form are made, in
 // one allocation.
 func (c *completed) texts(scope, key, fp, token string) (string, string, string, string) {
+	return c.textsIn(nil, scope, key, fp, token)
+}
+
+// textsIn is texts, making the strings in buf when they fit in its
+// capacity. buf must not be used for anything else.
+func (c *completed) textsIn(buf []byte, scope, key, fp, token string) (string, string, string, string) {
 	parts := [4]*string{&scope, &key, &fp, &token}
 	n := 0
 	for k, p := range parts {
 		n += textLen(*p, c.form(k))
 	}
-	b := make([]byte, 0, n)
+	b := buf[:0]
+	if cap(b) < n {
+		b = make([]byte, 0, n)
+	}
 	for k, p := range parts {
 		if f := c.form(k); f != formRaw {
 			start := len(b)
@@ -246,14 +255,18 @@ func (e *entry) expiresAt() time.Time {
 
 // view returns the record e holds, without an allocation: a packed one
 // without its response, its strings sharing e's memory. For filters.
-func (e *entry) view() retrysafe.Record {
+func (e *entry) view() retrysafe.Record { return e.viewIn(nil) }
+
+// viewIn is view, making the strings stored in a compact form in buf when
+// they fit (see textsIn).
+func (e *entry) viewIn(buf []byte) retrysafe.Record {
 	if e.rec != nil {
 		return *e.rec
 	}
 	c := e.done()
 	scope, key, fp, token, route, _, _ := c.fields()
 	if c.forms != 0 {
-		scope, key, fp, token = c.texts(scope, key, fp, token)
+		scope, key, fp, token = c.textsIn(buf, scope, key, fp, token)
 	}
 	loc := c.loc.location()
 	return retrysafe.Record{
@@ -292,7 +305,7 @@ func (e *entry) replay() *retrysafe.ClaimResult {
 // (see fill). For the admin calls' copies: Claim and Get unpack e.
 func (e *entry) decode() *retrysafe.Record {
 	d := new(decoded)
-	e.fill(d, nil)
+	e.fill(d, nil, nil)
 	return &d.rec
 }
 
@@ -301,10 +314,10 @@ func (e *entry) decode() *retrysafe.Record {
 // Record and Response are read-only, like every record the store hands
 // out. With a non-nil hc, a header equal to the one hc decoded last is
 // that same map.
-func (e *entry) fill(d *decoded, hc *headerCache) {
+func (e *entry) fill(d *decoded, hc *headerCache, text []byte) {
 	c := e.done()
 	_, _, _, _, _, header, body := c.fields()
-	d.rec, d.resp = e.view(), retrysafe.Response{Status: int(c.status)}
+	d.rec, d.resp = e.viewIn(text), retrysafe.Response{Status: int(c.status)}
 	d.rec.Response, d.res.Record = &d.resp, &d.rec
 	switch {
 	case c.nilHeader:
@@ -326,17 +339,26 @@ func (e *entry) fill(d *decoded, hc *headerCache) {
 // unpacked: a new entry (with pointers) whose rec is the decoded record,
 // made in the same allocation, keeping e's data alive through it. e's own
 // next is nil (see entry). hc is as for fill.
+//
+// The strings stored in a compact form (see form) are made in the same
+// allocation too, when they fit in unpackedText bytes.
 func (e *entry) unpacked(hc *headerCache) *entry {
 	u := new(struct {
-		c completed
-		d decoded
+		c    completed
+		d    decoded
+		text [unpackedText]byte // for fill; never written again
 	})
 	u.c = *e.done() // the times, attempt and status (see expired, Stats)
 	u.c.dataLen = 0 // u has no data after it
-	e.fill(&u.d, hc)
+	e.fill(&u.d, hc, u.text[:])
 	u.c.rec = &u.d.rec
 	return &u.c.entry
 }
+
+// unpackedText is room for a UUID key, a fingerprint and a token in their
+// text (36+64+32 bytes) and a short scope: the unpacked entry is then 512
+// bytes, a size class of its own.
+const unpackedText = 160
 
 // headerCache keeps the last header map decoded, with its encoding, and
 // the last one encoded. Most responses of an API carry the same few
