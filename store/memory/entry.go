@@ -343,16 +343,28 @@ func (e *entry) fill(d *decoded, hc *headerCache, text []byte) {
 // The strings stored in a compact form (see form) are made in the same
 // allocation too, when they fit in unpackedText bytes.
 func (e *entry) unpacked(hc *headerCache) *entry {
-	u := new(struct {
-		c    completed
-		d    decoded
-		text [unpackedText]byte // for fill; never written again
-	})
-	u.c = *e.done() // the times, attempt and status (see expired, Stats)
-	u.c.dataLen = 0 // u has no data after it
-	e.fill(&u.d, hc, u.text[:])
-	u.c.rec = &u.d.rec
-	return &u.c.entry
+	var c *completed
+	var d *decoded
+	var text []byte
+	if e.done().forms == 0 { // nothing to make: the smaller size class
+		u := new(struct {
+			c completed
+			d decoded
+		})
+		c, d = &u.c, &u.d
+	} else {
+		u := new(struct {
+			c    completed
+			d    decoded
+			text [unpackedText]byte // for fill; never written again
+		})
+		c, d, text = &u.c, &u.d, u.text[:]
+	}
+	*c = *e.done() // the times, attempt and status (see expired, Stats)
+	c.dataLen = 0  // c has no data after it
+	e.fill(d, hc, text)
+	c.rec = &d.rec
+	return &c.entry
 }
 
 // unpackedText is room for a UUID key, a fingerprint and a token in their
