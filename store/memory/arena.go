@@ -7,7 +7,7 @@ import (
 )
 
 // arena hands out the memory of packed records (see completed), cut from
-// chunks of chunkSize bytes in the order the records are completed,
+// chunks of up to chunkSize bytes in the order the records are completed,
 // instead of one allocation each.
 //
 // The garbage collector marks every record the table points to on every
@@ -32,6 +32,10 @@ type arena struct {
 }
 
 const (
+	// A store's first chunk is minChunk bytes, each next one twice the
+	// last, up to chunkSize: a store (or a shard) that holds a few
+	// records keeps a few kilobytes for them.
+	minChunk  = 4 << 10
 	chunkSize = 64 << 10
 	// maxChunked bounds the records cut from chunks: a larger one is an
 	// allocation of its own, so that a chunk's waste stays small.
@@ -46,7 +50,11 @@ func (a *arena) alloc(n int) []byte {
 		return make([]byte, n)
 	}
 	if len(a.cur) < size {
-		a.cur = make([]byte, chunkSize)
+		n := chunkSize
+		if len(a.chunks) < 4 {
+			n = max(size, minChunk<<len(a.chunks))
+		}
+		a.cur = make([]byte, n)
 		a.chunks = append(a.chunks, a.cur)
 	}
 	b := a.cur[:n:n]

@@ -17,7 +17,9 @@ import (
 // point into the old chunk) stay intact.
 func TestArenaCompact(t *testing.T) {
 	t.Parallel()
-	s := quietStore(t)
+	s := newSharded(Config{JanitorInterval: -1}, 1) // every record in one table
+	t.Cleanup(func() { s.Close() })
+	sh := &s.shards[0]
 	ctx := t.Context()
 	const n = 3000 // about ten chunks
 	long := func(k int) bool { return k%97 == 0 }
@@ -52,28 +54,28 @@ func TestArenaCompact(t *testing.T) {
 	// body point into its first chunk.
 	early := get(0, base)
 
-	s.mu.Lock()
-	before := len(s.records.arena.chunks)
-	s.mu.Unlock()
+	sh.mu.Lock()
+	before := len(sh.records.arena.chunks)
+	sh.mu.Unlock()
 	if before < 8 {
 		t.Fatalf("%d chunks for %d records: want about ten", before, n)
 	}
 
 	later := base.Add(2 * time.Hour)
-	s.mu.Lock()
-	swept := s.sweepLocked(later, time.Minute)
-	after := len(s.records.arena.chunks)
+	sh.mu.Lock()
+	swept := s.sweepLocked(sh, later, time.Minute)
+	after := len(sh.records.arena.chunks)
 	chunked, left := 0, 0
-	for e := range s.records.all() {
+	for e := range sh.records.all() {
 		if e.rec == nil {
 			chunked++
-			if chunkOf(sortedChunks(s.records.arena.chunks), e) < 0 {
+			if chunkOf(sortedChunks(sh.records.arena.chunks), e) < 0 {
 				t.Errorf("packed entry %v in no chunk of the arena", e.id())
 			}
 		}
 		left++
 	}
-	s.mu.Unlock()
+	sh.mu.Unlock()
 	wantLeft := 0
 	for k := range n {
 		if long(k) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -377,23 +378,35 @@ const unpackedText = 160
 // headers: records unpacked one after another then share one read-only
 // map, as the middleware's stored responses do (one map less per replayed
 // record, and less for the collector), and the middleware's one map is
-// encoded once, not per record. Not safe for concurrent use: the store's
-// mutex guards it.
+// encoded once, not per record. Safe for concurrent use: the store's
+// shards share one, each entry an immutable pair behind an atomic
+// pointer.
 type headerCache struct {
-	enc string // in the data of the record decoded last; nothing writes it
+	dec atomic.Pointer[decodedHeader] // the last header decoded
+	enc atomic.Pointer[encodedHeader] // the last header encoded
+}
+
+// decodedHeader is a header map and the encoding it was decoded from.
+type decodedHeader struct {
+	enc string // in the data of a packed record; nothing writes it
 	h   http.Header
-	// src is the map encoded last, srcEnc its encoding.
-	src    http.Header
-	srcEnc string
+}
+
+// encodedHeader is a header map and its encoding.
+type encodedHeader struct {
+	src http.Header
+	enc string
 }
 
 // encode returns the encoding of h (not nil), made once for the same map
 // given again.
 func (hc *headerCache) encode(h http.Header) string {
-	if hc.src == nil || mapPointer(h) != mapPointer(hc.src) {
-		hc.src, hc.srcEnc = h, string(appendHeader(make([]byte, 0, headerLen(h)), h))
+	if c := hc.enc.Load(); c != nil && mapPointer(h) == mapPointer(c.src) {
+		return c.enc
 	}
-	return hc.srcEnc
+	c := &encodedHeader{src: h, enc: string(appendHeader(make([]byte, 0, headerLen(h)), h))}
+	hc.enc.Store(c)
+	return c.enc
 }
 
 // mapPointer returns h's identity: two headers are the same map when
@@ -403,10 +416,12 @@ func mapPointer(h http.Header) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe
 // decode returns decodeHeader(enc), or the same map as the last call when
 // enc is equal.
 func (hc *headerCache) decode(enc string) http.Header {
-	if hc.h == nil || enc != hc.enc {
-		hc.enc, hc.h = enc, decodeHeader(enc)
+	if c := hc.dec.Load(); c != nil && c.enc == enc {
+		return c.h
 	}
-	return hc.h
+	c := &decodedHeader{enc: enc, h: decodeHeader(enc)}
+	hc.dec.Store(c)
+	return c.h
 }
 
 // maxPacked bounds a packed record's data: its lengths are uint32s, and

@@ -78,10 +78,11 @@ func TestCompletedRecordRoundTrip(t *testing.T) {
 				*tm = tm.Round(0)
 			}
 
-			s.mu.Lock()
 			i := id{"scope", "k"}
-			packed := s.records.get(s.records.hash(i), i).rec == nil
-			s.mu.Unlock()
+			sh, h := s.shardFor(i)
+			sh.mu.Lock()
+			packed := sh.records.get(h, i).rec == nil
+			sh.mu.Unlock()
 			if packed != tc.wantPacked {
 				t.Errorf("kept packed: %v, want %v", packed, tc.wantPacked)
 			}
@@ -304,10 +305,11 @@ func TestCompletedKeepsNoRequestStrings(t *testing.T) {
 	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: key, Token: p.Token, Now: base, TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	i := id{scope, key}
-	e := s.records.get(s.records.hash(i), i)
+	sh, h := s.shardFor(i)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.records.get(h, i)
 	if e == nil || e.done() == nil || e.rec != nil {
 		t.Fatalf("entry = %+v, want a packed completed one", e)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,6 +22,23 @@ func newStore(t *testing.T) retrysafe.Store {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, newStore)
+}
+
+// TestConformanceOneShard: the same contract with every record in one
+// shard (the eviction of a full store then never sweeps another).
+func TestConformanceOneShard(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) retrysafe.Store {
+		s := newSharded(Config{}, 1)
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// shardFor returns the shard of i and i's hash.
+func (s *Store) shardFor(i id) (*shard, uint64) {
+	h := hashID(s.seed, i)
+	return s.shardOf(h), h
 }
 
 func TestUnavailable(t *testing.T) {
@@ -353,5 +371,60 @@ func TestSubscriptionsCleanedUp(t *testing.T) {
 	}
 	if n := s.subscriptions(); n != 0 {
 		t.Fatalf("%d subscriptions left after Close", n)
+	}
+}
+
+// TestMaxRecordsAcrossShards: MaxRecords bounds the whole store, not each
+// shard, and a claim into a full store evicts expired records from every
+// shard, not only its key's. Concurrent claims of distinct keys never
+// take the store past MaxRecords.
+func TestMaxRecordsAcrossShards(t *testing.T) {
+	t.Parallel()
+	const max = 40
+	s := New(Config{MaxRecords: max, JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	target, _ := s.shardFor(id{"s", "new"})
+	// max records, none in the shard of "new": they all expire at base+1h.
+	for n, stored := 0, 0; stored < max; n++ {
+		key := fmt.Sprint("done-", n)
+		if sh, _ := s.shardFor(id{"s", key}); sh == target {
+			continue
+		}
+		completeKey(t, s, key, &retrysafe.Response{Status: 201})
+		stored++
+	}
+	if _, err := claim(t, s, "new", base.Add(time.Minute)); !errors.Is(err, ErrFull) {
+		t.Fatalf("Claim into a store full of live records: %v, want ErrFull", err)
+	}
+	if _, err := claim(t, s, "new", base.Add(time.Hour)); err != nil {
+		t.Fatalf("Claim after the other shards' records expired: %v", err)
+	}
+	if got := s.Len(); got != 1 {
+		t.Fatalf("Len = %d after the eviction, want 1", got)
+	}
+
+	// Many goroutines claim distinct keys at once: exactly max-1 more fit.
+	var wg sync.WaitGroup
+	var won, full atomic.Int64
+	for g := range 8 {
+		wg.Go(func() {
+			for n := range 20 {
+				p := &retrysafe.ClaimParams{Scope: "s", Key: fmt.Sprint("g", g, "-", n), Fingerprint: "fp", Token: retrysafe.NewToken(), Now: base.Add(time.Hour), Lease: time.Hour}
+				_, err := s.Claim(ctx, p)
+				switch {
+				case err == nil:
+					won.Add(1)
+				case errors.Is(err, ErrFull):
+					full.Add(1)
+				default:
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != max-1 || full.Load() != 160-(max-1) || s.Len() != max {
+		t.Fatalf("%d claims won, %d refused, Len %d; want %d, %d, %d", won.Load(), full.Load(), s.Len(), max-1, 160-(max-1), max)
 	}
 }

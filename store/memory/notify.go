@@ -8,11 +8,13 @@ import "context"
 // is called (it may be called more than once) or the store is closed,
 // which wakes every subscriber a last time.
 func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
-	if err := s.lock(ctx, "subscribe"); err != nil {
+	i := id{scope, key}
+	sh, _, err := s.lock(ctx, "subscribe", i)
+	if err != nil {
 		return nil, nil, err
 	}
-	defer s.mu.Unlock()
-	ch, unsubscribe := s.subs.Subscribe(id{scope, key})
+	defer sh.mu.Unlock()
+	ch, unsubscribe := s.subs.Subscribe(i)
 	return ch, unsubscribe, nil
 }
 

@@ -27,9 +27,9 @@ type table struct {
 	seed  maphash.Seed
 	dir   []*subtable // 1 << depth of them; a subtable of local depth d appears 1 << (depth-d) times in a row
 	depth uint
-	n     int         // entries, chained ones included
-	hc    headerCache // for unpack
-	arena arena       // for the packed records
+	n     int          // entries, chained ones included
+	hc    *headerCache // for unpack; may be nil
+	arena arena        // for the packed records
 }
 
 // subtable is a part of the table: the entries whose hashes start with
@@ -51,15 +51,21 @@ const (
 	maxSlots = 1024 // a full subtable of this many splits instead of growing
 )
 
-func newTable() table {
-	return table{seed: maphash.MakeSeed(), dir: []*subtable{{slots: make([]slot, minSlots)}}}
+func newTable() table { return newTableSeed(maphash.MakeSeed()) }
+
+// newTableSeed returns an empty table hashing with seed.
+func newTableSeed(seed maphash.Seed) table {
+	return table{seed: seed, dir: []*subtable{{slots: make([]slot, minSlots)}}}
 }
 
 // hash returns the table's hash of i.
-func (t *table) hash(i id) uint64 {
+func (t *table) hash(i id) uint64 { return hashID(t.seed, i) }
+
+// hashID returns the hash of i under seed.
+func hashID(seed maphash.Seed, i id) uint64 {
 	// Two seeded hashes, the scope's spread by an odd multiplier so that
 	// (a, b) and (b, a) differ.
-	return maphash.String(t.seed, i.scope)*0x9e3779b97f4a7c15 + maphash.String(t.seed, i.key)
+	return maphash.String(seed, i.scope)*0x9e3779b97f4a7c15 + maphash.String(seed, i.key)
 }
 
 // sub returns the subtable for hash h.
@@ -342,7 +348,7 @@ func (t *table) unpackAt(p pos, e *entry) *entry {
 	if e.rec != nil {
 		return e
 	}
-	u := e.unpacked(&t.hc) // e is packed: its next is nil, as u's
+	u := e.unpacked(t.hc) // e is packed: its next is nil, as u's
 	s, k := p.s, p.k
 	if s.slots[k].e == e {
 		s.slots[k].e = u
