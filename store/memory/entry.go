@@ -84,6 +84,12 @@ func (e *entry) is(i id) bool {
 // unpacked, its record in rec.
 type completed struct {
 	entry // first: see entry.done
+	head
+}
+
+// head is a completed record's own fields, without a pointer (so that
+// copying one needs no write barrier).
+type head struct {
 	// times are CreatedAt, UpdatedAt, LeaseUntil and ExpiresAt, as Unix
 	// nanoseconds (see packTime).
 	times [4]int64
@@ -361,8 +367,9 @@ func (e *entry) unpacked(hc *headerCache) *entry {
 		})
 		c, d, text = &u.c, &u.d, u.text[:]
 	}
-	*c = *e.done() // the times, attempt and status (see expired, Stats)
-	c.dataLen = 0  // c has no data after it
+	c.completed = true
+	c.head = e.done().head // the times, attempt and status (see expired, Stats)
+	c.dataLen = 0          // c has no data after it
 	e.fill(d, hc, text)
 	c.rec = &d.rec
 	return &c.entry
