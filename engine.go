@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -22,7 +23,7 @@ type engine struct {
 	// Complete (see responseCopier).
 	copiesResponse bool
 
-	beats *heartbeats // the queue of lease renewals, shared by every engine with this Lease
+	beats *heartbeatQueues // the queues of lease renewals, shared by every engine with this Lease
 }
 
 func newEngine(cfg *Config) *engine {
@@ -329,8 +330,8 @@ func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.Cancel
 // startHeartbeat starts h (a zero heartbeat, which the caller may embed
 // in a larger allocation); h.stop ends it.
 func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, lose context.CancelCauseFunc) {
-	h.e, h.ctx, h.rec, h.lose = e, ctx, rec, lose
-	s := e.beats
+	s := e.beats.pick()
+	h.e, h.q, h.ctx, h.rec, h.lose = e, s, ctx, rec, lose
 	s.mu.Lock()
 	s.scheduleLocked(h)
 	s.mu.Unlock()
@@ -360,23 +361,47 @@ type heartbeats struct {
 	running    bool // the loop goroutine is running
 }
 
+// heartbeatQueues are the queues for renewals every period: several, so
+// that operations starting and ending at once on different cores seldom
+// wait for the same mutex (with one queue, its mutex was the most
+// contended of a process running new keys on two cores once the memory
+// store had shards; docs/performance.md, "Eighth round"). Each
+// operation's heartbeat stays in the queue it was started in.
+type heartbeatQueues struct {
+	q [numHeartbeatQueues]struct {
+		heartbeats
+		_ [64]byte // the next queue's mutex on another cache line
+	}
+}
+
+const numHeartbeatQueues = 8
+
+// pick returns a queue for a new heartbeat, at random (math/rand/v2's
+// generator has no shared state).
+func (qs *heartbeatQueues) pick() *heartbeats {
+	return &qs.q[rand.Uint32()%numHeartbeatQueues].heartbeats
+}
+
 var (
 	heartbeatQueuesMu sync.Mutex
-	heartbeatQueues   = map[time.Duration]*heartbeats{}
+	heartbeatQueuesOf = map[time.Duration]*heartbeatQueues{}
 )
 
-// heartbeatQueue returns the process's queue for renewals every period.
-// Queues are kept for the life of the process, one per period in use (a
-// few bytes each; an idle queue has no goroutine).
-func heartbeatQueue(period time.Duration) *heartbeats {
+// heartbeatQueue returns the process's queues for renewals every period.
+// Queues are kept for the life of the process, one set per period in use
+// (a few hundred bytes each; an idle queue has no goroutine).
+func heartbeatQueue(period time.Duration) *heartbeatQueues {
 	heartbeatQueuesMu.Lock()
 	defer heartbeatQueuesMu.Unlock()
-	q := heartbeatQueues[period]
-	if q == nil {
-		q = &heartbeats{period: period}
-		heartbeatQueues[period] = q
+	qs := heartbeatQueuesOf[period]
+	if qs == nil {
+		qs = new(heartbeatQueues)
+		for k := range qs.q {
+			qs.q[k].period = period
+		}
+		heartbeatQueuesOf[period] = qs
 	}
-	return q
+	return qs
 }
 
 // scheduleLocked queues h's next renewal a period from now and starts the
@@ -441,9 +466,10 @@ func (s *heartbeats) loop() {
 }
 
 // heartbeat is the state of one operation's lease renewals. The fields
-// after lose are guarded by e.beats.mu.
+// after lose are guarded by q.mu.
 type heartbeat struct {
 	e    *engine
+	q    *heartbeats // the queue it is in
 	ctx  context.Context
 	rec  *Record
 	lose context.CancelCauseFunc
@@ -459,8 +485,7 @@ type heartbeat struct {
 // beat renews the lease once and, unless stopped or lost, queues the next
 // renewal.
 func (h *heartbeat) beat() {
-	e := h.e
-	s := e.beats
+	e, s := h.e, h.q
 	s.mu.Lock()
 	if h.stopped {
 		s.mu.Unlock()
@@ -501,7 +526,7 @@ func (h *heartbeat) beat() {
 // renewal in flight and waits for it to return, so no renewal runs after
 // stop.
 func (h *heartbeat) stop() {
-	s := h.e.beats
+	s := h.q
 	s.mu.Lock()
 	h.stopped = true
 	if h.queued {
