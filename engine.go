@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -23,7 +22,7 @@ type engine struct {
 	// Complete (see responseCopier).
 	copiesResponse bool
 
-	beats *heartbeatQueues // the queues of lease renewals, shared by every engine with this Lease
+	beats *heartbeats // the queue of lease renewals, shared by every engine with this Lease
 }
 
 func newEngine(cfg *Config) *engine {
@@ -330,8 +329,8 @@ func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.Cancel
 // startHeartbeat starts h (a zero heartbeat, which the caller may embed
 // in a larger allocation); h.stop ends it.
 func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, lose context.CancelCauseFunc) {
-	s := e.beats.pick()
-	h.e, h.q, h.ctx, h.rec, h.lose = e, s, ctx, rec, lose
+	h.e, h.ctx, h.rec, h.lose = e, ctx, rec, lose
+	s := e.beats
 	s.mu.Lock()
 	s.scheduleLocked(h)
 	s.mu.Unlock()
@@ -361,47 +360,23 @@ type heartbeats struct {
 	running    bool // the loop goroutine is running
 }
 
-// heartbeatQueues are the queues for renewals every period: several, so
-// that operations starting and ending at once on different cores seldom
-// wait for the same mutex (with one queue, its mutex was the most
-// contended of a process running new keys on two cores once the memory
-// store had shards; docs/performance.md, "Eighth round"). Each
-// operation's heartbeat stays in the queue it was started in.
-type heartbeatQueues struct {
-	q [numHeartbeatQueues]struct {
-		heartbeats
-		_ [64]byte // the next queue's mutex on another cache line
-	}
-}
-
-const numHeartbeatQueues = 8
-
-// pick returns a queue for a new heartbeat, at random (math/rand/v2's
-// generator has no shared state).
-func (qs *heartbeatQueues) pick() *heartbeats {
-	return &qs.q[rand.Uint32()%numHeartbeatQueues].heartbeats
-}
-
 var (
 	heartbeatQueuesMu sync.Mutex
-	heartbeatQueuesOf = map[time.Duration]*heartbeatQueues{}
+	heartbeatQueues   = map[time.Duration]*heartbeats{}
 )
 
-// heartbeatQueue returns the process's queues for renewals every period.
-// Queues are kept for the life of the process, one set per period in use
-// (a few hundred bytes each; an idle queue has no goroutine).
-func heartbeatQueue(period time.Duration) *heartbeatQueues {
+// heartbeatQueue returns the process's queue for renewals every period.
+// Queues are kept for the life of the process, one per period in use (a
+// few bytes each; an idle queue has no goroutine).
+func heartbeatQueue(period time.Duration) *heartbeats {
 	heartbeatQueuesMu.Lock()
 	defer heartbeatQueuesMu.Unlock()
-	qs := heartbeatQueuesOf[period]
-	if qs == nil {
-		qs = new(heartbeatQueues)
-		for k := range qs.q {
-			qs.q[k].period = period
-		}
-		heartbeatQueuesOf[period] = qs
+	q := heartbeatQueues[period]
+	if q == nil {
+		q = &heartbeats{period: period}
+		heartbeatQueues[period] = q
 	}
-	return qs
+	return q
 }
 
 // scheduleLocked queues h's next renewal a period from now and starts the
@@ -466,10 +441,9 @@ func (s *heartbeats) loop() {
 }
 
 // heartbeat is the state of one operation's lease renewals. The fields
-// after lose are guarded by q.mu.
+// after lose are guarded by e.beats.mu.
 type heartbeat struct {
 	e    *engine
-	q    *heartbeats // the queue it is in
 	ctx  context.Context
 	rec  *Record
 	lose context.CancelCauseFunc
@@ -485,7 +459,8 @@ type heartbeat struct {
 // beat renews the lease once and, unless stopped or lost, queues the next
 // renewal.
 func (h *heartbeat) beat() {
-	e, s := h.e, h.q
+	e := h.e
+	s := e.beats
 	s.mu.Lock()
 	if h.stopped {
 		s.mu.Unlock()
@@ -526,7 +501,7 @@ func (h *heartbeat) beat() {
 // renewal in flight and waits for it to return, so no renewal runs after
 // stop.
 func (h *heartbeat) stop() {
-	s := h.q
+	s := h.e.beats
 	s.mu.Lock()
 	h.stopped = true
 	if h.queued {

@@ -3,8 +3,6 @@ package retrysafe
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -147,86 +145,22 @@ func TestHeartbeatsShareOneQueue(t *testing.T) {
 	for _, key := range running {
 		stops[key]()
 	}
-	for k := range e.beats.q {
-		q := &e.beats.q[k].heartbeats
-		q.mu.Lock()
-		head, tail := q.head, q.tail
-		q.mu.Unlock()
-		if head != nil || tail != nil {
-			t.Fatalf("every heartbeat stopped, but queue %d still holds %q ... %q", k, head.rec.Key, tail.rec.Key)
-		}
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			q.mu.Lock()
-			running := q.running
-			q.mu.Unlock()
-			if !running {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("queue %d's heartbeat loop still runs 30s after the last heartbeat stopped", k)
-			}
-		}
+	e.beats.mu.Lock()
+	head, tail := e.beats.head, e.beats.tail
+	e.beats.mu.Unlock()
+	if head != nil || tail != nil {
+		t.Fatalf("every heartbeat stopped, but the queue still holds %q ... %q", head.rec.Key, tail.rec.Key)
 	}
-}
-
-// TestHeartbeatQueueUnlink: a queue stays a well-formed list, in the
-// order heartbeats were queued, whichever of them is taken off (head,
-// middle, tail), and is empty once all are.
-func TestHeartbeatQueueUnlink(t *testing.T) {
-	t.Parallel()
-	q := &heartbeats{period: time.Hour, running: true} // running: no loop is started
-	hs := make([]*heartbeat, 5)
-	for n := range hs {
-		hs[n] = &heartbeat{rec: &Record{Key: fmt.Sprint("k", n)}}
-		q.scheduleLocked(hs[n])
-	}
-	check := func(want ...int) {
-		t.Helper()
-		var got []int
-		var prev *heartbeat
-		for h := q.head; h != nil; h = h.next {
-			if h.prev != prev || !h.queued {
-				t.Fatalf("%s: prev %v, queued %v", h.rec.Key, h.prev, h.queued)
-			}
-			for n, x := range hs {
-				if x == h {
-					got = append(got, n)
-				}
-			}
-			prev = h
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		e.beats.mu.Lock()
+		running := e.beats.running
+		e.beats.mu.Unlock()
+		if !running {
+			break
 		}
-		if q.tail != prev || !slices.Equal(got, want) {
-			t.Fatalf("queue %v (tail %v), want %v", got, q.tail, want)
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat loop still runs 30s after the last heartbeat stopped")
 		}
-	}
-	check(0, 1, 2, 3, 4)
-	q.removeLocked(hs[0]) // the head
-	check(1, 2, 3, 4)
-	q.removeLocked(hs[2]) // the middle
-	check(1, 3, 4)
-	q.removeLocked(hs[4]) // the tail
-	check(1, 3)
-	q.removeLocked(hs[1])
-	q.removeLocked(hs[3])
-	check()
-	for _, h := range hs {
-		if h.queued || h.prev != nil || h.next != nil {
-			t.Fatalf("%s still linked after removal", h.rec.Key)
-		}
-	}
-}
-
-// TestHeartbeatQueuesSpread: heartbeats started together land in several
-// queues of their set.
-func TestHeartbeatQueuesSpread(t *testing.T) {
-	t.Parallel()
-	qs := new(heartbeatQueues)
-	seen := map[*heartbeats]bool{}
-	for range 200 {
-		seen[qs.pick()] = true
-	}
-	if len(seen) < numHeartbeatQueues/2 {
-		t.Fatalf("200 picks used %d of %d queues", len(seen), numHeartbeatQueues)
 	}
 }
 
