@@ -3,6 +3,8 @@ package retrysafe
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -203,6 +205,53 @@ func TestParamsNotReusedForBlockingStores(t *testing.T) {
 		}
 		if c := s.completes[i]; c.Key != key || c.Response == nil || c.Response.Status != 201 {
 			t.Errorf("complete %d's params changed after the call: %+v", i, c)
+		}
+	}
+}
+
+// TestHeartbeatQueueUnlink: a queue stays a well-formed list, in the
+// order heartbeats were queued, whichever of them is taken off (head,
+// middle, tail), and is empty once all are.
+func TestHeartbeatQueueUnlink(t *testing.T) {
+	t.Parallel()
+	q := &heartbeats{period: time.Hour, running: true} // running: no loop is started
+	hs := make([]*heartbeat, 5)
+	for n := range hs {
+		hs[n] = &heartbeat{rec: &Record{Key: fmt.Sprint("k", n)}}
+		q.scheduleLocked(hs[n])
+	}
+	check := func(want ...int) {
+		t.Helper()
+		var got []int
+		var prev *heartbeat
+		for h := q.head; h != nil; h = h.next {
+			if h.prev != prev || !h.queued {
+				t.Fatalf("%s: prev %v, queued %v", h.rec.Key, h.prev, h.queued)
+			}
+			for n, x := range hs {
+				if x == h {
+					got = append(got, n)
+				}
+			}
+			prev = h
+		}
+		if q.tail != prev || !slices.Equal(got, want) {
+			t.Fatalf("queue %v (tail %v), want %v", got, q.tail, want)
+		}
+	}
+	check(0, 1, 2, 3, 4)
+	q.removeLocked(hs[0]) // the head
+	check(1, 2, 3, 4)
+	q.removeLocked(hs[2]) // the middle
+	check(1, 3, 4)
+	q.removeLocked(hs[4]) // the tail
+	check(1, 3)
+	q.removeLocked(hs[1])
+	q.removeLocked(hs[3])
+	check()
+	for _, h := range hs {
+		if h.queued || h.prev != nil || h.next != nil {
+			t.Fatalf("%s still linked after removal", h.rec.Key)
 		}
 	}
 }
