@@ -222,26 +222,29 @@ func (c *completed) time(n int) time.Time {
 // zeroTime stands for the zero time.Time in completed.times.
 const zeroTime = math.MinInt64
 
-// The times completed.times holds exactly: Unix nanoseconds in an int64.
-var (
-	minTime = time.Unix(0, zeroTime+1)
-	maxTime = time.Unix(0, math.MaxInt64)
+// The seconds of the times completed.times holds exactly: Unix
+// nanoseconds in an int64 (about the years 1678 to 2262).
+const (
+	minSec = math.MinInt64/int64(time.Second) + 1
+	maxSec = math.MaxInt64/int64(time.Second) - 1
 )
 
 // packTime returns t as completed.times keeps it, and whether that is
-// exact: t is the zero time or within minTime and maxTime (the years 1678
-// to 2262). A time outside is clamped, which keeps comparisons with
-// times within right (an unpacked record's times only answer those).
+// exact: t is the zero time or its Unix seconds are within minSec and
+// maxSec. A time outside is clamped, which keeps comparisons with times
+// within right (an unpacked record's times only answer those).
 func packTime(t time.Time) (int64, bool) {
-	switch {
-	case t.IsZero():
+	if t.IsZero() {
 		return zeroTime, true
-	case t.Before(minTime):
-		return zeroTime + 1, false
-	case t.After(maxTime):
-		return math.MaxInt64, false
 	}
-	return t.UnixNano(), true
+	switch sec := t.Unix(); {
+	case sec < minSec:
+		return zeroTime + 1, false
+	case sec > maxSec:
+		return math.MaxInt64, false
+	default:
+		return sec*1e9 + int64(t.Nanosecond()), true
+	}
 }
 
 // expired reports whether e holds a completed record that expired at now.
@@ -466,11 +469,18 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 		packed[k], ok = packTime(t)
 		pack = pack && ok && t.Location() == loc
 	}
-	strs := [4]string{formScope: rec.Scope, formKey: rec.Key, formFP: rec.Fingerprint, formToken: rec.Token}
-	var forms [4]form
+	// The scope, key, fingerprint and token in their compact forms, one
+	// after the other (see form), made before the record's size is known.
+	var scratch [256]byte
+	compact := scratch[:0]
+	var forms form // formBits each, as completed.forms
 	var lens [4]int
-	for k, s := range strs {
-		forms[k], lens[k] = formOf(s)
+	for k, s := range [4]string{formScope: rec.Scope, formKey: rec.Key, formFP: rec.Fingerprint, formToken: rec.Token} {
+		n := len(compact)
+		var f form
+		compact, f = appendCompact(compact, s)
+		forms |= f << (k * formBits)
+		lens[k] = len(compact) - n
 		pack = pack && lens[k] <= math.MaxUint16
 	}
 	var enc string // r.Header's encoding, when hc has it
@@ -482,7 +492,7 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	default:
 		hlen = headerLen(r.Header)
 	}
-	n := lens[0] + lens[1] + lens[2] + lens[3] + len(rec.Route) + hlen + len(r.Body)
+	n := len(compact) + len(rec.Route) + hlen + len(r.Body)
 	pack = pack && n <= maxPacked && rec.Attempt == int(int32(rec.Attempt)) && r.Status == int(int32(r.Status))
 
 	var c *completed
@@ -505,11 +515,9 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 		c.scopeLen, c.keyLen, c.fpLen, c.tokLen = uint16(lens[0]), uint16(lens[1]), uint16(lens[2]), uint16(lens[3])
 		c.routeLen, c.headerLen = uint32(len(rec.Route)), uint32(hlen)
 		c.nilBody, c.nilHeader = r.Body == nil, r.Header == nil
+		c.forms = uint8(forms)
 		buf := raw[unsafe.Sizeof(completed{}):][:0]
-		for k, s := range strs {
-			c.forms |= uint8(forms[k]) << (k * formBits)
-			buf = appendForm(buf, s, forms[k])
-		}
+		buf = append(buf, compact...)
 		buf = append(buf, rec.Route...)
 		if enc != "" {
 			buf = append(buf, enc...)

@@ -33,50 +33,52 @@ const uuidLen = 36
 // isUUIDDash reports whether position k of a UUID's text is a dash.
 func isUUIDDash(k int) bool { return k == 8 || k == 13 || k == 18 || k == 23 }
 
-// formOf returns the form s is stored in, and its stored length.
-func formOf(s string) (form, int) {
-	if len(s) == uuidLen {
-		if f, ok := uuidForm(s); ok {
-			return f, 16
-		}
-	}
-	if len(s) >= 2 && len(s)%2 == 0 && isLowerHex(s) {
-		return formHex, len(s) / 2
-	}
-	return formRaw, len(s)
-}
-
-// isLowerHex reports whether s is made of lowercase hex digits only.
-func isLowerHex(s string) bool {
-	for k := 0; k < len(s); k++ {
-		if hexLower[s[k]] < 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// uuidForm returns the UUID form of s, which has uuidLen bytes, and
-// whether it has one: dashes in their places, hex digits elsewhere, of
-// one case (digits alone count as lowercase).
-func uuidForm(s string) (form, bool) {
-	if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return 0, false
-	}
-	var lower, upper int8 // OR of the digits' values: negative when one is not a digit of the case
-	for k := 0; k < uuidLen; k++ {
-		if !isUUIDDash(k) {
-			lower |= hexLower[s[k]]
-			upper |= hexUpper[s[k]]
-		}
-	}
+// appendCompact appends s to b in the most compact form it has, and
+// returns b and the form: a UUID (lowercase, digits alone included, then
+// uppercase), else lowercase hex of an even length, else raw. One pass
+// over s: the digits are decoded as they are checked.
+func appendCompact(b []byte, s string) ([]byte, form) {
+	start := len(b)
 	switch {
-	case lower >= 0:
-		return formUUID, true
-	case upper >= 0:
-		return formUUIDUpper, true
+	case len(s) == uuidLen && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-':
+		for _, f := range [2]form{formUUID, formUUIDUpper} {
+			t := hexTableOf(f)
+			var bad int8 // negative once a byte is no digit of t's case
+			b = b[:start]
+			for k := 0; k < uuidLen; k += 2 {
+				if isUUIDDash(k) {
+					k++
+				}
+				hi, lo := t[s[k]], t[s[k+1]]
+				bad |= hi | lo
+				b = append(b, byte(hi)<<4|byte(lo))
+			}
+			if bad >= 0 {
+				return b, f
+			}
+		}
+		b = b[:start]
+	case len(s) >= 2 && len(s)%2 == 0:
+		var bad int8
+		for k := 0; k < len(s); k += 2 {
+			hi, lo := hexLower[s[k]], hexLower[s[k+1]]
+			bad |= hi | lo
+			b = append(b, byte(hi)<<4|byte(lo))
+		}
+		if bad >= 0 {
+			return b, formHex
+		}
+		b = b[:start]
 	}
-	return 0, false
+	return append(b, s...), formRaw
+}
+
+// hexTableOf returns the table of the hex digits of form f's case.
+func hexTableOf(f form) *[256]int8 {
+	if f == formUUIDUpper {
+		return &hexUpper
+	}
+	return &hexLower
 }
 
 // hexLower and hexUpper are the values of the hex digits of one case, -1
@@ -91,39 +93,6 @@ func hexTable(digits string) (t [256]int8) {
 		t[digits[v]] = int8(v)
 	}
 	return t
-}
-
-// unhex returns the value of hex digit c, lowercase or (with upper)
-// uppercase, or -1.
-func unhex(c byte, upper bool) int8 {
-	if upper {
-		return hexUpper[c]
-	}
-	return hexLower[c]
-}
-
-// appendForm appends s stored in form f (as formOf gave it) to b.
-func appendForm(b []byte, s string, f form) []byte {
-	if f == formRaw {
-		return append(b, s...)
-	}
-	t := &hexLower
-	if f == formUUIDUpper {
-		t = &hexUpper
-	}
-	if f == formHex {
-		for k := 0; k+1 < len(s); k += 2 {
-			b = append(b, byte(t[s[k]])<<4|byte(t[s[k+1]]))
-		}
-		return b
-	}
-	for k := 0; k < uuidLen; k += 2 {
-		if isUUIDDash(k) {
-			k++
-		}
-		b = append(b, byte(t[s[k]])<<4|byte(t[s[k+1]]))
-	}
-	return b
 }
 
 // textLen returns the length of the string stored as p in form f.
@@ -170,7 +139,7 @@ func equalText(p string, f form, s string) bool {
 			return false
 		}
 	}
-	upper := f == formUUIDUpper
+	t := hexTableOf(f)
 	for k, j := 0, 0; j < len(p); j++ {
 		if f != formHex && isUUIDDash(k) {
 			if s[k] != '-' {
@@ -178,7 +147,7 @@ func equalText(p string, f form, s string) bool {
 			}
 			k++
 		}
-		hi, lo := unhex(s[k], upper), unhex(s[k+1], upper)
+		hi, lo := t[s[k]], t[s[k+1]]
 		if hi < 0 || lo < 0 || byte(hi<<4|lo) != p[j] {
 			return false
 		}

@@ -33,14 +33,11 @@ func TestForms(t *testing.T) {
 		{"5f0c6a0e-3b1d-4c8e-9a2b-7d4e1f0a9c3g", formRaw, 36},  // not hex
 		{"ÿ\x00", formRaw, 3},
 	} {
-		f, n := formOf(tc.s)
-		if f != tc.form || n != tc.n {
-			t.Errorf("formOf(%q) = %d, %d; want %d, %d", tc.s, f, n, tc.form, tc.n)
+		b, f := appendCompact([]byte("prefix"), tc.s)
+		p := string(b[len("prefix"):])
+		if f != tc.form || len(p) != tc.n || string(b[:len("prefix")]) != "prefix" {
+			t.Errorf("appendCompact(%q) = %q, form %d; want %d bytes, form %d", tc.s, b, f, tc.n, tc.form)
 			continue
-		}
-		p := string(appendForm(nil, tc.s, f))
-		if len(p) != n {
-			t.Errorf("%q stored in %d bytes, formOf said %d", tc.s, len(p), n)
 		}
 		if got := string(appendText(nil, p, f)); got != tc.s || textLen(p, f) != len(tc.s) {
 			t.Errorf("%q came back as %q (length %d)", tc.s, got, textLen(p, f))
@@ -95,10 +92,10 @@ func FuzzForms(f *testing.F) {
 			in = append(in, u, strings.ToUpper(u))
 		}
 		for _, s := range in {
-			f, n := formOf(s)
-			p := string(appendForm(nil, s, f))
-			if len(p) != n || n > len(s) {
-				t.Fatalf("%q: stored in %d bytes, formOf said %d", s, len(p), n)
+			b, f := appendCompact(nil, s)
+			p := string(b)
+			if len(p) > len(s) || (f == formRaw) != (p == s) {
+				t.Fatalf("%q: stored as %q, form %d", s, p, f)
 			}
 			if got := string(appendText(nil, p, f)); got != s || textLen(p, f) != len(s) {
 				t.Fatalf("%q (form %d) came back as %q", s, f, got)
