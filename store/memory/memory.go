@@ -102,7 +102,7 @@ type Store struct {
 // shard holds the records whose hash falls to it (see Store.shardOf),
 // behind its own mutex. Calls for keys of different shards do not wait
 // for each other: with one mutex for the store, two cores running new
-// keys spent a seventh of their CPU on it (docs/performance.md, "Eighth
+// keys spent 13 % of their CPU on it (docs/performance.md, "Eighth
 // round").
 type shard struct {
 	mu      sync.Mutex
