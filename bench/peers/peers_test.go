@@ -45,18 +45,31 @@ func keyAt(n uint64) string {
 	return string(b[:])
 }
 
-// keySource hands out keys: fresh ones (never seen) or one of storedKeys.
+// keySource hands out keys: fresh ones (never seen), one of storedKeys,
+// or (first) each of the keys stored beforehand in turn.
 type keySource struct {
 	next   atomic.Uint64
 	replay bool
+	first  bool
 }
 
 func (k *keySource) key() string {
 	n := k.next.Add(1)
-	if k.replay {
+	if k.replay && !k.first {
 		n %= storedKeys
 	}
 	return keyAt(n)
+}
+
+// stored returns how many keys a scenario stores before it is timed.
+func (sc scenario) stored(n int) int {
+	switch {
+	case sc.first:
+		return n + 1 // keyAt(1) … keyAt(n), and keyAt(0)
+	case sc.replay:
+		return storedKeys
+	}
+	return 0
 }
 
 // discardWriter is a reused http.ResponseWriter, as a server's is per
@@ -152,27 +165,32 @@ func newFiberApp(withIdempotency bool) *fiber.App {
 // fresh instance, so stored keys never carry over between runs.
 var subjects = []string{"bare", "retrysafe", "fiber-bare", "fiber"}
 
-// scenarios: fresh keys (each request claims and stores a new key) or
-// replays of storedKeys keys stored beforehand; serial or b.RunParallel.
-var scenarios = []struct {
-	name             string
-	replay, parallel bool
-}{
-	{"new", false, false},
-	{"replay", true, false},
-	{"new-parallel", false, true},
-	{"replay-parallel", true, true},
+// scenario is what the requests are: fresh keys (each request claims and
+// stores a new key), replays of storedKeys keys stored beforehand, or
+// (first) replays of b.N keys stored beforehand, each replayed once, as a
+// retry after a timeout is; serial or b.RunParallel.
+type scenario struct {
+	name                    string
+	replay, parallel, first bool
+}
+
+var scenarios = []scenario{
+	{"new", false, false, false},
+	{"replay", true, false, false},
+	{"new-parallel", false, true, false},
+	{"replay-parallel", true, true, false},
+	{"replay-first", true, false, true},
 }
 
 // run measures one subject in one scenario. Besides the wall time it
 // reports the process's CPU time per request (cpu-ns/op), which other
 // processes on a shared machine inflate far less.
-func run(b *testing.B, subject string, replay, parallel bool) {
+func run(b *testing.B, subject string, sc scenario) {
 	switch subject {
 	case "bare", "retrysafe":
-		runNetHTTP(b, subject == "retrysafe", replay, parallel)
+		runNetHTTP(b, subject == "retrysafe", sc)
 	default:
-		runFiber(b, subject == "fiber", replay, parallel)
+		runFiber(b, subject == "fiber", sc)
 	}
 }
 
@@ -189,7 +207,7 @@ func BenchmarkPeers(b *testing.B) {
 	for _, sc := range scenarios {
 		b.Run(sc.name, func(b *testing.B) {
 			for _, s := range subjects {
-				b.Run(s, func(b *testing.B) { run(b, s, sc.replay, sc.parallel) })
+				b.Run(s, func(b *testing.B) { run(b, s, sc) })
 			}
 		})
 	}
@@ -213,7 +231,7 @@ func TestAddedCost(t *testing.T) {
 		for _, sc := range scenarios {
 			res := map[string]sample{}
 			for _, s := range subjects {
-				r := testing.Benchmark(func(b *testing.B) { run(b, s, sc.replay, sc.parallel) })
+				r := testing.Benchmark(func(b *testing.B) { run(b, s, sc) })
 				if r.N == 0 {
 					t.Fatalf("round %d %s/%s failed", round, sc.name, s)
 				}
@@ -255,7 +273,7 @@ func median(sorted []float64) float64 {
 	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
-func runNetHTTP(b *testing.B, protected, replay, parallel bool) {
+func runNetHTTP(b *testing.B, protected bool, sc scenario) {
 	var h http.Handler = netHTTPHandler
 	if protected {
 		st := memory.New(memory.Config{})
@@ -266,45 +284,23 @@ func runNetHTTP(b *testing.B, protected, replay, parallel bool) {
 		}
 		h = mw(netHTTPHandler)
 	}
-	keys := &keySource{replay: replay}
-	if replay {
-		c := newNetHTTPClient(h)
-		for n := range uint64(storedKeys) {
-			if st := c.do(keyAt(n)); st != http.StatusCreated {
-				b.Fatalf("storing key %d: status %d", n, st)
-			}
-		}
-	}
-	b.ReportAllocs()
-	defer reportCPU(b, cputime.Process())
-	b.ResetTimer()
-	if !parallel {
-		c := newNetHTTPClient(h)
-		for b.Loop() {
-			if st := c.do(keys.key()); st != http.StatusCreated {
-				b.Fatalf("status %d", st)
-			}
-		}
-		return
-	}
-	b.RunParallel(func(pb *testing.PB) {
-		c := newNetHTTPClient(h)
-		for pb.Next() {
-			if st := c.do(keys.key()); st != http.StatusCreated {
-				b.Errorf("status %d", st)
-				return
-			}
-		}
-	})
+	drive(b, sc, func() func(string) int { return newNetHTTPClient(h).do })
 }
 
-func runFiber(b *testing.B, protected, replay, parallel bool) {
+func runFiber(b *testing.B, protected bool, sc scenario) {
 	h := newFiberApp(protected).Handler()
-	keys := &keySource{replay: replay}
-	if replay {
-		c := &fiberClient{h: h}
-		for n := range uint64(storedKeys) {
-			if st := c.do(keyAt(n)); st != http.StatusCreated {
+	drive(b, sc, func() func(string) int { return (&fiberClient{h: h}).do })
+}
+
+// drive stores the keys the scenario replays through a client that
+// client makes, then times the scenario's requests, each through a client
+// of its goroutine.
+func drive(b *testing.B, sc scenario, client func() func(key string) int) {
+	keys := &keySource{replay: sc.replay, first: sc.first}
+	if n := sc.stored(b.N); n > 0 {
+		do := client()
+		for n := range uint64(n) {
+			if st := do(keyAt(n)); st != http.StatusCreated {
 				b.Fatalf("storing key %d: status %d", n, st)
 			}
 		}
@@ -312,19 +308,26 @@ func runFiber(b *testing.B, protected, replay, parallel bool) {
 	b.ReportAllocs()
 	defer reportCPU(b, cputime.Process())
 	b.ResetTimer()
-	if !parallel {
-		c := &fiberClient{h: h}
-		for b.Loop() {
-			if st := c.do(keys.key()); st != http.StatusCreated {
+	if !sc.parallel {
+		do := client()
+		next := b.Loop
+		if sc.first {
+			// b.N keys were stored for b.N requests: b.Loop would run
+			// a count of its own.
+			k := 0
+			next = func() bool { k++; return k <= b.N }
+		}
+		for next() {
+			if st := do(keys.key()); st != http.StatusCreated {
 				b.Fatalf("status %d", st)
 			}
 		}
 		return
 	}
 	b.RunParallel(func(pb *testing.PB) {
-		c := &fiberClient{h: h}
+		do := client()
 		for pb.Next() {
-			if st := c.do(keys.key()); st != http.StatusCreated {
+			if st := do(keys.key()); st != http.StatusCreated {
 				b.Errorf("status %d", st)
 				return
 			}

@@ -33,10 +33,11 @@ import (
 //
 // A packed entry's rec and next are nil, and stay nil: the collector
 // would not see what they point to. Where the store needs them (the
-// *Record that Claim and Get return, made the first time one asks for it
-// and kept for the next ones; a chain of entries whose ids share a hash),
-// it puts an unpacked copy in the entry's place (see unpacked and
-// table.unpackAt). So rec is nil exactly when the entry is packed.
+// *Record that Claim and Get return, made for the first caller only and
+// kept from the second on, see table.replayAt; a chain of entries whose
+// ids share a hash), it puts an unpacked copy in the entry's place (see
+// unpacked and table.unpackAt). So rec is nil exactly when the entry is
+// packed.
 type entry struct {
 	// rec is the record Claim and Get return: the processing record, or
 	// the completed one (nil while the entry is packed).
@@ -44,6 +45,9 @@ type entry struct {
 	next *entry // the next entry whose id has the same hash (see table)
 	// completed: e is the first field of a completed (see done).
 	completed bool
+	// replayed: the packed record was returned once, made for that call
+	// only (see table.replayAt).
+	replayed bool
 }
 
 // done returns the completed record e is part of, or nil while e holds a
@@ -297,18 +301,11 @@ func (e *entry) viewIn(buf []byte) retrysafe.Record {
 // decoded is a completed record as Claim and Get return it: the Record,
 // its Response and the ClaimResult a replay's Claim returns, in one
 // allocation. A completed entry's rec is always the rec of a decoded (see
-// replay).
+// table.replayAt).
 type decoded struct {
-	rec  retrysafe.Record // first: see replay
+	rec  retrysafe.Record // first: see table.replayAt
 	resp retrysafe.Response
 	res  retrysafe.ClaimResult // {Record: &rec}
-}
-
-// replay returns the answer to a Claim of the completed record e holds,
-// made with the record (see unpacked): the same for every replay. e is
-// unpacked.
-func (e *entry) replay() *retrysafe.ClaimResult {
-	return &(*decoded)(unsafe.Pointer(e.rec)).res // rec is a decoded's first field
 }
 
 // decode returns the record the packed entry e holds, as a new decoded
@@ -376,6 +373,24 @@ func (e *entry) unpacked(hc *headerCache) *entry {
 	e.fill(d, hc, text)
 	c.rec = &d.rec
 	return &c.entry
+}
+
+// decodedOnce returns the record the packed entry e holds, made for one
+// caller and not kept: the record, response and claim result, with room
+// for the strings in compact form, in one allocation that nothing of the
+// store's points to. hc is as for fill.
+func (e *entry) decodedOnce(hc *headerCache) *decoded {
+	if e.done().forms == 0 {
+		d := new(decoded)
+		e.fill(d, hc, nil)
+		return d
+	}
+	u := new(struct {
+		d    decoded
+		text [unpackedText]byte
+	})
+	e.fill(&u.d, hc, u.text[:])
+	return &u.d
 }
 
 // unpackedText is room for a UUID key, a fingerprint and a token in their

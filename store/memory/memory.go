@@ -9,8 +9,9 @@
 // *Record, so Claim and Get hand out the stored record itself without a
 // copy (the [retrysafe.Store] contract forbids modifying it). A completed
 // record is kept packed, in memory without pointers, which the garbage
-// collector marks without scanning, and made into a *Record the first
-// time Claim or Get returns it (see entry).
+// collector marks without scanning; Claim and Get make a *Record of it for
+// the first caller, and make and keep one for the second and later ones
+// (see entry and table.replayAt).
 // The store is bounded (Config.MaxRecords): when full it evicts expired
 // records and abandoned ones (processing records whose lease ran out more
 // than Config.ProcessingRetention ago), never live ones, and refuses new
@@ -91,7 +92,7 @@ type Store struct {
 	seed   maphash.Seed // of every shard's table (see shardOf)
 	shards []shard      // a power of two of them
 	n      atomic.Int64 // records held, in all shards (see reserve)
-	hc     headerCache  // the shards' (see completedEntry, table.unpackAt)
+	hc     headerCache  // the shards' (see completedEntry, table.replayAt)
 	subs   waiters.Registry[id]
 
 	stop        chan struct{} // closed by Close
@@ -313,7 +314,7 @@ func (s *Store) claimLocked(sh *shard, h uint64, i id, p *retrysafe.ClaimParams,
 	e := at.get(i)
 	if e != nil && !e.expired(p.Now) {
 		if e.completed {
-			return sh.records.unpackAt(at, e).replay(), nil
+			return &sh.records.replayAt(at, e).res, nil
 		}
 		if p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
 			return &retrysafe.ClaimResult{Record: e.rec}, nil
@@ -420,7 +421,10 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	if e == nil || e.expired(p.Now) {
 		return nil, retrysafe.ErrNotFound
 	}
-	return sh.records.unpackAt(at, e).rec, nil
+	if !e.completed {
+		return e.rec, nil
+	}
+	return &sh.records.replayAt(at, e).rec, nil
 }
 
 // owned returns the entry of the processing record i (hash h) owned by
