@@ -42,35 +42,33 @@ func appendCompact(b []byte, s string) ([]byte, form) {
 	switch {
 	case len(s) == uuidLen && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-':
 		for _, f := range [2]form{formUUID, formUUIDUpper} {
-			t := hexTableOf(f)
-			var bad int8 // negative once a byte is no digit of t's case
-			b = b[:start]
-			for k := 0; k < uuidLen; k += 2 {
-				if isUUIDDash(k) {
-					k++
-				}
-				hi, lo := t[s[k]], t[s[k+1]]
-				bad |= hi | lo
-				b = append(b, byte(hi)<<4|byte(lo))
-			}
-			if bad >= 0 {
-				return b, f
+			if d, ok := appendDigits(b[:start], s, hexTableOf(f), true); ok {
+				return d, f
 			}
 		}
-		b = b[:start]
 	case len(s) >= 2 && len(s)%2 == 0:
-		var bad int8
-		for k := 0; k < len(s); k += 2 {
-			hi, lo := hexLower[s[k]], hexLower[s[k+1]]
-			bad |= hi | lo
-			b = append(b, byte(hi)<<4|byte(lo))
+		if d, ok := appendDigits(b[:start], s, &hexLower, false); ok {
+			return d, formHex
 		}
-		if bad >= 0 {
-			return b, formHex
-		}
-		b = b[:start]
 	}
-	return append(b, s...), formRaw
+	return append(b[:start], s...), formRaw
+}
+
+// appendDigits appends to b the bytes that the pairs of hex digits of s
+// spell, t giving the digits' values (-1 for a byte that is none), a
+// UUID's dashes skipped when uuid, and reports whether every byte read
+// was a digit.
+func appendDigits(b []byte, s string, t *[256]int8, uuid bool) ([]byte, bool) {
+	var bad int8 // negative once a byte is no digit
+	for k := 0; k+1 < len(s); k += 2 {
+		if uuid && isUUIDDash(k) {
+			k++
+		}
+		hi, lo := t[s[k]], t[s[k+1]]
+		bad |= hi | lo
+		b = append(b, byte(hi)<<4|byte(lo))
+	}
+	return b, bad >= 0
 }
 
 // hexTableOf returns the table of the hex digits of form f's case.
