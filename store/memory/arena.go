@@ -19,10 +19,13 @@ import (
 // A new key at 600,000 stored records spent about a tenth less CPU
 // (docs/performance.md, "Eighth round").
 //
-// A chunk's memory is never written again once a record is in it, and a
-// chunk is collected when nothing points into it any more: the arena
-// keeps a chunk only until compact finds it holds no stored record
-// (unpacked records' strings may still point into it, and keep it).
+// A record's data (its strings, header and body) is never written again
+// once it is in a chunk, so records handed out may point into it; only
+// its entry's flags change, under the shard's lock (see
+// table.replayAt). A chunk is collected when nothing points into it any
+// more: the arena keeps a chunk only until compact finds it holds no
+// stored record (records handed out may still point into it, and keep
+// it).
 // Records are completed and expire in about the same order, so chunks
 // empty whole; compact moves the few records left in a mostly empty
 // chunk, so that a long-lived record cannot pin a chunk of dead ones.
