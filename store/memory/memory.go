@@ -585,7 +585,7 @@ func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe
 		}
 		defer sh.mu.Unlock()
 		if sh.records.get(h, i) == nil {
-			return nil, nil
+			return records(nil), nil // empty, not nil, as every other answer
 		}
 		return records(sh.appendCopies(nil, []id{i}, p.WithBodies)), nil
 	}

@@ -428,3 +428,16 @@ func TestMaxRecordsAcrossShards(t *testing.T) {
 		t.Fatalf("%d claims won, %d refused, Len %d; want %d, %d, %d", won.Load(), full.Load(), s.Len(), max-1, 160-(max-1), max)
 	}
 }
+
+// TestFindNothing: a Find that matches nothing answers an empty list, not
+// nil (an admin tool's JSON shows [] either way the store is asked).
+func TestFindNothing(t *testing.T) {
+	t.Parallel()
+	s := quietStore(t)
+	for _, p := range []*retrysafe.FindParams{{Scope: "s", Key: "absent"}, {Key: "absent"}} {
+		recs, err := s.Find(t.Context(), p)
+		if err != nil || recs == nil || len(recs) != 0 {
+			t.Fatalf("Find(%+v) = %#v, %v; want an empty list", p, recs, err)
+		}
+	}
+}
