@@ -72,8 +72,7 @@ func (c *completed) packedSize() int { return int(unsafe.Sizeof(*c)) + int(c.dat
 // the chunk holding the packed entry e, or -1 for a record allocated on
 // its own.
 func chunkOf(chunks [][]byte, e *entry) int {
-	p := uintptr(unsafe.Pointer(e))
-	k, _ := slices.BinarySearchFunc(chunks, p, func(c []byte, p uintptr) int {
+	k, found := slices.BinarySearchFunc(chunks, uintptr(unsafe.Pointer(e)), func(c []byte, p uintptr) int {
 		start := uintptr(unsafe.Pointer(unsafe.SliceData(c)))
 		switch {
 		case p < start:
@@ -83,11 +82,7 @@ func chunkOf(chunks [][]byte, e *entry) int {
 		}
 		return 0
 	})
-	if k == len(chunks) {
-		return -1
-	}
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(chunks[k])))
-	if p < start || p >= start+uintptr(len(chunks[k])) {
+	if !found {
 		return -1
 	}
 	return k

@@ -13,9 +13,9 @@ import (
 	"github.com/retrysafe/retrysafe/internal/headercodec"
 )
 
-// entry is what the store keeps for one key, behind the map's pointer.
-// Entries are the store's own and change in place under its mutex; the
-// records they hand out never change.
+// entry is what the store keeps for one key, behind a slot of its shard's
+// table. Entries are the store's own and change in place under the
+// shard's mutex; the records they hand out never change.
 //
 // A processing record is kept as the *Record that Claim returned (the
 // entry lives in the same allocation). A completed record, kept until it
@@ -207,7 +207,7 @@ func (c *completed) fields() (scope, key, fp, token, route, header, body string)
 	return scope, key, fp, token, route, header, d
 }
 
-// Indexes into completed.sec and completed.nsec.
+// Indexes into completed.times.
 const (
 	createdAt = iota
 	updatedAt
@@ -306,14 +306,6 @@ type decoded struct {
 	rec  retrysafe.Record // first: see table.replayAt
 	resp retrysafe.Response
 	res  retrysafe.ClaimResult // {Record: &rec}
-}
-
-// decode returns the record the packed entry e holds, as a new decoded
-// (see fill). For the admin calls' copies: Claim and Get unpack e.
-func (e *entry) decode() *retrysafe.Record {
-	d := new(decoded)
-	e.fill(d, nil, nil)
-	return &d.rec
 }
 
 // fill makes d the record the packed entry e holds. Its strings, header
@@ -460,9 +452,9 @@ const maxPacked = 1 << 30
 //
 // The entry is packed (see entry): the entry and its data are bytes cut
 // from a (nil: allocated on their own), which the collector never scans.
-// The rare record
-// that cannot be packed (times in a location other than UTC and Local, or
-// in different locations; an attempt or a status beyond int32; more than
+// The rare record that cannot be packed (times in a location other than
+// UTC and Local, or in different locations, or outside what
+// completed.times holds; an attempt or a status beyond int32; more than
 // maxPacked bytes of data) keeps its *Record, as Claim and Get return it,
 // and resp's header map.
 //

@@ -629,7 +629,7 @@ func (sh *shard) appendCopies(out []copied, ids []id, withBodies bool) []copied 
 		e := sh.records.get(sh.records.hash(i), i)
 		rec := e.rec
 		if rec == nil {
-			rec = e.decode() // not kept: an operator's look is no replay
+			rec = &e.decodedOnce(nil).rec // not kept: an operator's look is no replay
 		}
 		if withBodies || rec.Response == nil {
 			out = append(out, copied{i, rec.Clone()})

@@ -21,7 +21,7 @@ import (
 //
 // Like Go's maps, it is a directory of subtables that split, so that no
 // insertion rehashes more than one subtable (at most maxSlots slots)
-// while the caller holds the store's mutex: the directory is indexed by
+// while the caller holds the shard's mutex: the directory is indexed by
 // the hash's top bits (depth of them), a subtable's slots by its low bits,
 // with linear probing and backward-shift deletion (no tombstones).
 type table struct {
@@ -341,9 +341,8 @@ func (t *table) deleteFunc(drop func(*entry) bool) int {
 func (t *table) len() int { return t.n }
 
 // replayAt returns the record of the completed entry e (never a
-// processing one), found at p (which
-// must be valid), for Claim or Get to return, with the answer a replay's
-// Claim returns. The first time for a packed e, the record is made for
+// processing one), found at p (which must be valid), for Claim or Get to
+// return, with the answer a replay's Claim returns. The first time for a packed e, the record is made for
 // the caller only and e is marked; the second time, e is unpacked (see
 // unpackAt) and its record is the same for every later caller.
 //
@@ -363,14 +362,14 @@ func (t *table) replayAt(p pos, e *entry) *decoded {
 	default:
 		e = t.unpackAt(p, e)
 	}
-	return (*decoded)(unsafe.Pointer(e.rec)) // rec is a decoded's first field (see entry.replay)
+	return (*decoded)(unsafe.Pointer(e.rec)) // a completed entry's rec is a decoded's first field
 }
 
 // unpackAt returns the entry e, found at p (which must be valid),
 // unpacked, so that it holds its record (see entry): e itself, or, for a
 // packed e, its unpacked copy, which takes e's place. Claim and Get unpack
-// the entry of a completed record the first time they return it, and keep
-// it so.
+// the entry of a completed record the second time they return it (see
+// replayAt), and keep it so.
 func (t *table) unpackAt(p pos, e *entry) *entry {
 	if e.rec != nil {
 		return e
