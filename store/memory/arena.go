@@ -1,23 +1,21 @@
 package memory
 
-import (
-	"cmp"
-	"slices"
-	"unsafe"
-)
+import "unsafe"
 
 // arena hands out the memory of packed records (see completed), cut from
 // chunks of up to chunkSize bytes in the order the records are completed,
 // instead of one allocation each.
 //
-// The garbage collector marks every record the table points to on every
-// cycle, and marking an object means reading the metadata of its span:
-// with one allocation per record, a different span for about every
-// thirty records, in the random order of the table's slots, so about one
-// cache miss per record per cycle. Records cut from a chunk share its
-// span: a few hundred records per span, whose metadata stays in cache.
-// A new key at 600,000 stored records spent about a tenth less CPU
-// (docs/performance.md, "Eighth round").
+// Slots refer to a record in a chunk by the chunk's id and the record's
+// offset (see ref), not by a pointer: the garbage collector never looks
+// at a stored record, only at the chunks, one pointer each in chunks.
+// Before that, with a pointer per slot, it read the metadata of the span
+// of every record on every cycle; with one allocation per record, that
+// was a different span for about every thirty records, in the random
+// order of the table's slots, so about one cache miss per record per
+// cycle (chunks, the first step, saved a tenth of a new key's CPU at
+// 600,000 stored records; pointer-free slots a fifth more:
+// docs/performance.md, "Eighth round" and "Ninth round").
 //
 // A record's data (its strings, header and body) is never written again
 // once it is in a chunk, so records handed out may point into it; only
@@ -25,13 +23,18 @@ import (
 // table.replayAt). A chunk is collected when nothing points into it any
 // more: the arena keeps a chunk only until compact finds it holds no
 // stored record (records handed out may still point into it, and keep
-// it).
+// it), and its id is then free for another.
 // Records are completed and expire in about the same order, so chunks
 // empty whole; compact moves the few records left in a mostly empty
 // chunk, so that a long-lived record cannot pin a chunk of dead ones.
 type arena struct {
-	cur    []byte   // the unused part of the current chunk
-	chunks [][]byte // the chunks that may hold stored records, cur's included
+	cur []byte // the unused part of the current chunk
+	// chunks are the chunks that may hold stored records, by id (see
+	// entry.chunk); nil for an id that is free, listed in free.
+	chunks [][]byte
+	free   []uint32
+	curID  uint32 // the current chunk's id, when there is one
+	live   int    // the chunks that are not nil
 }
 
 const (
@@ -46,47 +49,63 @@ const (
 )
 
 // alloc returns n bytes of zeroed memory, aligned for a completed, that
-// nothing else uses; a nil a allocates them on their own.
-func (a *arena) alloc(n int) []byte {
+// nothing else uses, and the id + 1 of the chunk they were cut from (see
+// entry.chunk); a nil a, or a large n, allocates them on their own, and
+// the id is then 0.
+func (a *arena) alloc(n int) ([]byte, uint32) {
 	size := (n + 7) &^ 7 // keeps the next record aligned
 	if a == nil || size > maxChunked {
-		return make([]byte, n)
+		return make([]byte, n), 0
 	}
 	if len(a.cur) < size {
 		n := chunkSize
-		if len(a.chunks) < 4 {
-			n = max(size, minChunk<<len(a.chunks))
+		if a.live < 4 {
+			n = max(size, minChunk<<a.live)
 		}
 		a.cur = make([]byte, n)
-		a.chunks = append(a.chunks, a.cur)
+		a.curID = a.add(a.cur)
 	}
 	b := a.cur[:n:n]
 	a.cur = a.cur[size:]
-	return b
+	return b, a.curID + 1
+}
+
+// add keeps chunk c under a free id, which it returns.
+func (a *arena) add(c []byte) uint32 {
+	a.live++
+	if k := len(a.free); k > 0 {
+		id := a.free[k-1]
+		a.free = a.free[:k-1]
+		a.chunks[id] = c
+		return id
+	}
+	a.chunks = append(a.chunks, c)
+	return uint32(len(a.chunks) - 1)
+}
+
+// drop lets go of chunk id.
+func (a *arena) drop(id uint32) {
+	a.chunks[id] = nil
+	a.free = append(a.free, id)
+	a.live--
+}
+
+// ref returns the reference to the packed entry e, which alloc cut from
+// chunk e.chunk-1 (see table).
+func (a *arena) ref(e *entry) ref {
+	id := e.chunk - 1
+	off := uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(unsafe.SliceData(a.chunks[id])))
+	return arenaRef | ref(id)<<32 | ref(off)
+}
+
+// entry returns the entry that the arena reference r is to.
+func (a *arena) entry(r ref) *entry {
+	c := a.chunks[uint32(r>>32)&^uint32(arenaRef>>32)]
+	return (*entry)(unsafe.Pointer(&c[uint32(r)]))
 }
 
 // packedSize returns the bytes of c's packed record: header and data.
 func (c *completed) packedSize() int { return int(unsafe.Sizeof(*c)) + int(c.dataLen) }
-
-// chunkOf returns the index in chunks (sorted by address, see compact) of
-// the chunk holding the packed entry e, or -1 for a record allocated on
-// its own.
-func chunkOf(chunks [][]byte, e *entry) int {
-	k, found := slices.BinarySearchFunc(chunks, uintptr(unsafe.Pointer(e)), func(c []byte, p uintptr) int {
-		start := uintptr(unsafe.Pointer(unsafe.SliceData(c)))
-		switch {
-		case p < start:
-			return 1
-		case p >= start+uintptr(len(c)):
-			return -1
-		}
-		return 0
-	})
-	if !found {
-		return -1
-	}
-	return k
-}
 
 // compact lets go of the chunks that hold no stored record and moves the
 // records out of the chunks that are mostly empty (under a quarter in
@@ -94,69 +113,59 @@ func chunkOf(chunks [][]byte, e *entry) int {
 // calls it after a sweep, which does too.
 func (t *table) compact() {
 	a := &t.arena
-	if len(a.chunks) < 2 {
+	if a.live < 2 {
 		return // only the current chunk
 	}
-	current := a.chunks[len(a.chunks)-1]
-	chunks := slices.Clone(a.chunks)
-	slices.SortFunc(chunks, func(x, y []byte) int {
-		return compareAddr(unsafe.SliceData(x), unsafe.SliceData(y))
-	})
-	used := make([]int, len(chunks))
+	used := make([]int, len(a.chunks))
 	for e := range t.all() {
-		if e.rec == nil { // packed
-			if k := chunkOf(chunks, e); k >= 0 {
-				used[k] += (e.done().packedSize() + 7) &^ 7
-			}
+		if e.chunk != 0 {
+			used[e.chunk-1] += (e.done().packedSize() + 7) &^ 7
 		}
 	}
-	sparse := make([]bool, len(chunks))
+	sparse := make([]bool, len(a.chunks))
 	anySparse := false
-	a.chunks = a.chunks[:0]
-	for k, c := range chunks {
+	for id, c := range a.chunks {
 		switch {
-		case unsafe.SliceData(c) == unsafe.SliceData(current):
-			continue // kept, last
-		case used[k] == 0:
-		case used[k]*4 < len(c):
-			sparse[k], anySparse = true, true
-		default:
-			a.chunks = append(a.chunks, c)
+		case c == nil || uint32(id) == a.curID:
+		case used[id] == 0:
+			a.drop(uint32(id))
+		case used[id]*4 < len(c):
+			sparse[id], anySparse = true, true
 		}
 	}
-	a.chunks = append(a.chunks, current)
 	if !anySparse {
 		return
 	}
 	move := func(e *entry) *entry {
-		if e.rec != nil {
-			return e
-		}
-		k := chunkOf(chunks, e)
-		if k < 0 || !sparse[k] {
+		if e.chunk == 0 || int(e.chunk) > len(sparse) || !sparse[e.chunk-1] {
 			return e
 		}
 		c := e.done()
 		src := unsafe.Slice((*byte)(unsafe.Pointer(c)), c.packedSize())
-		dst := a.alloc(len(src))
+		dst, chunk := a.alloc(len(src))
 		copy(dst, src)
-		return &(*completed)(unsafe.Pointer(unsafe.SliceData(dst))).entry
+		moved := &(*completed)(unsafe.Pointer(unsafe.SliceData(dst))).entry
+		moved.chunk = chunk
+		return moved
 	}
 	for s := range t.subtables() {
 		for k := range s.slots {
 			sl := &s.slots[k]
-			if sl.e == nil {
+			if sl.r == 0 {
 				continue
 			}
-			sl.e = move(sl.e)
-			for prev := sl.e; prev.next != nil; prev = prev.next {
+			head := t.entry(sl.r)
+			if moved := move(head); moved != head {
+				sl.r = t.hold(moved)
+			}
+			for prev := t.entry(sl.r); prev.next != nil; prev = prev.next {
 				prev.next = move(prev.next) // prev has a next: unpacked
 			}
 		}
 	}
-}
-
-// compareAddr orders two pointers by address.
-func compareAddr(x, y *byte) int {
-	return cmp.Compare(uintptr(unsafe.Pointer(x)), uintptr(unsafe.Pointer(y)))
+	for id, ok := range sparse {
+		if ok {
+			a.drop(uint32(id))
+		}
+	}
 }

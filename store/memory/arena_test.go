@@ -57,7 +57,7 @@ func TestArenaCompact(t *testing.T) {
 	early := get(0, base)
 
 	sh.mu.Lock()
-	before := len(sh.records.arena.chunks)
+	before := sh.records.arena.live
 	sh.mu.Unlock()
 	if before < 8 {
 		t.Fatalf("%d chunks for %d records: want about ten", before, n)
@@ -66,12 +66,12 @@ func TestArenaCompact(t *testing.T) {
 	later := base.Add(2 * time.Hour)
 	sh.mu.Lock()
 	swept := s.sweepLocked(sh, later, time.Minute)
-	after := len(sh.records.arena.chunks)
+	after := sh.records.arena.live
 	chunked, left := 0, 0
 	for e := range sh.records.all() {
 		if e.rec == nil {
 			chunked++
-			if chunkOf(sortedChunks(sh.records.arena.chunks), e) < 0 {
+			if !inChunk(&sh.records.arena, e) {
 				t.Errorf("packed entry %v in no chunk of the arena", e.id())
 			}
 		}
@@ -108,15 +108,16 @@ func TestArenaCompact(t *testing.T) {
 	}
 }
 
-// sortedChunks returns chunks in the order compact sorts them.
-func sortedChunks(chunks [][]byte) [][]byte {
-	out := append([][]byte(nil), chunks...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && compareAddr(&out[j][0], &out[j-1][0]) < 0; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
+// inChunk reports whether the packed entry e lies in the chunk its
+// chunk field names.
+func inChunk(a *arena, e *entry) bool {
+	if e.chunk == 0 || int(e.chunk) > len(a.chunks) || a.chunks[e.chunk-1] == nil {
+		return false
 	}
-	return out
+	c := a.chunks[e.chunk-1]
+	start := uintptr(unsafePointer(c))
+	p := uintptr(unsafe.Pointer(e))
+	return p >= start && p < start+uintptr(len(c)) && a.entry(a.ref(e)) == e
 }
 
 // TestArenaAlloc: allocations are aligned, never overlap, and a record
@@ -127,12 +128,18 @@ func TestArenaAlloc(t *testing.T) {
 	var prev []byte
 	for n := 1; n < 3*chunkSize/maxChunked*64; n++ {
 		size := 88 + n%300
-		b := a.alloc(size)
+		b, chunk := a.alloc(size)
 		if len(b) != size || cap(b) != size {
 			t.Fatalf("alloc(%d): len %d cap %d", size, len(b), cap(b))
 		}
 		if addr := uintptr(unsafePointer(b)); addr%8 != 0 {
 			t.Fatalf("alloc(%d) at %#x: not aligned", size, addr)
+		}
+		if chunk == 0 || a.chunks[chunk-1] == nil {
+			t.Fatalf("alloc(%d): chunk %d", size, chunk)
+		}
+		if start := uintptr(unsafePointer(a.chunks[chunk-1])); uintptr(unsafePointer(b)) < start || uintptr(unsafePointer(b))+uintptr(size) > start+uintptr(len(a.chunks[chunk-1])) {
+			t.Fatalf("alloc(%d): not in chunk %d", size, chunk)
 		}
 		for _, c := range b {
 			if c != 0 {
@@ -151,12 +158,12 @@ func TestArenaAlloc(t *testing.T) {
 		t.Fatalf("%d chunks", len(a.chunks))
 	}
 	chunks := len(a.chunks)
-	if b := a.alloc(maxChunked + 1); len(b) != maxChunked+1 || len(a.chunks) != chunks {
-		t.Fatalf("a large record: len %d, chunks %d → %d", len(b), chunks, len(a.chunks))
+	if b, chunk := a.alloc(maxChunked + 1); len(b) != maxChunked+1 || len(a.chunks) != chunks || chunk != 0 {
+		t.Fatalf("a large record: len %d, chunk %d, chunks %d → %d", len(b), chunk, chunks, len(a.chunks))
 	}
 	var none *arena
-	if b := none.alloc(10); len(b) != 10 {
-		t.Fatalf("nil arena: len %d", len(b))
+	if b, chunk := none.alloc(10); len(b) != 10 || chunk != 0 {
+		t.Fatalf("nil arena: len %d, chunk %d", len(b), chunk)
 	}
 }
 

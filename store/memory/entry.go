@@ -23,13 +23,14 @@ import (
 // [completed]): its times as Unix nanoseconds, its strings (scope and key
 // included, in their compact forms, see form), header and body encoded
 // back to back, in memory without a pointer cut from the table's arena
-// (see arena). The garbage collector marks every stored record on every
-// cycle, and memory without pointers is only marked, never scanned: a
-// *Record with its Response, scope, key, fingerprint, token, header and
-// body is eight or more objects with about fifteen pointers to follow; a
-// packed record is a piece of a chunk with none, and nothing of the
-// request's (its key and scope strings, its header map) is kept alive by
-// it.
+// (see arena), which the table's slots refer to without a pointer (see
+// ref). The garbage collector marks what is reachable on every cycle, and
+// memory without pointers is only marked, never scanned: a *Record with
+// its Response, scope, key, fingerprint, token, header and body is eight
+// or more objects with about fifteen pointers to follow; a packed record
+// is a piece of a chunk with none, which the collector does not even
+// reach through its slot, and nothing of the request's (its key and scope
+// strings, its header map) is kept alive by it.
 //
 // A packed entry's rec and next are nil, and stay nil: the collector
 // would not see what they point to. Where the store needs them (the
@@ -48,6 +49,9 @@ type entry struct {
 	// replayed: the packed record was returned once, made for that call
 	// only (see table.replayAt).
 	replayed bool
+	// chunk is, for a packed entry cut from the arena, the id + 1 of its
+	// chunk (see arena.ref); 0 for any other entry.
+	chunk uint32
 }
 
 // done returns the completed record e is part of, or nil while e holds a
@@ -516,8 +520,9 @@ func completedEntry(rec *retrysafe.Record, resp *retrysafe.Response, now, exp ti
 	} else {
 		// Bytes, so that the allocation has no pointers; c's pointer
 		// fields (rec, next) are nil and stay nil.
-		raw := a.alloc(int(unsafe.Sizeof(completed{})) + n)
+		raw, chunk := a.alloc(int(unsafe.Sizeof(completed{})) + n)
 		c = (*completed)(unsafe.Pointer(unsafe.SliceData(raw)))
+		c.chunk = chunk
 		c.loc = z
 		c.scopeLen, c.keyLen, c.fpLen, c.tokLen = uint16(lens[0]), uint16(lens[1]), uint16(lens[2]), uint16(lens[3])
 		c.routeLen, c.headerLen = uint32(len(rec.Route)), uint32(hlen)

@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -150,13 +151,13 @@ func forEachKind(t *testing.T, test func(*testing.T, func(id) *entry)) {
 	n := 0
 	for name, entryOf := range map[string]func(id) *entry{
 		"processing": processingOf,
-		"packed":     packedOf,
+		"packed":     func(i id) *entry { return packedOf(i, nil) },
 		"mixed": func(i id) *entry {
 			n++
 			if n%2 == 0 {
 				return processingOf(i)
 			}
-			return packedOf(i)
+			return packedOf(i, nil)
 		},
 	} {
 		t.Run(name, func(t *testing.T) { test(t, entryOf) })
@@ -168,10 +169,11 @@ func processingOf(i id) *entry {
 	return &entry{rec: &retrysafe.Record{Scope: i.scope, Key: i.key, State: retrysafe.StateProcessing, Token: retrysafe.NewToken()}}
 }
 
-// packedOf returns a packed completed entry for i.
-func packedOf(i id) *entry {
+// packedOf returns a packed completed entry for i, cut from a (see
+// arena.alloc).
+func packedOf(i id, a *arena) *entry {
 	rec := &retrysafe.Record{Scope: i.scope, Key: i.key, Token: retrysafe.NewToken(), CreatedAt: base, LeaseUntil: base.Add(time.Minute)}
-	e := completedEntry(rec, &retrysafe.Response{Status: 201, Body: []byte(i.key)}, base, base.Add(time.Hour), nil, nil)
+	e := completedEntry(rec, &retrysafe.Response{Status: 201, Body: []byte(i.key)}, base, base.Add(time.Hour), nil, a)
 	if e.rec != nil {
 		panic("packedOf: not packed")
 	}
@@ -189,6 +191,39 @@ func checkPacked(t *testing.T, tb *table) {
 	}
 }
 
+// checkRefs fails unless every entry of tb.heap is referred to by exactly
+// one slot and every other index is free, once, and every arena reference
+// is to the packed entry it was made for.
+func checkRefs(t *testing.T, tb *table) {
+	t.Helper()
+	held := make([]int, len(tb.heap))
+	for s := range tb.subtables() {
+		for _, sl := range s.slots {
+			switch {
+			case sl.r == 0:
+			case sl.r&arenaRef != 0:
+				if e := tb.entry(sl.r); e.chunk == 0 || tb.arena.ref(e) != sl.r || !inChunk(&tb.arena, e) {
+					t.Fatalf("arena reference %x to an entry of chunk %d", sl.r, e.chunk)
+				}
+			default:
+				if e := tb.heap[sl.r-1]; e == nil || e.chunk != 0 {
+					t.Fatalf("reference %d to %v", sl.r, e)
+				}
+				held[sl.r-1]++
+			}
+		}
+	}
+	free := make([]int, len(tb.heap))
+	for _, k := range tb.free {
+		free[k]++
+	}
+	for k := range held {
+		if held[k]+free[k] != 1 || (free[k] == 1) != (tb.heap[k] == nil) {
+			t.Fatalf("heap[%d]: %d slots refer to it, free %d times, nil %v", k, held[k], free[k], tb.heap[k] == nil)
+		}
+	}
+}
+
 // TestTableUnpack: unpacking a packed entry, alone or at the head, middle
 // or tail of a chain, puts its unpacked copy in its place, holding the same
 // record, and leaves the rest of the chain as it was.
@@ -202,7 +237,7 @@ func TestTableUnpack(t *testing.T) {
 			ids = ids[:1]
 		}
 		for _, i := range ids {
-			tb.put(h, packedOf(i))
+			tb.put(h, packedOf(i, nil))
 		}
 		target := ids[0]
 		switch pos {
@@ -270,8 +305,11 @@ func TestTableModel(t *testing.T) {
 				switch r := rng.IntN(100); {
 				case r < 60:
 					e := processingOf(i)
-					if rng.IntN(2) == 0 {
-						e = packedOf(i)
+					switch rng.IntN(4) {
+					case 0:
+						e = packedOf(i, nil) // on its own, held in heap
+					case 1, 2:
+						e = packedOf(i, &tb.arena)
 					}
 					tb.put(h, e)
 					model[i] = e.view().Token
@@ -303,6 +341,9 @@ func TestTableModel(t *testing.T) {
 					}
 				}
 				if op%2999 == 0 || op == tc.ops-1 {
+					// Only the table refers to its entries: a collection
+					// must keep every one (see ref).
+					runtime.GC()
 					checkModel(t, &tb, model, hashes)
 				}
 			}
@@ -318,6 +359,7 @@ func TestTableModel(t *testing.T) {
 func checkModel(t *testing.T, tb *table, model map[id]string, hashes map[id]uint64) {
 	t.Helper()
 	checkPacked(t, tb)
+	checkRefs(t, tb)
 	if tb.len() != len(model) {
 		t.Fatalf("len = %d, want %d", tb.len(), len(model))
 	}
@@ -342,7 +384,7 @@ func checkModel(t *testing.T, tb *table, model map[id]string, hashes map[id]uint
 		subs++
 		used := 0
 		for k, sl := range s.slots {
-			if sl.e == nil {
+			if sl.r == 0 {
 				continue
 			}
 			used++
