@@ -112,6 +112,7 @@ func (c *completed) packedSize() int { return int(unsafe.Sizeof(*c)) + int(c.dat
 // use), then lets go of those too. It looks at every entry: the store
 // calls it after a sweep, which does too.
 func (t *table) compact() {
+	t.shrinkHeap()
 	a := &t.arena
 	if a.live < 2 {
 		return // only the current chunk
@@ -168,4 +169,30 @@ func (t *table) compact() {
 			a.drop(uint32(id))
 		}
 	}
+}
+
+// minShrink is the least length of a table's heap that shrinkHeap
+// shrinks.
+const minShrink = 256
+
+// shrinkHeap renumbers the entries held in heap when most of its indices
+// are free, so that a burst of processing or unpacked entries does not
+// leave a large slice behind, which the collector would scan on every
+// cycle. It looks at every slot: compact calls it.
+func (t *table) shrinkHeap() {
+	if len(t.heap) < minShrink || 2*len(t.free) < len(t.heap) {
+		return
+	}
+	heap := make([]*entry, 0, len(t.heap)-len(t.free))
+	for s := range t.subtables() {
+		for k := range s.slots {
+			sl := &s.slots[k]
+			if sl.r == 0 || sl.r&arenaRef != 0 {
+				continue
+			}
+			heap = append(heap, t.heap[sl.r-1])
+			sl.r = ref(len(heap))
+		}
+	}
+	t.heap, t.free = heap, nil
 }

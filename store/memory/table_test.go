@@ -342,7 +342,11 @@ func TestTableModel(t *testing.T) {
 				}
 				if op%2999 == 0 || op == tc.ops-1 {
 					// Only the table refers to its entries: a collection
-					// must keep every one (see ref).
+					// must keep every one (see ref). Compaction moves
+					// records and renumbers heap.
+					if op%(3*2999) == 0 {
+						tb.compact()
+					}
 					runtime.GC()
 					checkModel(t, &tb, model, hashes)
 				}
@@ -409,3 +413,50 @@ func (t *table) put(h uint64, e *entry) { t.putAt(t.at(h), e.id(), e) }
 
 // unpack unpacks e at h's position (see unpackAt).
 func (t *table) unpack(h uint64, e *entry) *entry { return t.unpackAt(t.at(h), e) }
+
+// TestShrinkHeap: once most of the entries held in heap are gone,
+// compact renumbers the rest into a slice of their size; every entry is
+// still found, and its slot refers to it alone.
+func TestShrinkHeap(t *testing.T) {
+	t.Parallel()
+	tb := newTable()
+	const n = 3 * minShrink
+	ids := make([]id, n)
+	for k := range ids {
+		ids[k] = id{"s", fmt.Sprint(k)}
+		tb.put(tb.hash(ids[k]), processingOf(ids[k]))
+	}
+	if len(tb.heap) != n {
+		t.Fatalf("heap of %d for %d processing entries", len(tb.heap), n)
+	}
+	tb.compact()
+	if len(tb.heap) != n {
+		t.Fatalf("heap of %d, all in use, shrank to %d", n, len(tb.heap))
+	}
+	kept := map[id]string{}
+	for k, i := range ids {
+		h := tb.hash(i)
+		if k%5 != 0 {
+			tb.del(h, i)
+			continue
+		}
+		kept[i] = tb.get(h, i).rec.Token
+	}
+	tb.compact()
+	if len(tb.heap) != len(kept) || len(tb.free) != 0 {
+		t.Fatalf("heap of %d (%d free) for %d entries", len(tb.heap), len(tb.free), len(kept))
+	}
+	runtime.GC()
+	checkRefs(t, &tb)
+	for i, tok := range kept {
+		if e := tb.get(tb.hash(i), i); e == nil || e.rec.Token != tok {
+			t.Fatalf("%v: %v after the shrink", i, e)
+		}
+	}
+	e := processingOf(id{"s", "new"})
+	tb.put(tb.hash(id{"s", "new"}), e)
+	if tb.get(tb.hash(id{"s", "new"}), id{"s", "new"}) != e {
+		t.Fatal("an entry put after the shrink is not found")
+	}
+	checkRefs(t, &tb)
+}
