@@ -34,8 +34,10 @@ type arena struct {
 	chunks [][]byte
 	free   []uint32
 	curID  uint32 // the current chunk's id, when there is one
-	live   int    // the chunks that are not nil
 }
+
+// live returns the number of chunks a keeps.
+func (a *arena) live() int { return len(a.chunks) - len(a.free) }
 
 const (
 	// A store's first chunk is minChunk bytes, each next one twice the
@@ -59,8 +61,8 @@ func (a *arena) alloc(n int) ([]byte, uint32) {
 	}
 	if len(a.cur) < size {
 		n := chunkSize
-		if a.live < 4 {
-			n = max(size, minChunk<<a.live)
+		if live := a.live(); live < 4 {
+			n = max(size, minChunk<<live)
 		}
 		a.cur = make([]byte, n)
 		a.curID = a.add(a.cur)
@@ -72,7 +74,6 @@ func (a *arena) alloc(n int) ([]byte, uint32) {
 
 // add keeps chunk c under a free id, which it returns.
 func (a *arena) add(c []byte) uint32 {
-	a.live++
 	if k := len(a.free); k > 0 {
 		id := a.free[k-1]
 		a.free = a.free[:k-1]
@@ -87,7 +88,6 @@ func (a *arena) add(c []byte) uint32 {
 func (a *arena) drop(id uint32) {
 	a.chunks[id] = nil
 	a.free = append(a.free, id)
-	a.live--
 }
 
 // ref returns the reference to the packed entry e, which alloc cut from
@@ -114,7 +114,7 @@ func (c *completed) packedSize() int { return int(unsafe.Sizeof(*c)) + int(c.dat
 func (t *table) compact() {
 	t.shrinkHeap()
 	a := &t.arena
-	if a.live < 2 {
+	if a.live() < 2 {
 		return // only the current chunk
 	}
 	used := make([]int, len(a.chunks))
@@ -138,7 +138,8 @@ func (t *table) compact() {
 		return
 	}
 	move := func(e *entry) *entry {
-		if e.chunk == 0 || int(e.chunk) > len(sparse) || !sparse[e.chunk-1] {
+		// e was stored before this pass: its chunk's id is below len(sparse).
+		if e.chunk == 0 || !sparse[e.chunk-1] {
 			return e
 		}
 		c := e.done()

@@ -57,7 +57,7 @@ func TestArenaCompact(t *testing.T) {
 	early := get(0, base)
 
 	sh.mu.Lock()
-	before := sh.records.arena.live
+	before := sh.records.arena.live()
 	sh.mu.Unlock()
 	if before < 8 {
 		t.Fatalf("%d chunks for %d records: want about ten", before, n)
@@ -66,7 +66,7 @@ func TestArenaCompact(t *testing.T) {
 	later := base.Add(2 * time.Hour)
 	sh.mu.Lock()
 	swept := s.sweepLocked(sh, later, time.Minute)
-	after := sh.records.arena.live
+	after := sh.records.arena.live()
 	chunked, left := 0, 0
 	for e := range sh.records.all() {
 		if e.rec == nil {
