@@ -167,7 +167,10 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 			Detail: "The caller's identity could not be established: " + err.Error()}, 0)
 		return OutcomeUnauthorized
 	}
-	fp, err := sc.fp.fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
+	fp, err := ablatedFingerprint, error(nil)
+	if !ablateFingerprint {
+		fp, err = sc.fp.fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
+	}
 	if err != nil {
 		return "" // the client went away while the body was fingerprinted; nothing ran
 	}
@@ -182,6 +185,11 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	}
 	return h.refuse(w, r, err, body)
 }
+
+// ablatedFingerprint is the fingerprint of every request of a program
+// built with the retrysafe_ablation tag while RETRYSAFE_ABLATE_FINGERPRINT
+// is set (ablation.go); otherwise unused.
+const ablatedFingerprint = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // refuse answers a request whose claim acquire refused with err.
 func (h *protectedHandler) refuse(w http.ResponseWriter, r *http.Request, err error, body []byte) Outcome {
@@ -221,10 +229,19 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 	// base: the client's context without its cancellation, carrying op.
 	x.ctx = operationContext{parent: r.Context(), op: op}
 	base := context.Context(&x.ctx)
-	ctx, cancel := context.WithCancelCause(base)
-	defer cancel(nil)
-	e.startHeartbeat(&x.hb, base, rec, cancel)
+	ctx := context.Context(base)
+	if !ablateCancel {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(base)
+		defer cancel(nil)
+		if !ablateHeartbeat {
+			e.startHeartbeat(&x.hb, base, rec, cancel)
+		}
+	}
 	stopHeartbeat := x.hb.stop
+	if ablateHeartbeat {
+		stopHeartbeat = func() {}
+	}
 	cw := newCaptureWriter(w, c.MaxResponseBody)
 
 	c.Observer.InFlight(1)

@@ -8,11 +8,13 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/cputime"
 )
 
 // TestCompletedRecordRoundTrip: a completed record comes back from Get,
@@ -274,31 +276,82 @@ func BenchmarkGetCompleted(b *testing.B) {
 // BenchmarkNewKey: Claim and Complete of a fresh key, the store growing
 // by one record per iteration (as under a stream of new requests), with a
 // header map shared by every response, as the middleware stores it.
+// cpu-ns/op is the process's CPU time per key (the collector's included).
 func BenchmarkNewKey(b *testing.B) {
-	s := New(Config{JanitorInterval: -1, MaxRecords: 1 << 30})
-	defer s.Close()
-	ctx := context.Background()
-	fp := strings.Repeat("f", 64)
-	header := http.Header{"Content-Type": {"application/json"}}
-	keys := make([]string, b.N)
-	for n := range keys {
-		keys[n] = fmt.Sprintf("%036d", n)
-	}
-	tokens := make([]string, 64)
-	for n := range tokens {
-		tokens[n] = retrysafe.NewToken()
-	}
-	resp := &retrysafe.Response{Status: 201, Header: header, Body: []byte(`{"id":"ord_1"}`)}
+	nk := newKeyBench(b, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cputime.Process()
 	for n := range b.N {
-		p := retrysafe.ClaimParams{Scope: "POST /orders", Key: keys[n], Fingerprint: fp, Token: tokens[n%len(tokens)], Now: base, Lease: time.Minute}
-		if _, err := s.Claim(ctx, &p); err != nil {
-			b.Fatal(err)
+		nk.run(b, n)
+	}
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkNewKeyParallel is BenchmarkNewKey from GOMAXPROCS goroutines,
+// each taking its keys in runs of 1024 (one shared counter per key would
+// measure the counter). Compare its cpu-ns/op with BenchmarkNewKey's: the
+// difference is what running on several cores at once adds per key
+// (docs/performance.md, "Tenth round").
+func BenchmarkNewKeyParallel(b *testing.B) {
+	const run = 1024
+	nk := newKeyBench(b, b.N+run*runtime.GOMAXPROCS(0))
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cputime.Process()
+	b.RunParallel(func(pb *testing.PB) {
+		var n, end int
+		for pb.Next() {
+			if n == end {
+				n = int(next.Add(run)) - run
+				end = n + run
+			}
+			nk.run(b, n)
+			n++
 		}
-		if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: p.Scope, Key: p.Key, Token: p.Token, Now: base, TTL: time.Hour, Response: resp}); err != nil {
-			b.Fatal(err)
-		}
+	})
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// newKeyRun is the state of BenchmarkNewKey and BenchmarkNewKeyParallel.
+type newKeyRun struct {
+	s      *Store
+	fp     string
+	keys   []string
+	tokens []string
+	resp   *retrysafe.Response
+}
+
+// newKeyBench makes a store and n keys for it, closed when b ends.
+func newKeyBench(b *testing.B, n int) *newKeyRun {
+	s := New(Config{JanitorInterval: -1, MaxRecords: 1 << 30})
+	b.Cleanup(func() { s.Close() })
+	nk := &newKeyRun{
+		s:      s,
+		fp:     strings.Repeat("f", 64),
+		keys:   make([]string, n),
+		tokens: make([]string, 64),
+		resp:   &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_1"}`)},
+	}
+	for i := range nk.keys {
+		nk.keys[i] = fmt.Sprintf("%036d", i)
+	}
+	for i := range nk.tokens {
+		nk.tokens[i] = retrysafe.NewToken()
+	}
+	return nk
+}
+
+// run claims and completes the n-th key.
+func (nk *newKeyRun) run(b *testing.B, n int) {
+	ctx := context.Background()
+	p := retrysafe.ClaimParams{Scope: "POST /orders", Key: nk.keys[n], Fingerprint: nk.fp, Token: nk.tokens[n%len(nk.tokens)], Now: base, Lease: time.Minute}
+	if _, err := nk.s.Claim(ctx, &p); err != nil {
+		b.Fatal(err)
+	}
+	if err := nk.s.Complete(ctx, &retrysafe.CompleteParams{Scope: p.Scope, Key: p.Key, Token: p.Token, Now: base, TTL: time.Hour, Response: nk.resp}); err != nil {
+		b.Fatal(err)
 	}
 }
 
