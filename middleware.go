@@ -229,7 +229,7 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 	// base: the client's context without its cancellation, carrying op.
 	x.ctx = operationContext{parent: r.Context(), op: op}
 	base := context.Context(&x.ctx)
-	ctx := context.Context(base)
+	ctx := base
 	if !ablateCancel {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(base)
