@@ -3,14 +3,12 @@
 package retrysafe_test
 
 import (
-	"context"
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
-	"github.com/retrysafe/retrysafe/store/memory"
 )
 
 // The measurement switches (ablation.go) turn off what they say, and only
@@ -41,17 +39,6 @@ func TestAblationFingerprint(t *testing.T) {
 	}
 }
 
-// extendCounter counts the lease renewals that reach the store.
-type extendCounter struct {
-	retrysafe.Store
-	extends atomic.Int64
-}
-
-func (s *extendCounter) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
-	s.extends.Add(1)
-	return s.Store.Extend(ctx, p)
-}
-
 func TestAblationHeartbeatAndCancel(t *testing.T) {
 	const lease = 60 * time.Millisecond // renewed every 20 ms
 	for _, tc := range []struct {
@@ -66,9 +53,7 @@ func TestAblationHeartbeatAndCancel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			restore := retrysafe.SetAblation(false, tc.heartbeat, tc.cancel)
 			defer restore()
-			mem := memory.New(memory.Config{})
-			t.Cleanup(func() { _ = mem.Close() })
-			store := &extendCounter{Store: mem}
+			store := &countingExtends{Store: newMemory(t)} // lease_test.go
 			var doneNil atomic.Bool
 			srv := newServer(t, retrysafe.Config{Store: store, Lease: lease}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				doneNil.Store(r.Context().Done() == nil)
