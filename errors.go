@@ -27,6 +27,12 @@ var (
 	// token that no longer owns the record: the lease was taken over, the
 	// record was released, or it never existed.
 	ErrLeaseLost = errors.New("retrysafe: lease lost: record is owned by another claimant")
+	// ErrStoreFull: the store is out of room for new records (Redis OOM
+	// under noeviction, the memory store's MaxRecords). It is a capacity
+	// error, not an outage: it does not match ErrStoreUnavailable, the
+	// middleware answers 503 problem type store-full, and FailOpen never
+	// applies to it. Stores wrap it with [Full].
+	ErrStoreFull = errors.New("retrysafe: store full")
 )
 
 // errBodyTooLarge: the request body exceeds Config.MaxBody. The middleware
@@ -116,4 +122,32 @@ func Unavailable(op string, err error) error {
 		return err
 	}
 	return &StoreError{Op: op, Err: err}
+}
+
+// FullError wraps a store's capacity failure; it matches ErrStoreFull (and
+// not ErrStoreUnavailable) and unwraps to the backend's own error. Stores
+// construct it with [Full].
+type FullError struct {
+	Op  string // the store operation, e.g. "claim"
+	Err error
+}
+
+// Error names the store operation and the backend error.
+func (e *FullError) Error() string {
+	return "retrysafe: store full: " + e.Op + ": " + e.Err.Error()
+}
+
+// Unwrap returns the backend error.
+func (e *FullError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrStoreFull.
+func (e *FullError) Is(target error) bool { return target == ErrStoreFull }
+
+// Full wraps a backend capacity error err from operation op so that it
+// matches ErrStoreFull.
+func Full(op string, err error) error {
+	if err == nil || errors.Is(err, ErrStoreFull) {
+		return err
+	}
+	return &FullError{Op: op, Err: err}
 }
