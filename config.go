@@ -19,6 +19,8 @@ const (
 	InFlightConflict InFlightMode = "conflict"
 	// InFlightWait waits (up to WaitTimeout) for the original to finish and
 	// replays its result; on timeout it answers 409 like InFlightConflict.
+	// It never waits on, nor takes over, an attempt whose outcome is
+	// unknown: that gets 409 outcome-unknown (see [InProgressError]).
 	InFlightWait InFlightMode = "wait"
 )
 

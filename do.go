@@ -134,6 +134,10 @@ func Do[T any](ctx context.Context, store Store, key, fingerprint string, fn fun
 //   - The same key with another fingerprint: ErrMismatch.
 //   - A key whose first run is still in progress: waits for it (up to
 //     WaitTimeout) in the default wait mode, or returns *InProgressError.
+//     A first run whose outcome is unknown (its owner stopped renewing the
+//     lease, or the lease ran out during the wait) returns an
+//     *InProgressError with OutcomeUnknown at once: a waiting call never
+//     takes the key over, only a call made after the lease ran out does.
 //   - fn returns an error marked [Permanent]: stored and returned again.
 //     Any other error releases the key: a redelivery runs fn again. A
 //     failed attempt is never marked done.

@@ -189,9 +189,17 @@ func (e *engine) get(ctx context.Context, scope, key string) (*Record, error) {
 // claimed=false. Otherwise it fails with ErrMismatch, an *InProgressError, a
 // store error or the context's error. The fingerprint is compared before the
 // in-flight check, so a different request always gets ErrMismatch.
+//
+// In wait mode a duplicate waits only for an owner that may still answer:
+// a record whose outcome is unknown is refused at once, and a wait that
+// sees the owner stop (its lease run out, say) ends in the same refusal. A
+// waiter never takes a record over: only a request that arrives after the
+// lease ran out does, so that the client that sent it learns, from the
+// 409 before, that the first attempt's outcome is unknown. A record
+// released during the wait (nothing ran) is claimed by the waiter.
 func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Record, claimed bool, err error) {
 	var (
-		deadline time.Time
+		deadline time.Time // set once this call has waited
 		changed  <-chan struct{}
 	)
 	for {
@@ -199,18 +207,25 @@ func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Recor
 		if err != nil {
 			return nil, false, err
 		}
-		if res.Claimed {
-			return res.Record, true, nil
-		}
 		rec = res.Record
+		if res.Claimed {
+			if !deadline.IsZero() && rec.Attempt > 1 {
+				// Between the wait's last read (no record) and this
+				// claim, another request claimed the key and its lease
+				// ran out: this claim took it over. Run nothing and leave
+				// the record to its new lease, as an abandoned attempt.
+				return nil, false, &InProgressError{OutcomeUnknown: true, RetryAfter: e.cfg.Lease, LeaseUntil: rec.LeaseUntil, Attempt: rec.Attempt}
+			}
+			return rec, true, nil
+		}
 		if rec.Fingerprint != fp {
 			return nil, false, ErrMismatch
 		}
 		if rec.State == StateCompleted {
 			return rec, false, nil
 		}
-		if e.cfg.InFlight != InFlightWait {
-			return nil, false, e.inProgress(rec)
+		if ip := e.inProgress(rec); e.cfg.InFlight != InFlightWait || ip.OutcomeUnknown {
+			return nil, false, ip
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(e.cfg.WaitTimeout)
@@ -232,7 +247,7 @@ func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Recor
 		if err != nil || rec != nil {
 			return rec, false, err
 		}
-		// The record was released or its lease ran out: claim again.
+		// The record was released: nothing ran, claim it.
 	}
 }
 
@@ -252,8 +267,10 @@ func (e *engine) tracedWait(ctx context.Context, scope, key, fp string, last *Re
 }
 
 // wait re-reads the processing record last until it is completed
-// (returned for replay), gone or takeover-able (nil, nil: claim again), or
-// the deadline passes (an *InProgressError about the last record seen).
+// (returned for replay), gone (nil, nil: claim again), of unknown outcome
+// (its owner stopped renewing, or its lease ran out: an outcome-unknown
+// *InProgressError), or the deadline passes (an *InProgressError about the
+// last record seen).
 func (e *engine) wait(ctx context.Context, scope, key, fp string, last *Record, deadline time.Time, changed <-chan struct{}) (*Record, error) {
 	poll := 20 * time.Millisecond
 	maxPoll := 250 * time.Millisecond
@@ -288,8 +305,9 @@ func (e *engine) wait(ctx context.Context, scope, key, fp string, last *Record, 
 			return nil, ErrMismatch
 		case rec.State == StateCompleted:
 			return rec, nil
-		case rec.LeaseExpired(e.cfg.Now()):
-			return nil, nil
+		}
+		if ip := e.inProgress(rec); ip.OutcomeUnknown {
+			return nil, ip
 		}
 		last = rec
 	}
@@ -301,12 +319,13 @@ func (e *engine) wait(ctx context.Context, scope, key, fp string, last *Record, 
 // (LeaseUntil - UpdatedAt) has passed since then, the owner has stopped
 // renewing: its attempt ended without a result and its outcome is unknown.
 // The retry is then told to come back when the lease runs out rather than
-// every second.
+// every second. A lease that ran out says the same (a waiter sees it).
 func (e *engine) inProgress(rec *Record) *InProgressError {
 	now := e.cfg.Now()
 	err := &InProgressError{RetryAfter: time.Second, LeaseUntil: rec.LeaseUntil, Attempt: rec.Attempt}
 	// A store that keeps no UpdatedAt (zero) gives no evidence either way.
-	if lease := rec.LeaseUntil.Sub(rec.UpdatedAt); !rec.UpdatedAt.IsZero() && lease > 0 && now.Sub(rec.UpdatedAt) > lease/2 {
+	lease := rec.LeaseUntil.Sub(rec.UpdatedAt)
+	if stopped := !rec.UpdatedAt.IsZero() && lease > 0 && now.Sub(rec.UpdatedAt) > lease/2; stopped || rec.LeaseExpired(now) {
 		err.OutcomeUnknown = true
 		err.RetryAfter = max(rec.LeaseUntil.Sub(now), time.Second)
 	}
