@@ -158,8 +158,17 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 				"The request body did not arrive within the server's read timeout, so nothing was processed. Retry with the same Idempotency-Key."), 0)
 			return ""
 		}
-		// The client stopped sending the body: nothing can run.
-		return ""
+		// Bad chunked framing, a body cut short (by a half-close, say):
+		// nothing can run. Say so, rather than let net/http answer 200 to
+		// a request that never ran, and close the connection, whose
+		// framing can no longer be trusted. The request's context tells
+		// nothing here (a failed read of the connection cancels it, also
+		// after a half-close whose client still reads), so the answer is
+		// written; to a client that is gone it is lost, harmlessly.
+		w.Header().Set("Connection", "close")
+		WriteProblem(w, c.problem(ProblemBadRequestBody, "Request body unreadable", http.StatusBadRequest,
+			"The request body could not be read ("+err.Error()+"), so nothing was processed. Send the whole body, framed as its Content-Length or chunked encoding says, and retry with the same Idempotency-Key."), 0)
+		return OutcomeBadRequestBody
 	}
 	scope, err := c.Scope(r)
 	if err != nil {

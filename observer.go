@@ -20,12 +20,18 @@ const (
 	// OutcomeUnauthorized: Config.Scope could not establish the caller's
 	// identity (401); nothing ran.
 	OutcomeUnauthorized Outcome = "unauthorized"
-	OutcomeTooLarge     Outcome = "too_large"   // request body over the limit (413)
-	OutcomeStoreError   Outcome = "store_error" // store failed; fail-closed answer (503)
-	OutcomeFailOpen     Outcome = "fail_open"   // store failed; executed unprotected
-	OutcomeReleased     Outcome = "released"    // executed, then the key was released (nothing stored)
-	OutcomeAbandoned    Outcome = "abandoned"   // executed with unknown outcome; record left to its lease
-	OutcomeLeaseLost    Outcome = "lease_lost"  // executed, but another claimant took the record over
+	OutcomeTooLarge     Outcome = "too_large" // request body over the limit (413)
+	// OutcomeBadRequestBody: the request body could not be read (bad
+	// chunked framing, a body cut short); 400, nothing ran.
+	OutcomeBadRequestBody Outcome = "bad_request_body"
+	// OutcomeStoreFull: the store is out of room for new records (503,
+	// never fail-open); nothing ran.
+	OutcomeStoreFull  Outcome = "store_full"
+	OutcomeStoreError Outcome = "store_error" // store failed; fail-closed answer (503)
+	OutcomeFailOpen   Outcome = "fail_open"   // store failed; executed unprotected
+	OutcomeReleased   Outcome = "released"    // executed, then the key was released (nothing stored)
+	OutcomeAbandoned  Outcome = "abandoned"   // executed with unknown outcome; record left to its lease
+	OutcomeLeaseLost  Outcome = "lease_lost"  // executed, but another claimant took the record over
 )
 
 // Observer receives events for metrics. Implementations must be safe for

@@ -31,6 +31,8 @@ const (
 	ProblemOutcomeUnknown    = "outcome-unknown"     // 409: the first attempt's outcome is unknown; the key is held until its lease ends
 	ProblemReplayUndecodable = "replay-undecodable"  // 502: the stored coding is not accepted by the retry and cannot be decoded
 	ProblemRequestTimeout    = "request-timeout"     // 408: the body did not arrive within the server's read timeout; nothing ran
+	ProblemBadRequestBody    = "bad-request-body"    // 400: the body could not be read (bad framing, cut short); nothing ran
+	ProblemStoreFull         = "store-full"          // 503: the store is out of room for new records; nothing ran, never fails open
 )
 
 // ContentTypeProblem is the media type of problem responses.

@@ -26,7 +26,7 @@ const MetricPrefix = "retrysafe_"
 //
 // outcome is one of [retrysafe.Outcome]'s values (new, replayed, conflict,
 // mismatch, invalid_key, missing_key, unauthorized, too_large, store_error, fail_open,
-// released, abandoned, lease_lost); op is claim, get, extend, complete or
+// released, abandoned, lease_lost, bad_request_body, store_full); op is claim, get, extend, complete or
 // release; result is response, not_sent, unknown or canceled (an
 // unprotected request whose client went away); kind is not_sent or unknown.
 type Metrics struct {
@@ -51,6 +51,7 @@ var allOutcomes = []retrysafe.Outcome{
 	retrysafe.OutcomeUnauthorized,
 	retrysafe.OutcomeTooLarge, retrysafe.OutcomeStoreError, retrysafe.OutcomeFailOpen,
 	retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned, retrysafe.OutcomeLeaseLost,
+	retrysafe.OutcomeBadRequestBody, retrysafe.OutcomeStoreFull,
 }
 
 var storeOps = []string{"claim", "get", "extend", "complete", "release"}
