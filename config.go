@@ -76,7 +76,8 @@ type Config struct {
 	StoreTimeout time.Duration
 	// FailOpen runs requests unprotected when the store is unavailable
 	// (its error matches ErrStoreUnavailable); any other store error still
-	// answers 503. The default (false) answers 503 with Retry-After and
+	// answers 503, and a full store (ErrStoreFull) always answers 503
+	// store-full. The default (false) answers 503 with Retry-After and
 	// runs nothing.
 	FailOpen bool
 

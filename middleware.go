@@ -214,6 +214,13 @@ func (h *protectedHandler) refuse(w http.ResponseWriter, r *http.Request, err er
 		return outcome
 	case r.Context().Err() != nil:
 		return "" // the client went away while we waited; nothing ran
+	case outcome == OutcomeStoreFull:
+		// Capacity, not an outage: never fail open, or one client that
+		// fills the store would switch protection off for everyone.
+		c.Logger.ErrorContext(r.Context(), "retrysafe: store full", "err", err)
+		WriteProblem(w, c.problem(ProblemStoreFull, "Idempotency store full", http.StatusServiceUnavailable,
+			"The request was not processed: the idempotency store has no room for new keys. Retry later with the same key."), storeFullRetryAfter)
+		return outcome
 	}
 	c.Logger.ErrorContext(r.Context(), "retrysafe: store unavailable", "err", err)
 	// Only an unreachable store fails open. Any other store error
@@ -227,6 +234,10 @@ func (h *protectedHandler) refuse(w http.ResponseWriter, r *http.Request, err er
 		"The request was not processed because its idempotency could not be guaranteed. Retry later with the same key."), 2*time.Second)
 	return outcome
 }
+
+// storeFullRetryAfter is the Retry-After of a store-full answer: room
+// comes back as records expire or an operator acts, not within a second.
+const storeFullRetryAfter = 5 * time.Second
 
 // execute runs the handler for a record this request owns, stores the
 // result, then answers the client.

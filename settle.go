@@ -9,7 +9,8 @@ import (
 // becomes of a refused claim, of a record whose operation returned, and of
 // one whose operation panicked.
 
-// refusal classifies an error of engine.acquire: ErrMismatch, an
+// refusal classifies an error of engine.acquire: ErrMismatch, a full
+// store (ErrStoreFull, also when a store wrapped it as unavailable), an
 // *InProgressError (returned, for its Retry-After), or anything else (a
 // store failure, or the caller's context ending), reported as
 // OutcomeStoreError. It is called only on the error path, so the
@@ -17,6 +18,9 @@ import (
 func refusal(err error) (Outcome, *InProgressError) {
 	if errors.Is(err, ErrMismatch) {
 		return OutcomeMismatch, nil
+	}
+	if errors.Is(err, ErrStoreFull) {
+		return OutcomeStoreFull, nil
 	}
 	var inProgress *InProgressError
 	if errors.As(err, &inProgress) {
