@@ -17,7 +17,7 @@ func buildQueries(table string) queries {
 	selNoBody := "SELECT " + strings.Replace(recordColumns, ", body", ", NULL", 1) + " FROM " + t
 	return queries{
 		// scope, key, fingerprint, token, now, lease until, route: the
-		// claim procedure of migrations/0002_claim_procedure.sql.
+		// claim procedure of procedures.sql.
 		claim: "CALL " + quote(table+"_claim") + "(?, ?, ?, ?, ?, ?, ?)",
 		get:   sel + " WHERE scope = ? AND idem_key = ?",
 		// The fenced statements: each matches only the owner's processing
