@@ -80,6 +80,36 @@ func (rec *Record) Clone() *Record {
 	return &c
 }
 
+// Status is a record's state as operators see it, from [Record.Status]:
+// the operator page, `retrysafe keys` and [Stats] all use it.
+type Status string
+
+// The statuses a record can have at a time; every record has exactly one.
+const (
+	StatusProcessing Status = "processing" // claimed, its owner's lease live
+	StatusUnknown    Status = "unknown"    // processing, lease ran out: the outcome is unknown
+	StatusCompleted  Status = "completed"  // a stored result, replayed until ExpiresAt
+	StatusFailed     Status = "failed"     // completed with a stored status of 400 or more
+	StatusExpired    Status = "expired"    // completed, past ExpiresAt (absent), not swept yet
+)
+
+// Status returns the record's status at now. An expired record is
+// expired whatever its stored status; a failed one replays like any
+// result.
+func (rec *Record) Status(now time.Time) Status {
+	switch {
+	case rec.LeaseExpired(now):
+		return StatusUnknown
+	case rec.State == StateProcessing:
+		return StatusProcessing
+	case rec.Expired(now):
+		return StatusExpired
+	case rec.Response != nil && rec.Response.Status >= 400:
+		return StatusFailed
+	}
+	return StatusCompleted
+}
+
 // LeaseExpired reports whether a processing record's lease has run out at now.
 func (rec *Record) LeaseExpired(now time.Time) bool {
 	return rec.State == StateProcessing && !now.Before(rec.LeaseUntil)
@@ -504,12 +534,13 @@ type Stats struct {
 	// Processing and Completed count the records in each state.
 	Processing, Completed int64
 	// LeaseExpired counts the processing records whose lease ran out by
-	// Now (LeaseUntil <= Now): attempts whose outcome is unknown. They
-	// are part of Processing.
+	// Now (LeaseUntil <= Now; [StatusUnknown]): attempts whose outcome is
+	// unknown. They are part of Processing.
 	LeaseExpired int64
-	// Failed counts the completed records whose stored status is 400 or
-	// more; Expired those whose result expired by Now (ExpiresAt <= Now).
-	// Both are part of Completed.
+	// Failed counts the completed records of [StatusFailed] (a stored
+	// status of 400 or more, not expired); Expired those whose result
+	// expired by Now (ExpiresAt <= Now; [StatusExpired]), whatever their
+	// status. Both are part of Completed.
 	Failed, Expired int64
 	// OldestInFlight is the processing record with a live lease (LeaseUntil
 	// > Now) created first (ties broken by scope, then key), or nil.
@@ -528,21 +559,20 @@ func StatsOf(recs []*Record, p *StatsParams) *Stats {
 	st := &Stats{Unknown: []*Record{}}
 	byID := func(a, b *Record) int { return cmp.Or(cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Key, b.Key)) }
 	for _, rec := range recs {
-		switch {
-		case rec.State == StateCompleted:
+		if rec.State == StateCompleted {
 			st.Completed++
-			if rec.Response != nil && rec.Response.Status >= 400 {
-				st.Failed++
-			}
-			if rec.Expired(p.Now) {
-				st.Expired++
-			}
-		case rec.LeaseExpired(p.Now):
+		} else {
 			st.Processing++
+		}
+		switch rec.Status(p.Now) {
+		case StatusFailed:
+			st.Failed++
+		case StatusExpired:
+			st.Expired++
+		case StatusUnknown:
 			st.LeaseExpired++
 			st.Unknown = append(st.Unknown, rec)
-		default:
-			st.Processing++
+		case StatusProcessing:
 			if o := st.OldestInFlight; o == nil || cmp.Or(rec.CreatedAt.Compare(o.CreatedAt), byID(rec, o)) < 0 {
 				st.OldestInFlight = rec
 			}

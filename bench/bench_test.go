@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
-	"github.com/retrysafe/retrysafe/bench/pebblekv"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/mysql"
@@ -90,14 +89,6 @@ func openStores(tb testing.TB, all bool) []benchStore {
 		}
 		out = append(out, benchStore{"sqlite-tmpfs", fast, func() { _ = fast.Close(); _ = os.RemoveAll(shm) }})
 	}
-
-	// The pebble prototype (bench/pebblekv), durable writes: measured
-	// next to SQLite on the same disk, not a product store.
-	pb, err := pebblekv.Open(filepath.Join(dir, "pebble"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	out = append(out, benchStore{"pebble", pb, func() { _ = pb.Close() }})
 
 	suffix := randomSuffix(tb)
 	pgURL := cmpEnv("RETRYSAFE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")

@@ -30,27 +30,12 @@ const uiStoreTimeout = 10 * time.Second
 // uiRecord is a record as the page shows it.
 type uiRecord struct {
 	*retrysafe.Record
-	StateName string // processing, unknown, completed, failed, expired
+	StateName string // rec.Status: processing, unknown, completed, failed, expired
 	URL       string
 }
 
 func (u *UI) view(rec *retrysafe.Record, now time.Time) uiRecord {
-	return uiRecord{Record: rec, StateName: stateName(rec, now), URL: recordURL(rec.Scope, rec.Key)}
-}
-
-// stateName is a record's state for operators.
-func stateName(r *retrysafe.Record, now time.Time) string {
-	switch {
-	case r.LeaseExpired(now):
-		return "unknown"
-	case r.State == retrysafe.StateProcessing:
-		return "processing"
-	case r.Expired(now):
-		return "expired"
-	case r.Response != nil && r.Response.Status >= 400:
-		return "failed"
-	}
-	return "completed"
+	return uiRecord{Record: rec, StateName: string(rec.Status(now)), URL: recordURL(rec.Scope, rec.Key)}
 }
 
 // rateGroups are the outcome groups of the chart, in stacking order.

@@ -45,8 +45,8 @@ completed (a stored result, replayed until EXPIRES), failed (a completed record
 whose stored status is 400 or more: it replays like any result, see
 docs/problems.md), expired (completed, past EXPIRES, not yet swept: it counts
 as absent). A processing record whose lease ran out is shown as
-"processing (lease expired)": its outcome is unknown, and the next request with
-its key takes it over.
+"processing (lease expired)" (state "unknown" in --json, as on the operator
+page): its outcome is unknown, and the next request with its key takes it over.
 
 keys never creates a store: a SQLite file that does not exist is reported as
 such. The memory store lives inside one process: keys can only open a new,
@@ -537,7 +537,7 @@ func (k *keysCmd) jsonRecord(r *retrysafe.Record, full bool) keysJSONRecord {
 		Scope:       r.Scope,
 		Key:         r.Key,
 		Route:       r.Route,
-		State:       keysStateName(r, k.now),
+		State:       string(r.Status(k.now)),
 		Attempts:    r.Attempt,
 		CreatedAt:   r.CreatedAt.UTC(),
 		UpdatedAt:   r.UpdatedAt.UTC(),
@@ -579,28 +579,13 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// keysStateName is a record's state for operators: processing,
-// completed, failed (completed with a stored status of 400 or more) or
-// expired (completed, past its expiry, not swept yet).
-func keysStateName(r *retrysafe.Record, now time.Time) string {
-	switch {
-	case r.State == retrysafe.StateProcessing:
-		return "processing"
-	case r.Expired(now):
-		return "expired"
-	case r.Response != nil && r.Response.Status >= 400:
-		return "failed"
-	}
-	return "completed"
-}
-
-// keysState is keysStateName with a note on an expired lease.
+// keysState is the record's status (retrysafe.Record.Status), with an
+// unknown outcome shown as "processing (lease expired)".
 func keysState(r *retrysafe.Record, now time.Time) string {
-	s := keysStateName(r, now)
-	if r.LeaseExpired(now) {
-		s += " (lease expired)"
+	if st := r.Status(now); st != retrysafe.StatusUnknown {
+		return string(st)
 	}
-	return s
+	return "processing (lease expired)"
 }
 
 // keysShortScope shortens a scope (normally 64 hex digits) to 12

@@ -77,8 +77,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, op
 	case err != nil:
 		return fmt.Errorf("migrate %s: %w", name, err)
 	}
-	// The version the database is at after migrating (a newer build may
-	// have migrated it further than this one knows).
+	// The version the database is at after migrating.
 	if s, ok := store.(interface {
 		SchemaVersion(context.Context) (int, error)
 	}); ok {

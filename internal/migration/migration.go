@@ -2,11 +2,17 @@
 // checks them, so that every SQL store follows one rule: files named
 // NNNN_name.sql (four digits, then lower-case letters, digits and
 // underscores), numbered 1, 2, 3 … without gaps or duplicates.
+//
+// Before v0.1.0 the stores' schemas grew by several migrations each; v0.1.0
+// folded them into one 0001_initial.sql per store. A table migrated by a
+// pre-release build records migrations this build does not have, and
+// [Check] refuses it: such a database must be recreated.
 package migration
 
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -68,4 +74,23 @@ func Latest(ms []Migration) int {
 		return 0
 	}
 	return ms[len(ms)-1].Version
+}
+
+// Check compares the migrations a table records as applied (version to
+// name) with ms and returns the table's version, the highest applied (0
+// for none). It fails when the table records a migration that is not one
+// of ms under the same number and name: the table was migrated by a newer
+// build, or by a pre-release one (before v0.1.0), whose database must be
+// recreated.
+func Check(ms []Migration, applied map[int]string) (int, error) {
+	current := 0
+	for _, v := range slices.Sorted(maps.Keys(applied)) {
+		if v < 1 || v > len(ms) || ms[v-1].Name != applied[v] {
+			return 0, fmt.Errorf("the table records migration %d (%s), which this build (schema version %d) does not have: "+
+				"it was migrated by a newer build, or by a pre-release one (before v0.1.0), whose database must be recreated",
+				v, applied[v], Latest(ms))
+		}
+		current = v
+	}
+	return current, nil
 }

@@ -69,3 +69,35 @@ func TestLoadRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	ms, err := Load(files("0001_initial.sql", "0002_add_index.sql"), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		applied map[int]string
+		want    int
+		err     string // in the error; "" for none
+	}{
+		"fresh":        {nil, 0, ""},
+		"part way":     {map[int]string{1: "initial"}, 1, ""},
+		"up to date":   {map[int]string{1: "initial", 2: "add_index"}, 2, ""},
+		"pre-release":  {map[int]string{1: "create_records", 2: "notify_flag"}, 0, "records migration 1 (create_records), which this build (schema version 2) does not have"},
+		"renamed 2":    {map[int]string{1: "initial", 2: "claim_procedure"}, 0, "migration 2 (claim_procedure)"},
+		"newer build":  {map[int]string{1: "initial", 2: "add_index", 3: "route"}, 0, "migration 3 (route)"},
+		"zero version": {map[int]string{0: "x"}, 0, "migration 0 (x)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Check(ms, tc.applied)
+			if tc.err == "" && (err != nil || got != tc.want) {
+				t.Fatalf("Check = %d, %v; want %d, nil", got, err, tc.want)
+			}
+			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "must be recreated")) {
+				t.Fatalf("Check = %d, %v; want an error containing %q", got, err, tc.err)
+			}
+		})
+	}
+}

@@ -665,11 +665,10 @@ func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe
 				continue
 			}
 			done++
-			if c.status >= 400 {
-				failed++
-			}
 			if e.expired(p.Now) {
 				expired++
+			} else if c.status >= 400 {
+				failed++
 			}
 		}
 		return true

@@ -92,7 +92,7 @@ func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe
 		return nil, s.wrap(ctx, "stats", err)
 	}
 	var out retrysafe.Stats
-	if err := st.QueryRowContext(ctx, now, now).Scan(&out.Processing, &out.Completed, &out.LeaseExpired,
+	if err := st.QueryRowContext(ctx, now, now, now).Scan(&out.Processing, &out.Completed, &out.LeaseExpired,
 		&out.Failed, &out.Expired); err != nil {
 		return nil, s.wrap(ctx, "stats", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 // Claim implements [retrysafe.Store.Claim]: one CALL of the claim
 // procedure that [Store.Migrate] creates ("<table>_claim",
-// migrations/0002_claim_procedure.sql), one round trip, one result row.
+// procedures.sql), one round trip, one result row.
 //
 // A record that blocks the claim (a replay, a request in flight, a
 // mismatch) is answered from a plain read: nothing is written or locked.

@@ -14,16 +14,22 @@
 //
 //	mysql://app:secret@db:3306/app?tls=true&retrysafe_table=idem
 //
-// Migrate creates the table (Config.Table, default "retrysafe_records"),
-// its indexes and the claim procedure "<table>_claim" from embedded
-// numbered migrations (migrations/NNNN_name.sql), and records them in
-// "<table>_migrations", under a named lock (GET_LOCK), so concurrent
-// Migrate calls from several processes are safe.
+// Migrate creates the table (Config.Table, default "retrysafe_records")
+// and its indexes from embedded numbered migrations
+// (migrations/NNNN_name.sql), records them in "<table>_migrations", and
+// creates the claim procedure "<table>_claim", the store's one stored
+// routine, from procedures.sql. It does so under a named lock (GET_LOCK),
+// so concurrent Migrate calls from several processes are safe.
+//
+// v0.1.0 starts the schema afresh at migrations/0001_initial.sql. A table
+// migrated by a pre-release build (which recorded other migrations) is
+// refused by Migrate with an error saying so: drop it, its migrations
+// table and its procedure (or use another Config.Table) and migrate again.
 //
 // # One round trip per call
 //
 // Claim is one CALL of the claim procedure (see [Store.Claim] and
-// migrations/0002_claim_procedure.sql); Get, Extend, Complete and Release
+// procedures.sql); Get, Extend, Complete and Release
 // are one statement each. Statements are prepared once per connection, so
 // each call is one round trip, whatever the DSN says about
 // interpolateParams. A replay or a conflict is answered from a plain read

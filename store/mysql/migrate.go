@@ -19,9 +19,16 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// statementBreak separates the statements of one migration file: a line of
-// its own. (The store's connections do not allow several statements in one
-// query, and a procedure's body holds semicolons.)
+// proceduresSQL drops and creates the claim procedure; Migrate runs it
+// with the last migration it applies.
+//
+//go:embed procedures.sql
+var proceduresSQL string
+
+// statementBreak separates the statements of one migration file (and of
+// procedures.sql): a line of its own. (The store's connections do not
+// allow several statements in one query, and a procedure's body holds
+// semicolons.)
 const statementBreak = "\n-- ;\n"
 
 // migrations returns the embedded migrations (migrations/NNNN_name.sql)
@@ -46,19 +53,22 @@ func LatestSchemaVersion() int {
 // seconds, as GET_LOCK takes it).
 const migrateLockTimeout = 60
 
-// Migrate creates the records table, its indexes and the claim procedure,
-// and applies any embedded migration the table does not have yet. Applied
-// versions are kept in "<table>_migrations". When the table is already up
-// to date it returns after one read and needs no DDL privileges.
+// Migrate creates the records table and its indexes, applies any embedded
+// migration the table does not have yet, and then drops and creates the
+// claim procedure of procedures.sql. Applied versions are kept in
+// "<table>_migrations". When the table is already up to date it returns
+// after one read and needs no DDL privileges. A table migrated by a
+// pre-release build (before v0.1.0) is refused: recreate it.
 //
 // MySQL commits every DDL statement on its own, so migrations cannot share
 // a transaction. Migrate is still safe to run concurrently from several
 // processes: it holds a named lock (GET_LOCK, keyed by the database and
 // the table) on one connection while it applies the missing migrations,
-// and records each version right after its statements; every statement is
-// written to be run again (CREATE TABLE IF NOT EXISTS, DROP PROCEDURE IF
-// EXISTS before CREATE PROCEDURE), so a Migrate that died half way is
-// finished by the next one.
+// and records each version right after its statements (the last one after
+// procedures.sql too); every statement is written to be run again (CREATE
+// TABLE IF NOT EXISTS, DROP PROCEDURE IF EXISTS before CREATE PROCEDURE),
+// so a Migrate that died half way is finished by the next one. A change to
+// procedures.sql ships with a new migration, so that Migrate runs it.
 //
 // It needs the CREATE, INDEX, CREATE ROUTINE and ALTER ROUTINE privileges on
 // the database; the store's statements later need SELECT, INSERT, UPDATE,
@@ -72,10 +82,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	latest := migration.Latest(ms)
-	if v, err := s.schemaVersion(ctx, s.db); err == nil && v >= latest {
+	if v, err := s.schemaVersion(ctx, s.db, ms); err == nil && v == latest {
 		return nil
 	} else if err != nil && !isNoSuchTable(err) {
-		return s.wrap(ctx, "migrate", err)
+		return err
 	}
 
 	conn, err := s.db.Conn(ctx)
@@ -108,12 +118,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 ) ENGINE = InnoDB`); err != nil {
 		return fmt.Errorf("mysql: migrate: create %s: %w", versions, s.wrap(ctx, "migrate", err))
 	}
-	current, err := s.schemaVersion(ctx, conn)
+	current, err := s.schemaVersion(ctx, conn, ms)
 	if err != nil {
-		return s.wrap(ctx, "migrate", err)
-	}
-	if current > latest {
-		return fmt.Errorf("mysql: table %s is at schema version %d, newer than this build knows (%d)", s.cfg.Table, current, latest)
+		return err
 	}
 	r := strings.NewReplacer(
 		"{{records}}", quote(s.cfg.Table),
@@ -123,7 +130,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 		"{{claim_proc}}", quote(s.cfg.Table+"_claim"),
 	)
 	for _, m := range ms[current:] {
-		for stmt := range strings.SplitSeq(r.Replace(m.SQL), statementBreak) {
+		sql := m.SQL
+		if m.Version == latest {
+			sql += statementBreak + proceduresSQL
+		}
+		for stmt := range strings.SplitSeq(r.Replace(sql), statementBreak) {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("mysql: migration %s: %w", m.File, s.wrap(ctx, "migrate", err))
 			}
@@ -139,26 +150,51 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // SchemaVersion returns the schema version the store's table is at: the
 // last migration applied to it, 0 when none was. [LatestSchemaVersion] is
-// the version Migrate brings it to.
+// the version Migrate brings it to. It returns an error for a table
+// migrated by a pre-release build (see [Store.Migrate]).
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	v, err := s.schemaVersion(ctx, s.db)
+	ms, err := migrations()
+	if err != nil {
+		return 0, err
+	}
+	v, err := s.schemaVersion(ctx, s.db, ms)
 	if isNoSuchTable(err) {
 		return 0, nil
 	}
+	return v, err
+}
+
+// schemaVersion reads the migrations applied to the table and checks them
+// against ms ([migration.Check]): a table migrated by another build is an
+// error of its own, a failed read wraps [retrysafe.ErrStoreUnavailable]
+// (and the driver's error, for isNoSuchTable).
+func (s *Store) schemaVersion(ctx context.Context, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, ms []migration.Migration) (int, error) {
+	rows, err := q.QueryContext(ctx, "SELECT version, name FROM "+quote(s.cfg.Table+"_migrations"))
 	if err != nil {
 		return 0, s.wrap(ctx, "migrate", err)
 	}
+	defer rows.Close()
+	applied := map[int]string{}
+	for rows.Next() {
+		var (
+			v    int
+			name string
+		)
+		if err := rows.Scan(&v, &name); err != nil {
+			return 0, s.wrap(ctx, "migrate", err)
+		}
+		applied[v] = name
+	}
+	if err := rows.Err(); err != nil {
+		return 0, s.wrap(ctx, "migrate", err)
+	}
+	v, err := migration.Check(ms, applied)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: table %s: %w", s.cfg.Table, err)
+	}
 	return v, nil
-}
-
-type rowQuerier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func (s *Store) schemaVersion(ctx context.Context, q rowQuerier) (int, error) {
-	var v int
-	err := q.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM "+quote(s.cfg.Table+"_migrations")).Scan(&v)
-	return v, err
 }
 
 // isNoSuchTable reports whether err says a table does not exist.

@@ -17,7 +17,7 @@ func buildQueries(table string) queries {
 	selNoBody := "SELECT " + strings.Replace(recordColumns, ", body", ", NULL", 1) + " FROM " + t
 	return queries{
 		// scope, key, fingerprint, token, now, lease until, route: the
-		// claim procedure of migrations/0002_claim_procedure.sql.
+		// claim procedure of procedures.sql.
 		claim: "CALL " + quote(table+"_claim") + "(?, ?, ?, ?, ?, ?, ?)",
 		get:   sel + " WHERE scope = ? AND idem_key = ?",
 		// The fenced statements: each matches only the owner's processing
@@ -48,12 +48,12 @@ func buildQueries(table string) queries {
 		findScope:       sel + " WHERE idem_key = ? AND scope = ?",
 		findNoBody:      selNoBody + " WHERE idem_key = ? ORDER BY scope",
 		findScopeNoBody: selNoBody + " WHERE idem_key = ? AND scope = ?",
-		// now (twice): the counts of Admin.Stats, in one pass.
+		// now (three times): the counts of Admin.Stats, in one pass.
 		statsCounts: "SELECT" +
 			" COALESCE(SUM(CASE WHEN state = 'processing' THEN 1 ELSE 0 END), 0)," +
 			" COALESCE(SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END), 0)," +
 			" COALESCE(SUM(CASE WHEN state = 'processing' AND lease_until_ns <= ? THEN 1 ELSE 0 END), 0)," +
-			" COALESCE(SUM(CASE WHEN state = 'completed' AND status >= 400 THEN 1 ELSE 0 END), 0)," +
+			" COALESCE(SUM(CASE WHEN state = 'completed' AND status >= 400 AND expires_at_ns > ? THEN 1 ELSE 0 END), 0)," +
 			" COALESCE(SUM(CASE WHEN state = 'completed' AND expires_at_ns <= ? THEN 1 ELSE 0 END), 0)" +
 			" FROM " + t,
 		// now: the processing record with a live lease created first.

@@ -79,7 +79,7 @@ func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe
 	count(*) FILTER (WHERE state = 'processing'),
 	count(*) FILTER (WHERE state = 'completed'),
 	count(*) FILTER (WHERE state = 'processing' AND lease_until_ns <= $1),
-	count(*) FILTER (WHERE state = 'completed' AND status >= 400),
+	count(*) FILTER (WHERE state = 'completed' AND status >= 400 AND expires_at_ns > $1),
 	count(*) FILTER (WHERE state = 'completed' AND expires_at_ns <= $1)
 FROM `+s.table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.Failed, &st.Expired)
 	if err != nil {

@@ -22,8 +22,7 @@ import (
 // the cheapest statement. The keys of one batch are distinct: a second
 // operation on a key is answered "alone" and its caller runs it with the
 // single statement once the batch has committed.
-// migrations/0005_batch_function.sql explains the function's contract,
-// 0007_batch_by_kind.sql its current body.
+// functions.sql explains the function's contract.
 
 // opKind names an operation of a batch as the batch function reads it.
 type opKind string

@@ -17,19 +17,24 @@
 // [Config] names the schema (default "public") and table (default
 // "retrysafe_records"). Migrate creates the schema if it is missing, applies
 // the embedded numbered migrations (migrations/NNNN_name.sql) that the table
-// lacks, and records them in "<schema>".retrysafe_migrations. It runs in one
-// transaction under a transaction-level advisory lock, so concurrent
-// Migrate calls from several processes are safe.
+// lacks, records them in "<schema>".retrysafe_migrations, and then creates
+// or replaces the store's two PL/pgSQL functions, the claim and the batch,
+// which are all in one file: functions.sql. It runs in one transaction
+// under a transaction-level advisory lock, so concurrent Migrate calls from
+// several processes are safe.
+//
+// v0.1.0 starts the schema afresh at migrations/0001_initial.sql. A table
+// migrated by a pre-release build (which recorded other migrations) is
+// refused by Migrate with an error saying so: drop it (or point the store
+// at a new schema or table) and migrate again.
 //
 // # One round trip per call, one commit per batch
 //
 // Claim, Complete, Release and Extend from concurrent callers of one Store
 // are grouped (group commit, through internal/groupcommit): every operation
 // queued while a batch runs goes into the next batch, which is one call of
-// the PL/pgSQL function "<table>_batch" that Migrate creates
-// (migrations/0005_batch_function.sql, its current body in
-// 0007_batch_by_kind.sql): one transaction, one commit and one round trip
-// for up to [Config.MaxBatch] operations. No batch waits for a timer: a
+// the PL/pgSQL function "<table>_batch" (functions.sql): one transaction,
+// one commit and one round trip for up to [Config.MaxBatch] operations. No batch waits for a timer: a
 // lone operation is sent at once, with its own single statement, so a
 // single caller pays one round trip per call, as before. Up to
 // [Config.BatchesInFlight] batches run at once, each on its own connection.
@@ -58,7 +63,7 @@
 // [retrysafe.ErrStoreUnavailable].
 //
 // The single statements are unchanged: Claim alone calls the function
-// "<table>_claim" (migrations/0003_claim_function.sql), which reads the row
+// "<table>_claim" (functions.sql), which reads the row
 // and, if it may not be claimed, returns it, and otherwise runs INSERT … ON
 // CONFLICT (scope, key) DO UPDATE, whose CASE expressions take the row over
 // or rewrite it unchanged; RETURNING always yields the current row, and the
@@ -108,7 +113,7 @@
 // SweepParams.ProcessingRetention ago (default
 // [retrysafe.DefaultProcessingRetention], 7 days): attempts whose outcome
 // is unknown, which would otherwise stay forever. A partial index on
-// lease_until_ns of processing rows (migration 0004) finds them.
+// lease_until_ns of processing rows finds them.
 //
 // # Errors
 //

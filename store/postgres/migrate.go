@@ -17,6 +17,12 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// functionsSQL creates or replaces the claim and batch functions; Migrate
+// runs it after the migrations it applies.
+//
+//go:embed functions.sql
+var functionsSQL string
+
 // migrations returns the embedded migrations (migrations/NNNN_name.sql)
 // in version order, checked by [migration.Load].
 func migrations() ([]migration.Migration, error) {
@@ -35,10 +41,12 @@ func LatestSchemaVersion() int {
 	return migration.Latest(ms)
 }
 
-// Migrate creates the schema (if missing), the records table and its index,
-// and applies any embedded migration the table does not have yet. Applied
+// Migrate creates the schema (if missing), the records table and its
+// indexes, and applies any embedded migration the table does not have yet,
+// then (re)creates the claim and batch functions of functions.sql. Applied
 // versions are kept in "<schema>".retrysafe_migrations, one row per table
-// and version.
+// and version. A table migrated by a pre-release build (before v0.1.0) is
+// refused: recreate it.
 //
 // Migrate is safe to run concurrently from several processes: one
 // transaction applies every missing migration under a transaction-level
@@ -58,14 +66,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 	// Fast path: already migrated. An undefined schema or table just means
 	// there is work to do.
-	if v, err := s.schemaVersion(ctx, s.pool); err == nil && v >= latest {
+	if v, err := s.schemaVersion(ctx, s.pool, ms); err == nil && v == latest {
 		return nil
 	} else if err != nil && !isUndefined(err) {
-		return retrysafe.Unavailable("migrate", err)
+		return err
 	}
 
 	for attempt := 1; ; attempt++ {
-		err := s.migrateTx(ctx, ms, latest)
+		err := s.migrateTx(ctx, ms)
 		if err == nil || attempt == migrateAttempts || !catalogConflict(err) || ctx.Err() != nil {
 			return err
 		}
@@ -79,8 +87,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 // the schema, which happens once per table and version.
 const migrateAttempts = 10
 
-// migrateTx applies the missing migrations in one transaction that holds
-// a transaction-level advisory lock keyed by the schema.
+// migrateTx applies the missing migrations and functions.sql in one
+// transaction that holds a transaction-level advisory lock keyed by the
+// schema.
 //
 // The lock is a transaction-level one (pg_advisory_xact_lock) so that
 // Migrate works behind a pooler in transaction mode, where a session lock
@@ -91,7 +100,7 @@ const migrateAttempts = 10
 // acquires an advisory lock), so its CREATE SCHEMA IF NOT EXISTS or
 // CREATE TABLE IF NOT EXISTS can fail with a duplicate key: Migrate then
 // runs a new transaction, which finds the work done (catalogConflict).
-func (s *Store) migrateTx(ctx context.Context, ms []migration.Migration, latest int) error {
+func (s *Store) migrateTx(ctx context.Context, ms []migration.Migration) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return retrysafe.Unavailable("migrate", err)
@@ -115,12 +124,9 @@ func (s *Store) migrateTx(ctx context.Context, ms []migration.Migration, latest 
 )`); err != nil {
 		return fmt.Errorf("postgres: migrate: create %s: %w", versions, retrysafe.Unavailable("migrate", err))
 	}
-	current, err := s.schemaVersion(ctx, tx)
+	current, err := s.schemaVersion(ctx, tx, ms)
 	if err != nil {
-		return retrysafe.Unavailable("migrate", err)
-	}
-	if current > latest {
-		return fmt.Errorf("postgres: table %s is at schema version %d, newer than this build knows (%d)", s.table, current, latest)
+		return err
 	}
 	r := strings.NewReplacer(
 		"{{records}}", s.table,
@@ -129,7 +135,6 @@ func (s *Store) migrateTx(ctx context.Context, ms []migration.Migration, latest 
 		"{{lease_index}}", pgx.Identifier{s.cfg.Table + "_processing_lease_idx"}.Sanitize(),
 		"{{claim_fn}}", s.claimFn,
 		"{{batch_fn}}", s.batchFn,
-		"{{take}}", takeSQL,
 	)
 	for _, m := range ms[current:] {
 		if _, err := tx.Exec(ctx, r.Replace(m.SQL)); err != nil {
@@ -139,6 +144,9 @@ func (s *Store) migrateTx(ctx context.Context, ms []migration.Migration, latest 
 			s.cfg.Table, m.Version, m.Name); err != nil {
 			return retrysafe.Unavailable("migrate", err)
 		}
+	}
+	if _, err := tx.Exec(ctx, r.Replace(functionsSQL)); err != nil {
+		return fmt.Errorf("postgres: functions.sql: %w", retrysafe.Unavailable("migrate", err))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return retrysafe.Unavailable("migrate", err)
@@ -150,22 +158,47 @@ func (s *Store) migrateTx(ctx context.Context, ms []migration.Migration, latest 
 // last migration applied to it, 0 when none was (the schema or the
 // migrations table may not exist yet). [LatestSchemaVersion] is the
 // version Migrate brings it to.
+//
+// It returns an error for a table migrated by a pre-release build (see
+// [Store.Migrate]).
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	v, err := s.schemaVersion(ctx, s.pool)
+	ms, err := migrations()
+	if err != nil {
+		return 0, err
+	}
+	v, err := s.schemaVersion(ctx, s.pool, ms)
 	if isUndefined(err) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, retrysafe.Unavailable("migrate", err)
+		return 0, err
 	}
 	return v, nil
 }
 
-func (s *Store) schemaVersion(ctx context.Context, q querier) (int, error) {
-	var v int
-	err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+quoted(s.cfg.Schema, migrationsTable)+" WHERE table_name = $1",
-		s.cfg.Table).Scan(&v)
-	return v, err
+// schemaVersion reads the migrations applied to the table and checks them
+// against ms ([migration.Check]): a table migrated by another build is an
+// error of its own, a failed read wraps [retrysafe.ErrStoreUnavailable]
+// (and the driver's error, for isUndefined and catalogConflict).
+func (s *Store) schemaVersion(ctx context.Context, q querier, ms []migration.Migration) (int, error) {
+	rows, err := q.Query(ctx, "SELECT version, name FROM "+quoted(s.cfg.Schema, migrationsTable)+" WHERE table_name = $1",
+		s.cfg.Table)
+	if err != nil {
+		return 0, retrysafe.Unavailable("migrate", err)
+	}
+	applied := map[int]string{}
+	var (
+		v    int32
+		name string
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&v, &name}, func() error { applied[int(v)] = name; return nil }); err != nil {
+		return 0, retrysafe.Unavailable("migrate", err)
+	}
+	current, err := migration.Check(ms, applied)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: table %s: %w", s.table, err)
+	}
+	return current, nil
 }
 
 // lockKey is the advisory lock that serialises migrations of one schema

@@ -19,14 +19,6 @@ type statements struct {
 	find, findScope, findNoBody, findScopeNoBody string
 }
 
-// takeSQL decides, inside the claim function's ON CONFLICT DO UPDATE, whether
-// the locked row r may be taken by the claim being inserted (excluded): a
-// completed record that has expired, or a processing record whose lease has
-// run out and whose fingerprint is the claimant's. Migrate substitutes it
-// into migrations/0003_claim_function.sql, which explains the claim.
-const takeSQL = `((r.state = 'completed' AND r.expires_at_ns <= excluded.updated_at_ns) OR ` +
-	`(r.state = 'processing' AND r.lease_until_ns <= excluded.updated_at_ns AND r.fingerprint = excluded.fingerprint))`
-
 func buildStatements(table, claimFn, batchFn string) statements {
 	sel := "SELECT " + recordColumns + " FROM " + table
 	listCols := strings.Replace(recordColumns, ", body", ", NULL::bytea", 1)
@@ -35,8 +27,7 @@ func buildStatements(table, claimFn, batchFn string) statements {
 		// until, $7 route: one statement, one round trip, exactly one row.
 		claim: "SELECT * FROM " + claimFn + "($1, $2, $3, $4, $5, $6, $7)",
 		// One array per argument, one element per operation, and the
-		// notify channel, then the routes; see migrations/0005_batch_function.sql
-		// and 0006_route.sql.
+		// notify channel, then the routes; see functions.sql.
 		batch: "SELECT * FROM " + batchFn + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
 		get:   sel + " WHERE scope = $1 AND key = $2",
 		// $1 scope, $2 key, $3 token, $4 lease until, $5 now.

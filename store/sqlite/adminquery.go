@@ -65,7 +65,7 @@ func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe
 	COALESCE(SUM(CASE WHEN state = 'processing' THEN 1 ELSE 0 END), 0),
 	COALESCE(SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END), 0),
 	COALESCE(SUM(CASE WHEN state = 'processing' AND lease_until <= ?1 THEN 1 ELSE 0 END), 0),
-	COALESCE(SUM(CASE WHEN state = 'completed' AND status >= 400 THEN 1 ELSE 0 END), 0),
+	COALESCE(SUM(CASE WHEN state = 'completed' AND status >= 400 AND expires_at > ?1 THEN 1 ELSE 0 END), 0),
 	COALESCE(SUM(CASE WHEN state = 'completed' AND expires_at <= ?1 THEN 1 ELSE 0 END), 0)
 FROM `+table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.Failed, &st.Expired)
 	})

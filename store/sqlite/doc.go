@@ -12,11 +12,12 @@
 //
 // One table (Config.Table, default "retrysafe_records") keyed by
 // (scope, idem_key), created by embedded numbered migrations
-// (migrations/NNNN_*.sql) recorded in Config.Table+"_migrations". Times are
-// integer Unix nanoseconds and come back in UTC; headers are BLOBs in a
-// length-prefixed binary encoding that keeps every byte (rows written by
-// earlier releases hold JSON text there, and still decode); bodies are
-// BLOBs.
+// (migrations/NNNN_*.sql, starting afresh at 0001_initial.sql in v0.1.0)
+// recorded in Config.Table+"_migrations". Times are integer Unix
+// nanoseconds and come back in UTC; headers are BLOBs in a length-prefixed
+// binary encoding that keeps every byte; bodies are BLOBs. A database
+// migrated by a pre-release build (which recorded other migrations) is
+// refused by Migrate with an error saying so: recreate it.
 //
 // # Atomicity and fencing
 //

@@ -3,8 +3,8 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
-	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,11 +12,11 @@ import (
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
-// TestLegacyJSONHeaders: a completed row written by an earlier release,
-// whose headers column holds JSON text, still decodes; a row completed now
-// holds a BLOB in the binary encoding (first byte 0x01) that keeps bytes
-// that are not UTF-8.
-func TestLegacyJSONHeaders(t *testing.T) {
+// TestBinaryHeaders: a completion stores its headers as a BLOB in the
+// binary encoding (first byte 0x01), which keeps bytes that are not UTF-8;
+// a headers column holding anything else (say JSON text) is reported as
+// corrupt, never guessed at.
+func TestBinaryHeaders(t *testing.T) {
 	t.Parallel()
 	s, path := openStore(t)
 	ctx := context.Background()
@@ -25,34 +25,7 @@ func TestLegacyJSONHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-
-	// The fixture: a row exactly as the JSON-header release wrote it.
 	now := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
-	_, err = db.ExecContext(ctx, `INSERT INTO retrysafe_records (
-	scope, idem_key, fingerprint, state, token, attempt,
-	created_at, updated_at, lease_until, expires_at, status, headers, body
-) VALUES ('tenant', 'legacy', 'fp', 'completed', 'tok', 1, ?1, ?1, ?2, ?3, 201, ?4, ?5)`,
-		now.UnixNano(), now.Add(30*time.Second).UnixNano(), now.Add(time.Hour).UnixNano(),
-		`{"Content-Type":["application/json"],"X-Multi":["a","","b, c"],"X-Unicode":["naïve ✓"]}`, []byte(`{"id":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &retrysafe.Response{
-		Status: 201,
-		Header: http.Header{"Content-Type": {"application/json"}, "X-Multi": {"a", "", "b, c"}, "X-Unicode": {"naïve ✓"}},
-		Body:   []byte(`{"id":1}`),
-	}
-	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: "tenant", Key: "legacy", Now: now})
-	if err != nil {
-		t.Fatalf("Get of a row with JSON headers: %v", err)
-	}
-	if !reflect.DeepEqual(rec.Response, want) {
-		t.Fatalf("legacy row decoded as %+v, want %+v", rec.Response, want)
-	}
-	res := mustClaim(t, s, claimParams("legacy", "fp", now.Add(time.Minute)))
-	if res.Claimed || !reflect.DeepEqual(res.Record.Response, want) {
-		t.Fatalf("replaying claim of the legacy row: claimed %v, %+v", res.Claimed, res.Record.Response)
-	}
 
 	// A new completion writes the binary encoding.
 	p := claimParams("new", "fp", now)
@@ -70,8 +43,14 @@ func TestLegacyJSONHeaders(t *testing.T) {
 	if typ != "blob" || len(raw) == 0 || raw[0] != 0x01 {
 		t.Fatalf("headers column: %s %q, want a blob in the binary encoding (version byte 0x01)", typ, raw)
 	}
-	rec, err = s.Get(ctx, &retrysafe.GetParams{Scope: "tenant", Key: "new", Now: now})
+	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: "tenant", Key: "new", Now: now})
 	if err != nil || !reflect.DeepEqual(rec.Response.Header, cp.Response.Header) {
 		t.Fatalf("Get: %+v, %v; want header %q", rec, err, cp.Response.Header)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE retrysafe_records SET headers = '{"Content-Type":["text/plain"]}' WHERE idem_key = 'new'`); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: "tenant", Key: "new", Now: now}); err == nil || !strings.Contains(err.Error(), "corrupt stored header") {
+		t.Fatalf("Get of a row with JSON headers = %+v, %v; want a corrupt-header error", rec, err)
 	}
 }

@@ -36,22 +36,28 @@ func LatestSchemaVersion() int {
 // SchemaVersion returns the schema version the store's database is at:
 // the last migration applied to it, 0 when none was (the version table
 // may not exist yet). [LatestSchemaVersion] is the version Migrate brings
-// it to.
+// it to. It returns an error for a database migrated by a pre-release
+// build (see [Store.Migrate]).
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	var v sql.NullInt64
-	err := s.retry(ctx, "migrate", func() error {
+	ms, err := migrations()
+	if err != nil {
+		return 0, err
+	}
+	var applied map[int]string
+	err = s.retry(ctx, "migrate", func() error {
 		var exists int
 		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
 			s.cfg.Table+"_migrations").Scan(&exists)
 		if err != nil || exists == 0 {
 			return err
 		}
-		return s.db.QueryRowContext(ctx, "SELECT MAX(version) FROM "+quoteIdent(s.cfg.Table+"_migrations")).Scan(&v)
+		applied, err = s.applied(ctx, s.db)
+		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	return int(v.Int64), nil
+	return s.check(ms, applied)
 }
 
 // Migrate brings the schema up to date: it applies the embedded migrations
@@ -62,7 +68,8 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // transaction (SQLite's DDL is transactional), so one migrator applies them
 // and the others, after waiting for the write lock, find nothing to do. A
 // database already at the current version is detected without taking the
-// write lock.
+// write lock. A database migrated by a pre-release build (before v0.1.0)
+// is refused: recreate it.
 func (s *Store) Migrate(ctx context.Context) error {
 	ms, err := migrations()
 	if err != nil {
@@ -71,12 +78,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 	versions := quoteIdent(s.cfg.Table + "_migrations")
 	latest := migration.Latest(ms)
 
-	var current sql.NullInt64
-	err = s.db.QueryRowContext(ctx, "SELECT MAX(version) FROM "+versions).Scan(&current)
-	if err == nil && current.Int64 >= int64(latest) {
-		return nil
+	if applied, err := s.applied(ctx, s.db); err == nil {
+		current, err := s.check(ms, applied)
+		if err != nil || current == latest {
+			return err
+		}
 	}
-	return s.retry(ctx, "migrate", func() error {
+	var refused error
+	err = s.retry(ctx, "migrate", func() error {
 		return s.immediate(ctx, func(conn *sql.Conn) error {
 			_, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+versions+` (
 	version    INTEGER PRIMARY KEY,
@@ -86,21 +95,23 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			var current sql.NullInt64
-			if err := conn.QueryRowContext(ctx, "SELECT MAX(version) FROM "+versions).Scan(&current); err != nil {
+			applied, err := s.applied(ctx, conn)
+			if err != nil {
 				return err
 			}
-			for _, m := range ms {
-				if int64(m.Version) <= current.Int64 {
-					continue
-				}
+			current, err := s.check(ms, applied)
+			if err != nil {
+				refused = err
+				return err
+			}
+			for _, m := range ms[current:] {
 				stmt := strings.NewReplacer("{{table}}", quoteIdent(s.cfg.Table), "{{prefix}}", s.cfg.Table).Replace(m.SQL)
 				if _, err := conn.ExecContext(ctx, stmt); err != nil {
 					return fmt.Errorf("migration %s: %w", m.File, err)
 				}
 				// applied_at is informational: the store's clock is fine.
 				_, err := conn.ExecContext(ctx, "INSERT INTO "+versions+" (version, name, applied_at) VALUES (?, ?, ?)",
-					m.Version, m.File, time.Now().UnixNano())
+					m.Version, m.Name, time.Now().UnixNano())
 				if err != nil {
 					return err
 				}
@@ -108,4 +119,42 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return nil
 		})
 	})
+	if refused != nil {
+		return refused
+	}
+	return err
+}
+
+// applied returns the migrations the version table records, version to
+// name.
+func (s *Store) applied(ctx context.Context, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}) (map[int]string, error) {
+	rows, err := q.QueryContext(ctx, "SELECT version, name FROM "+quoteIdent(s.cfg.Table+"_migrations"))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	applied := map[int]string{}
+	for rows.Next() {
+		var (
+			v    int
+			name string
+		)
+		if err := rows.Scan(&v, &name); err != nil {
+			return nil, err
+		}
+		applied[v] = name
+	}
+	return applied, rows.Err()
+}
+
+// check returns the version applied migrations bring the database to,
+// or an error when a migration is not one of ms ([migration.Check]).
+func (s *Store) check(ms []migration.Migration, applied map[int]string) (int, error) {
+	v, err := migration.Check(ms, applied)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: table %s: %w", s.cfg.Table, err)
+	}
+	return v, nil
 }

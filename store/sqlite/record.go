@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -37,23 +36,10 @@ func encodeHeaders(h http.Header) any {
 	return headercodec.Encode(h)
 }
 
-// decodeHeaders reads the headers column: NULL is a nil header, a value that
-// starts with headercodec.Version the binary encoding, and anything else the
-// JSON text that earlier releases wrote (JSON never starts with that byte),
-// decoded as before so their records stay readable.
+// decodeHeaders reads the headers column: NULL is a nil header.
 func decodeHeaders(b []byte) (http.Header, error) {
-	if b == nil {
-		return nil, nil
-	}
-	if headercodec.IsEncoded(b) {
-		h, err := headercodec.Decode(b)
-		if err != nil {
-			return nil, fmt.Errorf("decode headers: %w", err)
-		}
-		return h, nil
-	}
-	var h http.Header
-	if err := json.Unmarshal(b, &h); err != nil {
+	h, err := headercodec.Decode(b)
+	if err != nil {
 		return nil, fmt.Errorf("decode headers: %w", err)
 	}
 	return h, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -291,8 +292,9 @@ SELECT 'tenant', 'old-' || i, 'fp', 'completed', 'tok', 1, ?1, ?1, ?1, ?2, 200, 
 }
 
 // TestSchemaVersion: Store.SchemaVersion is the version the database is
-// at (0 before Migrate, and a version newer than this build when a newer
-// build migrated it), LatestSchemaVersion the one Migrate brings it to.
+// at (0 before Migrate), LatestSchemaVersion the one Migrate brings it to,
+// and a database that records a migration this build does not have (a
+// newer build's) is refused by both SchemaVersion and Migrate.
 func TestSchemaVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -318,7 +320,48 @@ func TestSchemaVersion(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO retrysafe_records_migrations (version, name, applied_at) VALUES (?, 'newer', 0)`, latest+1); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := s.SchemaVersion(ctx); err != nil || v != latest+1 {
-		t.Fatalf("SchemaVersion of a database a newer build migrated = %d, %v; want %d", v, err, latest+1)
+	if v, err := s.SchemaVersion(ctx); err == nil || !strings.Contains(err.Error(), "(newer), which this build") {
+		t.Fatalf("SchemaVersion of a database a newer build migrated = %d, %v; want an error naming the migration", v, err)
+	}
+	if err := s.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "(newer), which this build") {
+		t.Fatalf("Migrate of a database a newer build migrated = %v; want an error naming the migration", err)
+	}
+}
+
+// TestMigrateRefusesPreReleaseDatabase: a database that a pre-release
+// build migrated (three migrations, recorded by file name) is refused with
+// an error that says to recreate it, by Open as by Migrate, and nothing is
+// applied.
+func TestMigrateRefusesPreReleaseDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", sqlite.DSN(path, sqlite.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err := db.Exec(`CREATE TABLE retrysafe_records_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+INSERT INTO retrysafe_records_migrations VALUES (1, '0001_records.sql', 0), (2, '0002_processing_lease_index.sql', 0), (3, '0003_route.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.New(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "records migration 1 (0001_records.sql), which this build"
+	if err := s.Migrate(ctx); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "must be recreated") {
+		t.Fatalf("Migrate of a pre-release database = %v, want an error saying it must be recreated", err)
+	} else if errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Fatalf("Migrate of a pre-release database = %v: not an outage", err)
+	}
+	if s, err := sqlite.Open(ctx, path, sqlite.Config{}); err == nil || !strings.Contains(err.Error(), want) {
+		if s != nil {
+			_ = s.Close()
+		}
+		t.Fatalf("Open of a pre-release database = %v, want the same error", err)
+	}
+	if n := countRows(t, db, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'retrysafe_records'`); n != 0 {
+		t.Fatal("Migrate of a pre-release database created the records table")
 	}
 }

@@ -143,8 +143,8 @@ func testAdminListFilters(t *testing.T, h *harness) {
 	}
 }
 
-// testAdminStats: Stats counts by state, lease-expired and failed and
-// expired records, and returns the oldest record in flight and the
+// testAdminStats: Stats counts by state and by status
+// (retrysafe.Record.Status: lease-expired, failed, expired records), and returns the oldest record in flight and the
 // unknown outcomes, longest expired first, bounded by params.Unknown.
 func testAdminStats(t *testing.T, h *harness) {
 	ad, ok := h.s.(retrysafe.Admin)
@@ -202,6 +202,17 @@ func testAdminStats(t *testing.T, h *harness) {
 	}
 	if o := st.OldestInFlight; o == nil || o.Key != "a-old" || st.LeaseExpired != 0 || len(st.Unknown) != 0 {
 		t.Errorf("Stats at 20s: oldest %s, %d lease-expired, want a-old and none", describe(o), st.LeaseExpired)
+	}
+	// Once b-fail's result has expired it counts as expired, not failed
+	// (retrysafe.Record.Status): the counts are those of the statuses.
+	st, err = ad.Stats(h.ctx, &retrysafe.StatsParams{Now: at(25*time.Second + ttl)})
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	got = fmt.Sprintf("processing=%d completed=%d leaseExpired=%d failed=%d expired=%d",
+		st.Processing, st.Completed, st.LeaseExpired, st.Failed, st.Expired)
+	if want := "processing=9 completed=3 leaseExpired=9 failed=0 expired=3"; got != want {
+		t.Errorf("Stats counts once every result expired: %s, want %s", got, want)
 	}
 }
 

@@ -16,6 +16,9 @@
 -- The two secondary indexes let Sweep find expired completed records and
 -- abandoned processing records without a scan (MySQL has no partial
 -- indexes: state leads instead).
+--
+-- The claim procedure is in ../procedures.sql, which Migrate runs after
+-- this file.
 CREATE TABLE IF NOT EXISTS {{records}} (
     scope          VARBINARY(1024) NOT NULL,
     idem_key       VARBINARY(1024) NOT NULL,
