@@ -354,7 +354,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	info := infoFrom(ctx)
 	if info != nil {
-		ok, done := g.limitScope(w, r, info.route, op)
+		ok, done := g.limitScope(w, info.route, op)
 		if !ok {
 			return
 		}

@@ -227,7 +227,7 @@ func routeLabel(pattern string) string {
 // record about to be forwarded). It returns false after answering 429 and
 // releasing the claim. After the upstream call, call done: it stops
 // counting a key that was released.
-func (g *Gateway) limitScope(w http.ResponseWriter, r *http.Request, rh *routeHandler, op *retrysafe.Operation) (ok bool, done func()) {
+func (g *Gateway) limitScope(w http.ResponseWriter, rh *routeHandler, op *retrysafe.Operation) (ok bool, done func()) {
 	if rh == nil || rh.limiter == nil || op == nil || op.Attempt() != 1 {
 		return true, func() {}
 	}
