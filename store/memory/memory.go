@@ -290,6 +290,9 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 	renewed.LeaseUntil = p.Now.Add(p.Lease)
 	renewed.UpdatedAt = p.Now
 	sh.records[i] = &renewed
+	if due := renewed.LeaseUntil.Add(s.retention); due.Before(sh.evictable) { // Extend may shorten the lease
+		sh.evictable = due
+	}
 	return nil
 }
 

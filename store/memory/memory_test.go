@@ -432,3 +432,46 @@ func TestFindNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestEvictionAfterRefusal: a refused claim leaves each shard a bound of
+// when its records may next be evicted, and a later change that moves a
+// record's due time earlier (a completion with a short TTL, an Extend
+// that shortens a lease) lowers it, so the eviction still finds the
+// record once it is due.
+func TestEvictionAfterRefusal(t *testing.T) {
+	t.Parallel()
+	for _, short := range []string{"complete", "extend"} {
+		t.Run(short, func(t *testing.T) {
+			t.Parallel()
+			s := New(Config{MaxRecords: 2, JanitorInterval: -1, ProcessingRetention: time.Hour})
+			t.Cleanup(func() { s.Close() })
+			ctx := t.Context()
+			a, err := claim(t, s, "a", base) // lease 1m: due at base+1m+1h
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := claim(t, s, "b", base); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := claim(t, s, "new", base); !errors.Is(err, ErrFull) {
+				t.Fatalf("Claim into a full store: %v, want ErrFull", err)
+			}
+			switch short {
+			case "complete": // a's result expires at base+1s
+				err = s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "a", Token: a.Token, Now: base, TTL: time.Second, Response: &retrysafe.Response{Status: 201}})
+			case "extend": // a's lease now ends at base+1s: retired at base+1h+1s
+				err = s.Extend(ctx, &retrysafe.ExtendParams{Scope: "s", Key: "a", Token: a.Token, Now: base, Lease: time.Second})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := base.Add(time.Second)
+			if short == "extend" {
+				at = at.Add(time.Hour)
+			}
+			if _, err := claim(t, s, "new", at); err != nil {
+				t.Fatalf("Claim once a is due: %v, want room made by evicting a", err)
+			}
+		})
+	}
+}
