@@ -70,15 +70,13 @@ func TestMiddlewareAllocations(t *testing.T) {
 	}
 	bare := testing.AllocsPerRun(200, func() { serve(handler, "k") })
 	newKey := testing.AllocsPerRun(200, func() { serve(protected, keys[n]); n++ })
-	// The first replay of a key makes the *Record the memory store hands
-	// out (it keeps completed records compact) and the store keeps it for
-	// the next replays.
+	// The first replay of a key, and the later ones.
 	n = 0
 	first := testing.AllocsPerRun(200, func() { serve(protected, keys[n]); n++ })
 	n = 0
 	replay := testing.AllocsPerRun(200, func() { serve(protected, keys[n]); n++ })
 	t.Logf("allocations: bare handler %.0f, new key %+.0f, first replay %+.0f, replay %+.0f", bare, newKey-bare, first-bare, replay-bare)
-	const maxNew, maxFirst, maxReplay = 10, 1, 0
+	const maxNew, maxFirst, maxReplay = 15, 1, 0
 	if newKey-bare > maxNew {
 		t.Errorf("a new key adds %.0f allocations, want at most %d", newKey-bare, maxNew)
 	}

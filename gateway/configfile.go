@@ -37,12 +37,16 @@ type fileRoute struct {
 	IgnoreFields    []string `yaml:"ignore_fields"`
 	StoreStatuses   []string `yaml:"store_statuses"`
 	ScopeHeader     *string  `yaml:"scope_header"`
+	ScopeRate       *string  `yaml:"scope_rate"`
+	ScopeBurst      *int     `yaml:"scope_burst"`
+	ScopeMaxLive    *int     `yaml:"scope_max_live"`
 }
 
 // routeFields lists the YAML fields of a route, for error messages.
 var routeFields = []string{
 	"match", "protect", "methods", "require_key", "ttl", "lease", "in_flight", "wait_timeout",
 	"max_body", "max_response_body", "ignore_fields", "store_statuses", "scope_header",
+	"scope_rate", "scope_burst", "scope_max_live",
 }
 
 // LoadConfigFile reads a YAML route file (see [ParseConfig]).
@@ -73,6 +77,9 @@ func LoadConfigFile(path string, defaults Policy) ([]Route, error) {
 //	    ignore_fields: ["/meta/requestedAt"]
 //	    store_statuses: ["2xx", "4xx", 500]
 //	    scope_header: X-Api-Key
+//	    scope_rate: 10/s                 # new keys per scope: 10/s, 600/m, 1000/h
+//	    scope_burst: 20
+//	    scope_max_live: 1000             # new keys per scope within the TTL, per instance
 //	  - match: "POST /webhooks/"
 //	    protect: false                   # pass through unprotected
 //
@@ -185,7 +192,43 @@ func (fr *fileRoute) route(p Policy) (Route, error) {
 		}
 		p.ScopeHeader = h
 	}
+	if err := fr.scopeLimits(&p.ScopeLimits); err != nil {
+		return Route{}, err
+	}
 	return Route{Pattern: pattern, Policy: p}, nil
+}
+
+// scopeLimits overrides l with the route's scope_rate, scope_burst and
+// scope_max_live; "off" (or 0) turns a limit off.
+func (fr *fileRoute) scopeLimits(l *ScopeLimits) error {
+	if fr.ScopeRate != nil {
+		switch v := strings.TrimSpace(*fr.ScopeRate); v {
+		case "off", "0":
+			l.Rate, l.Burst = 0, 0
+		default:
+			rate, err := ParseScopeRate(v)
+			if err != nil {
+				return fmt.Errorf("scope_rate: %w", err)
+			}
+			l.Rate = rate
+		}
+	}
+	if fr.ScopeBurst != nil {
+		if *fr.ScopeBurst < 0 {
+			return fmt.Errorf("scope_burst: %d is negative (0 means the rate rounded up)", *fr.ScopeBurst)
+		}
+		l.Burst = *fr.ScopeBurst
+	}
+	if fr.ScopeMaxLive != nil {
+		if *fr.ScopeMaxLive < 0 {
+			return fmt.Errorf("scope_max_live: %d is negative (0 means no bound)", *fr.ScopeMaxLive)
+		}
+		l.MaxLive = *fr.ScopeMaxLive
+	}
+	if l.Burst > 0 && l.Rate == 0 {
+		return errors.New("scope_burst: set without a scope_rate")
+	}
+	return nil
 }
 
 func parseDurationField(name string, v *string, def time.Duration) (time.Duration, error) {

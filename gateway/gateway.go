@@ -126,6 +126,8 @@ type Gateway struct {
 	ui  *UI            // the operator page; nil when the store has no Admin
 	mux *http.ServeMux // routes; nil when there are none
 	def *routeHandler  // requests that match no route
+
+	scopeLimited *prometheus.CounterVec // new keys refused by a scope limit
 }
 
 // routeHandler serves the requests of one route (or the defaults).
@@ -134,6 +136,7 @@ type routeHandler struct {
 	policy  Policy
 	lease   time.Duration // the effective lease; zero when bypassed
 	h       http.Handler  // the middleware around the proxy
+	limiter *scopeLimiter // nil: no scope limits
 }
 
 func (rh *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { rh.h.ServeHTTP(w, r) }
@@ -182,6 +185,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	var err error
 	if g.metrics, err = NewMetrics(g.registry); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	if g.scopeLimited, err = newScopeLimitMetric(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	if b, ok := optionalOf[retrysafe.Batcher](cfg.Store); ok {
@@ -263,6 +269,12 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 		return nil, err
 	}
 	rh.lease = cfg.Lease
+	if err := p.ScopeLimits.validate(); err != nil {
+		return nil, err
+	}
+	if p.ScopeLimits.enabled() {
+		rh.limiter = newScopeLimiter(p.ScopeLimits, cfg.TTL)
+	}
 	mw, err := retrysafe.NewMiddleware(cfg)
 	if err != nil {
 		return nil, err
@@ -340,7 +352,15 @@ func cleanPath(p string) string {
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
 	op := retrysafe.OperationFromContext(r.Context())
 	ctx := r.Context()
-	if info := infoFrom(ctx); info != nil {
+	info := infoFrom(ctx)
+	if info != nil {
+		ok, done := g.limitScope(w, info.route, op)
+		if !ok {
+			return
+		}
+		defer done()
+	}
+	if info != nil {
 		info.forwarded = true
 		info.op = op
 		// A request is written only on a connection the Transport got:

@@ -43,6 +43,9 @@ type Policy struct {
 	// ScopeHeader names the header whose value (hashed) identifies the
 	// caller; "" means Authorization.
 	ScopeHeader string
+	// ScopeLimits limit the new keys of each scope on this route; the
+	// zero value limits nothing.
+	ScopeLimits ScopeLimits
 }
 
 // DefaultPolicy returns the policy of the fixed CLI defaults: POST and PATCH

@@ -85,6 +85,7 @@ type serveOptions struct {
 	encryptionAcceptPlaintext                    bool
 	readTimeout, writeTimeout                    time.Duration
 	adminTokenFile                               string
+	scopeLimits                                  scopeLimitFlags
 }
 
 // flags defines serve's flags on fs. The first twelve are fixed by the
@@ -120,6 +121,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.readTimeout, "read-timeout", gateway.DefaultReadTimeout, "bound on reading a whole request, body included; a client that stalls mid-body is cut off and nothing runs")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", adminTokenUsage)
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
+	o.scopeLimits.define(fs)
 }
 
 // deriveUpstreamTimeout gives --upstream-timeout a default that fits
@@ -187,6 +189,9 @@ func (o *serveOptions) policy() (gateway.Policy, error) {
 		return p, usagef("--scope-header is empty")
 	}
 	p.ScopeHeader = strings.TrimSpace(o.scopeHeader)
+	if err := o.scopeLimits.apply(&p); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 

@@ -2,22 +2,30 @@
 // implementation of the store contract, for tests, demos and single-process
 // services that can afford to forget their records on restart.
 //
-// Records live in shards, each a hash table behind a mutex of its own (see
-// shard), so that concurrent requests for different keys seldom wait for
-// each other. A record is immutable once
-// handed out: every change (takeover, renewal, completion) makes a new
-// *Record, so Claim and Get hand out the stored record itself without a
-// copy (the [retrysafe.Store] contract forbids modifying it). A completed
-// record is kept packed, in memory without pointers, which the garbage
-// collector marks without scanning; Claim and Get make a *Record of it for
-// the first caller, and make and keep one for the second and later ones
-// (see entry and table.replayAt).
-// The store is bounded (Config.MaxRecords): when full it evicts expired
-// records and abandoned ones (processing records whose lease ran out more
-// than Config.ProcessingRetention ago), never live ones, and refuses new
-// claims with an error matching [retrysafe.ErrStoreUnavailable]. A janitor
-// goroutine deletes the same records in the background; expiry is enforced
-// on read regardless.
+// It is written to be read in one sitting by someone implementing a store
+// of their own: each rule of the [retrysafe.Store] contract appears once,
+// in the method it governs, with a comment naming it.
+//
+//   - Records are kept in a fixed number of shards, each a Go map behind
+//     its own mutex, chosen by a hash of scope and key, so that requests
+//     for different keys seldom wait for each other. Every call on one key
+//     runs under that key's shard lock, which is what makes Claim atomic.
+//   - Records are immutable: a change (takeover, renewal, completion)
+//     stores a new *Record, so a record handed to a caller is never
+//     modified and can be returned without a copy.
+//   - The store is bounded (Config.MaxRecords). When it is full, a claim
+//     of a new key first evicts expired completed records and abandoned
+//     processing records (lease ran out more than
+//     Config.ProcessingRetention ago), never live ones, and is refused with
+//     an error matching [retrysafe.ErrStoreFull] if there is still no room.
+//     A janitor goroutine deletes the same records in the background;
+//     expiry is enforced on read regardless.
+//
+// Being plain has a cost: every live record is a few
+// heap objects that each garbage collection marks, so with hundreds of
+// thousands of records a new key costs a few microseconds of collector
+// CPU on top of its own work. The other stores keep records outside the
+// Go heap.
 //
 // The store does not survive a restart and is not shared between
 // processes: run several instances against PostgreSQL or Redis instead.
@@ -29,7 +37,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,9 +57,8 @@ type Config struct {
 	// value) means DefaultMaxRecords (1,000,000). When the store is full, a
 	// claim of a new key first evicts completed records that have expired
 	// and processing records retired by ProcessingRetention; if it is still
-	// full, the claim fails with an error matching
-	// retrysafe.ErrStoreUnavailable and ErrFull. Live records are never
-	// evicted.
+	// full, the claim fails with an error matching retrysafe.ErrStoreFull
+	// and ErrFull. Live records are never evicted.
 	MaxRecords int
 	// JanitorInterval is how often expired completed records and retired
 	// processing records are deleted in the background; zero means
@@ -71,73 +77,55 @@ type Config struct {
 	Now func() time.Time
 }
 
-// ErrFull is wrapped (inside a retrysafe.StoreError, so it also matches
-// retrysafe.ErrStoreUnavailable) by Claim when MaxRecords live records are
-// stored and none has expired.
+// ErrFull is wrapped (by [retrysafe.Full], so the error also matches
+// retrysafe.ErrStoreFull, and not retrysafe.ErrStoreUnavailable) by Claim
+// when MaxRecords live records are stored and none can be evicted.
 var ErrFull = errors.New("memory store full: MaxRecords live records stored, none expired")
 
 // errClosed is returned, wrapped, by every method after Close.
 var errClosed = errors.New("memory store closed")
 
+// numShards is the number of shards of a store. More shards than cores
+// keeps two cores from often wanting the same mutex; more than that buys
+// nothing.
+const numShards = 32
+
+// id identifies a record: scope and key.
 type id struct{ scope, key string }
+
+// shard holds the records whose id hashes to it, behind its own mutex.
+type shard struct {
+	mu      sync.Mutex
+	records map[id]*retrysafe.Record
+	// peak is the most records the map has held since it was made: Go
+	// maps do not shrink, so a sweep that leaves far fewer makes a new one.
+	peak int
+	// evictable is the earliest time at which one of the shard's records
+	// may be evicted (a completed record's ExpiresAt, a processing
+	// record's LeaseUntil + retention) or a time before it. A full store
+	// sweeps only the shards whose time has come, so that refusing a claim
+	// does not read every record again.
+	evictable time.Time
+	closed    bool
+}
 
 // Store is an in-memory [retrysafe.Store]. It also implements
 // [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier],
-// [retrysafe.Admin] and [retrysafe.NonBlocking]. Create it with [New]; the zero value is not usable.
+// [retrysafe.Admin] and [retrysafe.NonBlocking]. Create it with [New]; the
+// zero value is not usable.
 type Store struct {
 	max       int
 	now       func() time.Time
 	retention time.Duration
 
-	seed   maphash.Seed // of every shard's table (see shardOf)
-	shards []shard      // a power of two of them
-	n      atomic.Int64 // records held, in all shards (see reserve)
-	hc     headerCache  // the shards' (see completedEntry, table.replayAt)
+	seed   maphash.Seed
+	shards [numShards]shard
+	count  atomic.Int64 // records held in all shards (see reserve)
 	subs   waiters.Registry[id]
 
 	stop        chan struct{} // closed by Close
 	janitorDone chan struct{} // closed when the janitor goroutine returns
 	closeOnce   sync.Once
-}
-
-// shard holds the records whose hash falls to it (see Store.shardOf),
-// behind its own mutex. Calls for keys of different shards do not wait
-// for each other: with one mutex for the store, two cores running new
-// keys spent 13 % of their CPU on it (docs/performance.md, "Eighth
-// round").
-type shard struct {
-	mu      sync.Mutex
-	records table
-	// nextExpiry is a lower bound of ExpiresAt over the shard's completed
-	// records: while now is before it, none has expired and an eviction
-	// scan would find nothing.
-	nextExpiry time.Time
-	// nextLease is a lower bound of LeaseUntil over the shard's processing
-	// records: while now is before nextLease + retention, none is due for
-	// retirement.
-	nextLease time.Time
-	closed    bool
-	_         [64]byte // the next shard's mutex on another cache line
-}
-
-// numShards is the number of shards of a store.
-const numShards = 32
-
-// shardOf returns the shard of the record whose hash is h. It takes bits
-// that the shard's table does not look at first: the table indexes its
-// directory by the top bits and a subtable's slots by the low ones.
-func (s *Store) shardOf(h uint64) *shard {
-	return &s.shards[h>>32&uint64(len(s.shards)-1)]
-}
-
-// reserve counts one more record held, and reports whether that is within
-// MaxRecords; when not, the count is as before.
-func (s *Store) reserve() bool {
-	if s.n.Add(1) > int64(s.max) {
-		s.n.Add(-1)
-		return false
-	}
-	return true
 }
 
 var (
@@ -151,24 +139,16 @@ var (
 
 // New returns a store configured by cfg and starts its janitor (unless
 // cfg.JanitorInterval is negative). Call [Store.Close] to stop it.
-func New(cfg Config) *Store { return newSharded(cfg, numShards) }
-
-// newSharded is New with the number of shards, a power of two.
-func newSharded(cfg Config, shards int) *Store {
+func New(cfg Config) *Store {
 	s := &Store{
-		max:         cmp.Or(cfg.MaxRecords, DefaultMaxRecords),
+		max:         cfg.MaxRecords,
 		now:         cfg.Now,
 		retention:   cfg.ProcessingRetention,
 		seed:        maphash.MakeSeed(),
-		shards:      make([]shard, shards),
 		stop:        make(chan struct{}),
 		janitorDone: make(chan struct{}),
 	}
-	for k := range s.shards {
-		s.shards[k].records = newTableSeed(s.seed)
-		s.shards[k].records.hc = &s.hc
-	}
-	if s.max < 0 {
+	if s.max <= 0 {
 		s.max = DefaultMaxRecords
 	}
 	if s.now == nil {
@@ -176,6 +156,9 @@ func newSharded(cfg Config, shards int) *Store {
 	}
 	if s.retention <= 0 {
 		s.retention = retrysafe.DefaultProcessingRetention
+	}
+	for k := range s.shards {
+		s.shards[k].records = make(map[id]*retrysafe.Record)
 	}
 	interval := cmp.Or(cfg.JanitorInterval, DefaultJanitorInterval)
 	if interval < 0 {
@@ -186,24 +169,309 @@ func newSharded(cfg Config, shards int) *Store {
 	return s
 }
 
-// Close stops the janitor and waits for it to return. Afterwards every
-// method returns an error matching retrysafe.ErrStoreUnavailable, and
-// every subscription ends after a last wake-up. Close is idempotent.
-func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		for k := range s.shards {
-			sh := &s.shards[k]
-			sh.mu.Lock()
-			sh.closed = true
-			s.n.Add(-int64(sh.records.len()))
-			sh.records = table{}
-			sh.mu.Unlock()
+// lock checks ctx, takes the mutex of i's shard and checks that the store
+// is open. On success the caller must unlock the shard.
+func (s *Store) lock(ctx context.Context, op string, i id) (*shard, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sh := &s.shards[maphash.Comparable(s.seed, i)%numShards]
+	sh.mu.Lock()
+	if sh.closed {
+		sh.mu.Unlock()
+		return nil, retrysafe.Unavailable(op, errClosed)
+	}
+	return sh, nil
+}
+
+// Claim implements [retrysafe.Store].
+func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	for evicted := false; ; evicted = true {
+		res, full, err := s.claim(ctx, p)
+		if !full {
+			return res, err
 		}
-		s.subs.Close()
-		close(s.stop)
-	})
-	<-s.janitorDone
+		if evicted {
+			return nil, retrysafe.Full("claim", fmt.Errorf("%w (MaxRecords=%d)", ErrFull, s.max))
+		}
+		// No room for a new key: make some, without holding the key's
+		// shard, and try once more.
+		s.evict(p.Now)
+	}
+}
+
+// claim is one attempt of Claim. full reports that the key is new and the
+// store has no room for it.
+func (s *Store) claim(ctx context.Context, p *retrysafe.ClaimParams) (res *retrysafe.ClaimResult, full bool, err error) {
+	i := id{p.Scope, p.Key}
+	sh, err := s.lock(ctx, "claim", i)
+	if err != nil {
+		return nil, false, err
+	}
+	defer sh.mu.Unlock()
+	// Claim is atomic: the read and the write below happen under one
+	// lock, so among concurrent claims of a key exactly one wins.
+	rec, ok := sh.records[i]
+	switch {
+	case ok && rec.State == retrysafe.StateCompleted && !rec.Expired(p.Now):
+		// A live result: replay it.
+		return &retrysafe.ClaimResult{Record: rec}, false, nil
+	case ok && rec.State == retrysafe.StateProcessing && (p.Now.Before(rec.LeaseUntil) || rec.Fingerprint != p.Fingerprint):
+		// In flight, or an expired lease that only the same request may
+		// take over: the caller gets the record, nothing changes.
+		return &retrysafe.ClaimResult{Record: rec}, false, nil
+	case ok && rec.State == retrysafe.StateProcessing:
+		// Takeover of an expired lease: a new token, one more attempt,
+		// the creation time kept.
+		taken := p.ProcessingRecord(rec.Attempt+1, rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
+		sh.records[i] = taken
+		return &retrysafe.ClaimResult{Claimed: true, Record: taken}, false, nil
+	case !ok && !s.reserve():
+		return nil, true, nil
+	}
+	// Absent, or completed and expired (expiry is enforced on read, so it
+	// counts as absent whether or not it has been swept): a new record.
+	fresh := p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
+	sh.records[i] = fresh
+	sh.peak = max(sh.peak, len(sh.records))
+	if due := fresh.LeaseUntil.Add(s.retention); due.Before(sh.evictable) {
+		sh.evictable = due
+	}
+	return &retrysafe.ClaimResult{Claimed: true, Record: fresh}, false, nil
+}
+
+// reserve counts one more record held and reports whether that is within
+// MaxRecords; when it is not, the count is left as it was. The count is
+// one for the whole store, so concurrent claims in different shards never
+// take it past MaxRecords.
+func (s *Store) reserve() bool {
+	if s.count.Add(1) > int64(s.max) {
+		s.count.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Get implements [retrysafe.Store].
+func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
+	sh, err := s.lock(ctx, "get", id{p.Scope, p.Key})
+	if err != nil {
+		return nil, err
+	}
+	defer sh.mu.Unlock()
+	rec, ok := sh.records[id{p.Scope, p.Key}]
+	// An expired result counts as absent, swept or not.
+	if !ok || rec.Expired(p.Now) {
+		return nil, retrysafe.ErrNotFound
+	}
+	return rec, nil
+}
+
+// owned returns the processing record i of sh if token owns it. Extend,
+// Complete and Release are fenced by the owner token: a process whose
+// lease was taken over gets ErrLeaseLost and changes nothing. The lease
+// itself is not checked: an owner whose lease ran out, but was not taken
+// over, may still finish.
+func (sh *shard) owned(i id, token string) (*retrysafe.Record, error) {
+	rec, ok := sh.records[i]
+	if !ok || rec.State != retrysafe.StateProcessing || rec.Token != token {
+		return nil, retrysafe.ErrLeaseLost
+	}
+	return rec, nil
+}
+
+// Extend implements [retrysafe.Store].
+func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	i := id{p.Scope, p.Key}
+	sh, err := s.lock(ctx, "extend", i)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	rec, err := sh.owned(i, p.Token)
+	if err != nil {
+		return err
+	}
+	renewed := *rec
+	renewed.LeaseUntil = p.Now.Add(p.Lease)
+	renewed.UpdatedAt = p.Now
+	sh.records[i] = &renewed
+	if due := renewed.LeaseUntil.Add(s.retention); due.Before(sh.evictable) { // Extend may shorten the lease
+		sh.evictable = due
+	}
 	return nil
+}
+
+// Complete implements [retrysafe.Store].
+func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	i := id{p.Scope, p.Key}
+	sh, err := s.lock(ctx, "complete", i)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	rec, err := sh.owned(i, p.Token)
+	if err != nil {
+		return err
+	}
+	// Complete keeps Token, Attempt, Fingerprint, Route, CreatedAt and
+	// LeaseUntil, and sets UpdatedAt. The response is copied (header map
+	// and body): the caller may reuse what it passed once this returns.
+	done := *rec
+	done.State = retrysafe.StateCompleted
+	done.UpdatedAt = p.Now
+	done.ExpiresAt = p.Now.Add(p.TTL)
+	done.Response = p.Response.Clone()
+	if done.Response == nil {
+		done.Response = &retrysafe.Response{}
+	}
+	// One map write: a concurrent Get sees the processing record or the
+	// whole completed one, never a part.
+	sh.records[i] = &done
+	if done.ExpiresAt.Before(sh.evictable) {
+		sh.evictable = done.ExpiresAt
+	}
+	s.subs.Notify(i)
+	return nil
+}
+
+// Release implements [retrysafe.Store]: the owner gives the key up (nothing
+// ran), so the next claim runs as new.
+func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
+	i := id{p.Scope, p.Key}
+	sh, err := s.lock(ctx, "release", i)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if _, err := sh.owned(i, p.Token); err != nil {
+		return err
+	}
+	s.deleteLocked(sh, i)
+	return nil
+}
+
+// deleteLocked deletes record i, held in sh, and wakes its waiters.
+func (s *Store) deleteLocked(sh *shard, i id) {
+	delete(sh.records, i)
+	s.count.Add(-1)
+	s.subs.Notify(i)
+}
+
+// NonBlocking implements [retrysafe.NonBlocking]: every call takes a
+// shard's mutex for a bounded amount of work and never waits for I/O.
+func (s *Store) NonBlocking() bool { return true }
+
+// Subscribe implements [retrysafe.Notifier]. The channel (buffer 1)
+// receives a value when the record is completed, released, deleted or
+// retired. ctx bounds the call only: the subscription lasts until the
+// returned function is called (it may be called more than once) or the
+// store is closed, which wakes every subscriber a last time.
+func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
+	i := id{scope, key}
+	sh, err := s.lock(ctx, "subscribe", i)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer sh.mu.Unlock()
+	ch, unsubscribe := s.subs.Subscribe(i)
+	return ch, unsubscribe, nil
+}
+
+// Ping implements [retrysafe.Pinger]: it fails once the store is closed.
+func (s *Store) Ping(ctx context.Context) error { return s.open(ctx, "ping") }
+
+// open checks ctx and that the store is open, for a call that reads every
+// shard.
+func (s *Store) open(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sh := &s.shards[0]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.closed {
+		return retrysafe.Unavailable(op, errClosed)
+	}
+	return nil
+}
+
+// Sweep implements [retrysafe.Sweeper]. It deletes every completed record
+// with ExpiresAt <= params.Now and every processing record with
+// LeaseUntil + params.ProcessingRetention <= params.Now, one shard at a
+// time under the shard's lock; BatchSize is ignored.
+func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+	retention, err := p.Retention()
+	if err != nil {
+		return 0, err
+	}
+	if err := s.open(ctx, "sweep"); err != nil {
+		return 0, err
+	}
+	n := 0
+	for k := range s.shards {
+		n += s.sweep(&s.shards[k], p.Now, retention)
+	}
+	return n, nil
+}
+
+// evict makes room in a full store: it sweeps, with the configured
+// retention, the shards that may hold a record to evict at now.
+func (s *Store) evict(now time.Time) {
+	for k := range s.shards {
+		sh := &s.shards[k]
+		sh.mu.Lock()
+		due := !now.Before(sh.evictable)
+		sh.mu.Unlock()
+		if due {
+			s.sweep(sh, now, s.retention)
+		}
+	}
+}
+
+// sweep deletes sh's completed records expired at now and its processing
+// records whose lease ran out at least retention before now, and returns
+// how many it deleted. A processing record it retires wakes its waiters,
+// which then find it gone.
+func (s *Store) sweep(sh *shard, now time.Time, retention time.Duration) int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.closed {
+		return 0
+	}
+	n := 0
+	next := now.Add(1 << 62) // no record: nothing due for a long time
+	for i, rec := range sh.records {
+		gone, due := rec.Expired(now), rec.ExpiresAt
+		if rec.State == retrysafe.StateProcessing {
+			gone, due = !now.Before(rec.LeaseUntil.Add(retention)), rec.LeaseUntil.Add(s.retention)
+		}
+		if gone {
+			s.deleteLocked(sh, i)
+			n++
+			continue
+		}
+		if due.Before(next) {
+			next = due
+		}
+	}
+	// The bound is computed with the eviction's retention, whatever this
+	// sweep's: it tells evict when to look again.
+	sh.evictable = next
+	if len(sh.records) < sh.peak/4 {
+		sh.records = copyMap(sh.records)
+		sh.peak = len(sh.records)
+	}
+	return n
+}
+
+// copyMap returns a map of the size of m holding m's records.
+func copyMap(m map[id]*retrysafe.Record) map[id]*retrysafe.Record {
+	c := make(map[id]*retrysafe.Record, len(m))
+	for i, rec := range m {
+		c[i] = rec
+	}
+	return c
 }
 
 func (s *Store) janitor(interval time.Duration) {
@@ -215,482 +483,34 @@ func (s *Store) janitor(interval time.Duration) {
 		case <-s.stop:
 			return
 		case <-ticker.C:
-			s.sweepAll(s.now(), s.retention, nil)
-		}
-	}
-}
-
-// sweepAll sweeps every shard but skip (which the caller holds, or nil),
-// one at a time, and returns the number of records deleted.
-func (s *Store) sweepAll(now time.Time, retention time.Duration, skip *shard) int {
-	n := 0
-	for k := range s.shards {
-		sh := &s.shards[k]
-		if sh == skip {
-			continue
-		}
-		sh.mu.Lock()
-		if !sh.closed {
-			n += s.sweepLocked(sh, now, retention)
-		}
-		sh.mu.Unlock()
-	}
-	return n
-}
-
-// lock checks ctx, takes the mutex of the shard of i and checks that the
-// store is open. It returns the shard and i's hash; on success the caller
-// must unlock the shard's mu.
-func (s *Store) lock(ctx context.Context, op string, i id) (*shard, uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, 0, err
-	}
-	h := hashID(s.seed, i)
-	sh := s.shardOf(h)
-	sh.mu.Lock()
-	if sh.closed {
-		sh.mu.Unlock()
-		return nil, 0, retrysafe.Unavailable(op, errClosed)
-	}
-	return sh, h, nil
-}
-
-// lockAll checks ctx and that the store is open, for a call that looks at
-// every shard (each under its own lock, one at a time: see each).
-func (s *Store) lockAll(ctx context.Context, op string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	sh := &s.shards[0]
-	sh.mu.Lock()
-	closed := sh.closed
-	sh.mu.Unlock()
-	if closed {
-		return retrysafe.Unavailable(op, errClosed)
-	}
-	return nil
-}
-
-// each calls f for every shard in turn, under the shard's lock, until f
-// returns false. A shard closed meanwhile is skipped.
-func (s *Store) each(f func(*shard) bool) {
-	for k := range s.shards {
-		sh := &s.shards[k]
-		sh.mu.Lock()
-		more := sh.closed || f(sh)
-		sh.mu.Unlock()
-		if !more {
-			return
-		}
-	}
-}
-
-// Claim implements [retrysafe.Store].
-func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
-	i := id{p.Scope, p.Key}
-	for evicted := false; ; evicted = true {
-		sh, h, err := s.lock(ctx, "claim", i)
-		if err != nil {
-			return nil, err
-		}
-		res, err := s.claimLocked(sh, h, i, p, evicted)
-		sh.mu.Unlock()
-		if res != nil || err != nil {
-			return res, err
-		}
-		// Full, with nothing to evict in sh: the other shards may hold
-		// records to evict. Sweep them, without holding sh, then try
-		// again once.
-		s.sweepAll(p.Now, s.retention, sh)
-	}
-}
-
-// claimLocked is Claim under sh's lock, sh the shard of i (hash h). It
-// returns nil and no error when the store is full and sh had nothing to
-// evict, unless evicted (the other shards were swept already): then the
-// error is ErrFull.
-func (s *Store) claimLocked(sh *shard, h uint64, i id, p *retrysafe.ClaimParams, evicted bool) (*retrysafe.ClaimResult, error) {
-	at := sh.records.at(h) // found once, written once
-	e := at.get(i)
-	if e != nil && !e.expired(p.Now) {
-		if e.completed {
-			return &sh.records.replayAt(at, e).res, nil
-		}
-		if p.Now.Before(e.rec.LeaseUntil) || e.rec.Fingerprint != p.Fingerprint {
-			return &retrysafe.ClaimResult{Record: e.rec}, nil
-		}
-		// Takeover of an expired lease.
-		rec := p.ProcessingRecord(e.rec.Attempt+1, e.rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
-		sh.records.putAt(at, i, &entry{rec: rec})
-		return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
-	}
-	if e == nil && !s.reserve() {
-		s.evictLocked(sh, p.Now)
-		if !s.reserve() {
-			if !evicted {
-				return nil, nil
+			now := s.now()
+			for k := range s.shards {
+				s.sweep(&s.shards[k], now, s.retention)
 			}
-			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w (MaxRecords=%d)", ErrFull, s.max))
 		}
-		at = sh.records.at(h) // the eviction changed the table
 	}
-	// The record, its entry and the result that returns it, in one
-	// allocation.
-	c := &struct {
-		res retrysafe.ClaimResult
-		rec retrysafe.Record
-		e   entry
-	}{}
-	c.rec = *p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
-	c.res = retrysafe.ClaimResult{Claimed: true, Record: &c.rec}
-	c.e.rec = &c.rec
-	sh.records.putAt(at, i, &c.e)
-	sh.lowerLeaseBoundLocked(c.rec.LeaseUntil)
-	return &c.res, nil
-}
-
-// lowerLeaseBoundLocked keeps nextLease a lower bound after a processing
-// record's lease was set to leaseUntil.
-func (sh *shard) lowerLeaseBoundLocked(leaseUntil time.Time) {
-	if leaseUntil.Before(sh.nextLease) {
-		sh.nextLease = leaseUntil
-	}
-}
-
-// evictLocked deletes sh's completed records expired at now and its
-// processing records due for retirement, unless nextExpiry and nextLease
-// prove there are none.
-func (s *Store) evictLocked(sh *shard, now time.Time) {
-	if now.Before(sh.nextExpiry) && now.Before(sh.nextLease.Add(s.retention)) {
-		return
-	}
-	s.sweepLocked(sh, now, s.retention)
-}
-
-// sweepLocked deletes sh's completed records expired at now and its
-// processing records whose lease ran out at least retention before now,
-// recomputes nextExpiry and nextLease and returns the number deleted.
-func (s *Store) sweepLocked(sh *shard, now time.Time, retention time.Duration) int {
-	var nextExpiry, nextLease time.Time
-	n := sh.records.deleteFunc(func(e *entry) bool {
-		c := e.done()
-		if c == nil {
-			leaseUntil := e.rec.LeaseUntil
-			if !now.Before(leaseUntil.Add(retention)) {
-				s.notifyLocked(e.id())
-				return true
-			}
-			if nextLease.IsZero() || leaseUntil.Before(nextLease) {
-				nextLease = leaseUntil
-			}
-			return false
-		}
-		expires := e.expiresAt()
-		if !now.Before(expires) {
-			return true
-		}
-		if nextExpiry.IsZero() || expires.Before(nextExpiry) {
-			nextExpiry = expires
-		}
-		return false
-	})
-	// With no record of a kind left, no bound applies until one is
-	// stored: Complete lowers nextExpiry, Claim and Extend nextLease.
-	if nextExpiry.IsZero() {
-		nextExpiry = now.Add(1 << 62)
-	}
-	if nextLease.IsZero() {
-		nextLease = now.Add(1 << 62)
-	}
-	sh.nextExpiry, sh.nextLease = nextExpiry, nextLease
-	sh.records.compact()
-	s.n.Add(-int64(n))
-	return n
-}
-
-// Get implements [retrysafe.Store].
-func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
-	i := id{p.Scope, p.Key}
-	sh, h, err := s.lock(ctx, "get", i)
-	if err != nil {
-		return nil, err
-	}
-	defer sh.mu.Unlock()
-	at := sh.records.at(h)
-	e := at.get(i)
-	if e == nil || e.expired(p.Now) {
-		return nil, retrysafe.ErrNotFound
-	}
-	if !e.completed {
-		return e.rec, nil
-	}
-	return &sh.records.replayAt(at, e).rec, nil
-}
-
-// owned returns the entry of the processing record i (hash h) owned by
-// token, and i's position in sh's table, or ErrLeaseLost.
-func (sh *shard) owned(h uint64, i id, token string) (*entry, pos, error) {
-	at := sh.records.at(h)
-	e := at.get(i)
-	if e == nil || e.completed || e.rec.Token != token {
-		return nil, at, retrysafe.ErrLeaseLost
-	}
-	return e, at, nil
-}
-
-// Extend implements [retrysafe.Store].
-func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
-	i := id{p.Scope, p.Key}
-	sh, h, err := s.lock(ctx, "extend", i)
-	if err != nil {
-		return err
-	}
-	defer sh.mu.Unlock()
-	e, _, err := sh.owned(h, i, p.Token)
-	if err != nil {
-		return err
-	}
-	renewed := *e.rec
-	renewed.LeaseUntil = p.Now.Add(p.Lease)
-	renewed.UpdatedAt = p.Now
-	e.rec = &renewed
-	sh.lowerLeaseBoundLocked(renewed.LeaseUntil)
-	return nil
-}
-
-// Complete implements [retrysafe.Store].
-func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
-	i := id{p.Scope, p.Key}
-	sh, h, err := s.lock(ctx, "complete", i)
-	if err != nil {
-		return err
-	}
-	defer sh.mu.Unlock()
-	e, at, err := sh.owned(h, i, p.Token)
-	if err != nil {
-		return err
-	}
-	expires := p.Now.Add(p.TTL)
-	sh.records.putAt(at, i, completedEntry(e.rec, p.Response, p.Now, expires, &s.hc, &sh.records.arena))
-	if expires.Before(sh.nextExpiry) {
-		sh.nextExpiry = expires
-	}
-	s.notifyLocked(i)
-	return nil
-}
-
-// Release implements [retrysafe.Store].
-func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
-	i := id{p.Scope, p.Key}
-	sh, h, err := s.lock(ctx, "release", i)
-	if err != nil {
-		return err
-	}
-	defer sh.mu.Unlock()
-	if _, _, err := sh.owned(h, i, p.Token); err != nil {
-		return err
-	}
-	sh.records.del(h, i)
-	s.n.Add(-1)
-	s.notifyLocked(i)
-	return nil
-}
-
-// CopiesResponse tells the engine that Complete copies
-// CompleteParams.Response and its body before it returns, keeping at most
-// its header map (only a record that cannot be packed keeps it; see
-// entry), so the middleware may reuse the body's buffer afterwards
-// instead of making a copy for the store. It returns s: the engine relies
-// on the promise only when s itself is the configured store, not a type
-// that embeds it.
-func (s *Store) CopiesResponse() retrysafe.Store { return s }
-
-// NonBlocking implements [retrysafe.NonBlocking]: every call takes a
-// shard's mutex for a bounded amount of work and never waits for I/O, so
-// the engine runs it without a StoreTimeout deadline.
-func (s *Store) NonBlocking() bool { return true }
-
-// Ping implements [retrysafe.Pinger]: it fails once the store is closed.
-func (s *Store) Ping(ctx context.Context) error { return s.lockAll(ctx, "ping") }
-
-// Sweep implements [retrysafe.Sweeper]. It deletes every completed record
-// with ExpiresAt <= params.Now and every processing record with
-// LeaseUntil + params.ProcessingRetention <= params.Now in one pass over
-// each shard, under the shard's lock; BatchSize is ignored.
-func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
-	retention, err := p.Retention()
-	if err != nil {
-		return 0, err
-	}
-	if err := s.lockAll(ctx, "sweep"); err != nil {
-		return 0, err
-	}
-	return s.sweepAll(p.Now, retention, nil), nil
 }
 
 // Len returns the number of records held, expired ones included (until
 // the janitor, a sweep or an eviction deletes them).
-func (s *Store) Len() int {
-	n := 0
-	s.each(func(sh *shard) bool {
-		n += sh.records.len()
-		return true
+func (s *Store) Len() int { return int(s.count.Load()) }
+
+// Close stops the janitor and waits for it to return. Afterwards every
+// method returns an error matching retrysafe.ErrStoreUnavailable, and
+// every subscription ends after a last wake-up. Close is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		for k := range s.shards {
+			sh := &s.shards[k]
+			sh.mu.Lock()
+			sh.closed = true
+			s.count.Add(-int64(len(sh.records)))
+			sh.records = nil
+			sh.mu.Unlock()
+		}
+		s.subs.Close()
+		close(s.stop)
 	})
-	return n
-}
-
-// List implements [retrysafe.Admin]. It sorts the matching records on
-// every call, so it costs O(n log n) in the number of stored records:
-// fine for an operator's occasional look, not for a hot path. It lists
-// expired completed records until they are swept. Each shard is read
-// under its own lock: a record written during the call may or may not be
-// listed.
-func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
-	if err := s.lockAll(ctx, "list"); err != nil {
-		return nil, err
-	}
-	limit := p.PageSize()
-	after := id{p.AfterScope, p.AfterKey}
-	var out []copied
-	s.each(func(sh *shard) bool {
-		var ids []id
-		for e := range sh.records.all() {
-			i := e.id()
-			if compareID(i, after) <= 0 {
-				continue
-			}
-			if rec := e.view(); !p.Matches(&rec) {
-				continue
-			}
-			ids = append(ids, i)
-		}
-		// The page holds at most limit records of this shard.
-		slices.SortFunc(ids, compareID)
-		out = sh.appendCopies(out, ids[:min(len(ids), limit)], p.WithBodies)
-		return true
-	})
-	slices.SortFunc(out, func(a, b copied) int { return compareID(a.id, b.id) })
-	return records(out[:min(len(out), limit)]), nil
-}
-
-// Find implements [retrysafe.Admin]. Without a scope it looks at every
-// record, O(n) in the number stored. It finds expired completed records
-// until they are swept.
-func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
-	if p.OneScope() {
-		i := id{p.Scope, p.Key}
-		sh, h, err := s.lock(ctx, "find", i)
-		if err != nil {
-			return nil, err
-		}
-		defer sh.mu.Unlock()
-		if sh.records.get(h, i) == nil {
-			return records(nil), nil // empty, not nil, as every other answer
-		}
-		return records(sh.appendCopies(nil, []id{i}, p.WithBodies)), nil
-	}
-	if err := s.lockAll(ctx, "find"); err != nil {
-		return nil, err
-	}
-	var out []copied
-	s.each(func(sh *shard) bool {
-		var ids []id
-		for e := range sh.records.all() {
-			if i := e.id(); i.key == p.Key {
-				ids = append(ids, i)
-			}
-		}
-		out = sh.appendCopies(out, ids, p.WithBodies)
-		return true
-	})
-	slices.SortFunc(out, func(a, b copied) int { return compareID(a.id, b.id) })
-	return records(out), nil
-}
-
-// copied is a copy of a record, with its id.
-type copied struct {
-	id  id
-	rec *retrysafe.Record
-}
-
-// records returns the records of cs.
-func records(cs []copied) []*retrysafe.Record {
-	out := make([]*retrysafe.Record, len(cs))
-	for n, c := range cs {
-		out[n] = c.rec
-	}
-	return out
-}
-
-// appendCopies appends to out copies of the records ids, all in sh,
-// without response bodies unless withBodies.
-func (sh *shard) appendCopies(out []copied, ids []id, withBodies bool) []copied {
-	for _, i := range ids {
-		e := sh.records.get(sh.records.hash(i), i)
-		rec := e.rec
-		if rec == nil {
-			rec = &e.decodedOnce(nil).rec // not kept: an operator's look is no replay
-		}
-		if withBodies || rec.Response == nil {
-			out = append(out, copied{i, rec.Clone()})
-			continue
-		}
-		c := *rec
-		c.Response = &retrysafe.Response{Status: rec.Response.Status, Header: rec.Response.Header.Clone()}
-		out = append(out, copied{i, &c})
-	}
-	return out
-}
-
-func compareID(a, b id) int {
-	return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.key, b.key))
-}
-
-// Stats implements [retrysafe.Admin]: one pass over every record, O(n),
-// each shard under its own lock.
-func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
-	if err := s.lockAll(ctx, "stats"); err != nil {
-		return nil, err
-	}
-	// The processing records go to StatsOf as they are (immutable, no
-	// response); the completed ones are counted here, as StatsOf would,
-	// without making a *Record of each.
-	var recs []*retrysafe.Record
-	var done, failed, expired int64
-	s.each(func(sh *shard) bool {
-		for e := range sh.records.all() {
-			c := e.done()
-			if c == nil {
-				recs = append(recs, e.rec)
-				continue
-			}
-			done++
-			if e.expired(p.Now) {
-				expired++
-			} else if c.status >= 400 {
-				failed++
-			}
-		}
-		return true
-	})
-	st := retrysafe.StatsOf(recs, p)
-	st.Completed, st.Failed, st.Expired = done, failed, expired
-	return st, nil
-}
-
-// Delete implements [retrysafe.Admin]: it removes the record whatever its
-// state or owner, and signals its subscribers.
-func (s *Store) Delete(ctx context.Context, scope, key string) error {
-	i := id{scope, key}
-	sh, h, err := s.lock(ctx, "delete", i)
-	if err != nil {
-		return err
-	}
-	defer sh.mu.Unlock()
-	if !sh.records.del(h, i) {
-		return retrysafe.ErrNotFound
-	}
-	s.n.Add(-1)
-	s.notifyLocked(i)
+	<-s.janitorDone
 	return nil
 }

@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,21 +25,9 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, newStore)
 }
 
-// TestConformanceOneShard: the same contract with every record in one
-// shard (the eviction of a full store then never sweeps another).
-func TestConformanceOneShard(t *testing.T) {
-	t.Parallel()
-	storetest.Run(t, func(t *testing.T) retrysafe.Store {
-		s := newSharded(Config{}, 1)
-		t.Cleanup(func() { s.Close() })
-		return s
-	})
-}
-
-// shardFor returns the shard of i and i's hash.
-func (s *Store) shardFor(i id) (*shard, uint64) {
-	h := hashID(s.seed, i)
-	return s.shardOf(h), h
+// shardFor returns the shard of i.
+func (s *Store) shardFor(i id) *shard {
+	return &s.shards[maphash.Comparable(s.seed, i)%numShards]
 }
 
 func TestUnavailable(t *testing.T) {
@@ -115,10 +104,12 @@ func TestMaxRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Full, nothing expired: a new key is refused, with a reason.
+	// Full, nothing expired: a new key is refused, with a reason. A full
+	// store is no outage: the error does not match ErrStoreUnavailable
+	// (which may fail open).
 	_, err := claim(t, s, "new-1", base.Add(time.Minute))
-	if !errors.Is(err, retrysafe.ErrStoreUnavailable) || !errors.Is(err, ErrFull) {
-		t.Fatalf("Claim into a full store: %v, want ErrStoreUnavailable and ErrFull", err)
+	if !errors.Is(err, retrysafe.ErrStoreFull) || !errors.Is(err, ErrFull) || errors.Is(err, retrysafe.ErrStoreUnavailable) {
+		t.Fatalf("Claim into a full store: %v, want ErrStoreFull and ErrFull, not ErrStoreUnavailable", err)
 	}
 	// Existing keys still answer: a duplicate gets the stored record.
 	res, err := s.Claim(ctx, &retrysafe.ClaimParams{Scope: "s", Key: "done-0", Fingerprint: "fp", Token: retrysafe.NewToken(), Now: base.Add(time.Minute), Lease: time.Minute})
@@ -173,7 +164,7 @@ func TestMaxRecordsAbandoned(t *testing.T) {
 			leaseEnd := base.Add(time.Minute)
 			// Lease over, retention not yet: still full.
 			_, err := claim(t, s, "new-1", leaseEnd.Add(tc.want-time.Second))
-			if !errors.Is(err, retrysafe.ErrStoreUnavailable) || !errors.Is(err, ErrFull) {
+			if !errors.Is(err, retrysafe.ErrStoreFull) || !errors.Is(err, ErrFull) {
 				t.Fatalf("Claim 1s before the abandoned records are due: %v, want ErrFull", err)
 			}
 			// Retention passed: the abandoned records make room.
@@ -353,7 +344,7 @@ func TestSubscriptionsCleanedUp(t *testing.T) {
 		unsubscribe()
 		unsubscribe()
 	}
-	if n := s.subscriptions(); n != 0 {
+	if n := s.subs.Len(); n != 0 {
 		t.Fatalf("%d subscriptions left after unsubscribing", n)
 	}
 
@@ -369,7 +360,7 @@ func TestSubscriptionsCleanedUp(t *testing.T) {
 	default:
 		t.Fatal("Close did not wake a live subscriber")
 	}
-	if n := s.subscriptions(); n != 0 {
+	if n := s.subs.Len(); n != 0 {
 		t.Fatalf("%d subscriptions left after Close", n)
 	}
 }
@@ -384,11 +375,11 @@ func TestMaxRecordsAcrossShards(t *testing.T) {
 	s := New(Config{MaxRecords: max, JanitorInterval: -1})
 	t.Cleanup(func() { s.Close() })
 	ctx := t.Context()
-	target, _ := s.shardFor(id{"s", "new"})
+	target := s.shardFor(id{"s", "new"})
 	// max records, none in the shard of "new": they all expire at base+1h.
 	for n, stored := 0, 0; stored < max; n++ {
 		key := fmt.Sprint("done-", n)
-		if sh, _ := s.shardFor(id{"s", key}); sh == target {
+		if s.shardFor(id{"s", key}) == target {
 			continue
 		}
 		completeKey(t, s, key, &retrysafe.Response{Status: 201})
@@ -439,5 +430,48 @@ func TestFindNothing(t *testing.T) {
 		if err != nil || recs == nil || len(recs) != 0 {
 			t.Fatalf("Find(%+v) = %#v, %v; want an empty list", p, recs, err)
 		}
+	}
+}
+
+// TestEvictionAfterRefusal: a refused claim leaves each shard a bound of
+// when its records may next be evicted, and a later change that moves a
+// record's due time earlier (a completion with a short TTL, an Extend
+// that shortens a lease) lowers it, so the eviction still finds the
+// record once it is due.
+func TestEvictionAfterRefusal(t *testing.T) {
+	t.Parallel()
+	for _, short := range []string{"complete", "extend"} {
+		t.Run(short, func(t *testing.T) {
+			t.Parallel()
+			s := New(Config{MaxRecords: 2, JanitorInterval: -1, ProcessingRetention: time.Hour})
+			t.Cleanup(func() { s.Close() })
+			ctx := t.Context()
+			a, err := claim(t, s, "a", base) // lease 1m: due at base+1m+1h
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := claim(t, s, "b", base); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := claim(t, s, "new", base); !errors.Is(err, ErrFull) {
+				t.Fatalf("Claim into a full store: %v, want ErrFull", err)
+			}
+			switch short {
+			case "complete": // a's result expires at base+1s
+				err = s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "a", Token: a.Token, Now: base, TTL: time.Second, Response: &retrysafe.Response{Status: 201}})
+			case "extend": // a's lease now ends at base+1s: retired at base+1h+1s
+				err = s.Extend(ctx, &retrysafe.ExtendParams{Scope: "s", Key: "a", Token: a.Token, Now: base, Lease: time.Second})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := base.Add(time.Second)
+			if short == "extend" {
+				at = at.Add(time.Hour)
+			}
+			if _, err := claim(t, s, "new", at); err != nil {
+				t.Fatalf("Claim once a is due: %v, want room made by evicting a", err)
+			}
+		})
 	}
 }

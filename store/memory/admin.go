@@ -1,0 +1,134 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// The operator's view ([retrysafe.Admin]). Each call reads one shard at a
+// time under its lock, so a record written during the call may or may not
+// be seen; it returns copies, never the stored records.
+
+// List implements [retrysafe.Admin]. It sorts the matching records on
+// every call, so it costs O(n log n) in the number of stored records:
+// fine for an operator's occasional look, not for a hot path. It lists
+// expired completed records until they are swept.
+func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+	if err := s.open(ctx, "list"); err != nil {
+		return nil, err
+	}
+	limit := p.PageSize()
+	after := id{p.AfterScope, p.AfterKey}
+	var page []*retrysafe.Record
+	s.each(func(i id, rec *retrysafe.Record) {
+		if compareID(i, after) <= 0 || !p.Matches(rec) {
+			return
+		}
+		page = append(page, rec)
+		if len(page) == 2*limit { // keep the first limit: memory bounded by the page, not the store
+			slices.SortFunc(page, compareRecords)
+			page = page[:limit]
+		}
+	})
+	slices.SortFunc(page, compareRecords)
+	return copies(page[:min(len(page), limit)], p.WithBodies), nil
+}
+
+// Find implements [retrysafe.Admin]. Without a scope it looks at every
+// record, O(n) in the number stored. It finds expired completed records
+// until they are swept.
+func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+	if p.OneScope() {
+		i := id{p.Scope, p.Key}
+		sh, err := s.lock(ctx, "find", i)
+		if err != nil {
+			return nil, err
+		}
+		rec, ok := sh.records[i]
+		sh.mu.Unlock()
+		if !ok {
+			return []*retrysafe.Record{}, nil // empty, not nil, as every other answer
+		}
+		return copies([]*retrysafe.Record{rec}, p.WithBodies), nil
+	}
+	if err := s.open(ctx, "find"); err != nil {
+		return nil, err
+	}
+	var found []*retrysafe.Record
+	s.each(func(i id, rec *retrysafe.Record) {
+		if i.key == p.Key {
+			found = append(found, rec)
+		}
+	})
+	slices.SortFunc(found, compareRecords)
+	return copies(found, p.WithBodies), nil
+}
+
+// Stats implements [retrysafe.Admin]: one pass over every record, O(n).
+func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+	if err := s.open(ctx, "stats"); err != nil {
+		return nil, err
+	}
+	var all []*retrysafe.Record
+	s.each(func(_ id, rec *retrysafe.Record) { all = append(all, rec) })
+	// StatsOf returns some of the processing records as they are: they
+	// carry no response, and they are never modified.
+	return retrysafe.StatsOf(all, p), nil
+}
+
+// Delete implements [retrysafe.Admin]: it removes the record whatever its
+// state or owner (not fenced), and wakes its waiters.
+func (s *Store) Delete(ctx context.Context, scope, key string) error {
+	i := id{scope, key}
+	sh, err := s.lock(ctx, "delete", i)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if _, ok := sh.records[i]; !ok {
+		return retrysafe.ErrNotFound
+	}
+	s.deleteLocked(sh, i)
+	return nil
+}
+
+// each calls f for every record, one shard at a time under the shard's
+// lock. A shard closed meanwhile holds none.
+func (s *Store) each(f func(id, *retrysafe.Record)) {
+	for k := range s.shards {
+		sh := &s.shards[k]
+		sh.mu.Lock()
+		for i, rec := range sh.records {
+			f(i, rec)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// copies returns copies of recs, without response bodies unless
+// withBodies.
+func copies(recs []*retrysafe.Record, withBodies bool) []*retrysafe.Record {
+	out := make([]*retrysafe.Record, len(recs))
+	for n, rec := range recs {
+		c := *rec
+		switch {
+		case rec.Response != nil && withBodies:
+			c.Response = rec.Response.Clone()
+		case rec.Response != nil:
+			c.Response = &retrysafe.Response{Status: rec.Response.Status, Header: rec.Response.Header.Clone()}
+		}
+		out[n] = &c
+	}
+	return out
+}
+
+func compareID(a, b id) int {
+	return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.key, b.key))
+}
+
+func compareRecords(a, b *retrysafe.Record) int {
+	return compareID(id{a.Scope, a.Key}, id{b.Scope, b.Key})
+}

@@ -1,0 +1,277 @@
+package memory
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// TestCompletedRecordRoundTrip: a completed record comes back from Get,
+// Claim, List and Find exactly as it was completed: every field, the
+// body's bytes, a nil body as nil and an empty one as empty, the header,
+// the times in their locations. Get and Claim return the stored record
+// itself (it is immutable); List and Find return copies.
+func TestCompletedRecordRoundTrip(t *testing.T) {
+	t.Parallel()
+	paris := time.FixedZone("CET", 3600)
+	utc := time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)
+	local := time.Now()
+	for _, tc := range []struct {
+		name      string
+		claimed   time.Time // the claim's Now
+		completed time.Time // the completion's Now
+		body      []byte
+		route     string
+		attempt   bool // take the record over once first (Attempt 2)
+		status    int  // 0: 201
+	}{
+		{"nil body", utc, utc.Add(time.Second), nil, "", false, 0},
+		{"empty body", utc, utc.Add(time.Second), []byte{}, "POST /orders", false, 0},
+		{"small", utc, utc.Add(time.Second), []byte(`{"id":"ord_1"}`), "POST /orders", false, 0},
+		{"local", local, local.Add(time.Second), []byte(strings.Repeat("m", 100)), "", false, 0},
+		{"large", utc, utc.Add(time.Second), []byte(strings.Repeat("l", 100_000)), "", true, 0},
+		{"status beyond int32", utc, utc.Add(time.Second), []byte("x"), "", false, 1 << 40},
+		{"locations differ", utc, utc.Add(time.Second).In(paris), []byte("x"), "", false, 0},
+		{"in a zone", utc.In(paris), utc.Add(time.Second).In(paris), []byte("x"), "", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(Config{JanitorInterval: -1})
+			t.Cleanup(func() { s.Close() })
+			ctx := t.Context()
+			fp := strings.Repeat("f", 64)
+			p := &retrysafe.ClaimParams{Scope: "scope", Key: "k", Fingerprint: fp, Token: retrysafe.NewToken(), Now: tc.claimed, Lease: time.Minute, Route: tc.route}
+			res, err := s.Claim(ctx, p)
+			if err != nil || !res.Claimed {
+				t.Fatalf("Claim: %+v, %v", res, err)
+			}
+			if tc.attempt {
+				p.Token, p.Now = retrysafe.NewToken(), tc.claimed.Add(2*time.Minute)
+				if res, err = s.Claim(ctx, p); err != nil || !res.Claimed {
+					t.Fatalf("takeover: %+v, %v", res, err)
+				}
+			}
+			status := cmp.Or(tc.status, http.StatusCreated)
+			header := http.Header{"Content-Type": {"application/json"}, "X-Two": {"a", "b"}}
+			resp := &retrysafe.Response{Status: status, Header: header, Body: tc.body}
+			if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "scope", Key: "k", Token: p.Token, Now: tc.completed, TTL: time.Hour, Response: resp}); err != nil {
+				t.Fatal(err)
+			}
+			want := *res.Record
+			want.State = retrysafe.StateCompleted
+			want.UpdatedAt, want.ExpiresAt = tc.completed, tc.completed.Add(time.Hour)
+			want.Response = &retrysafe.Response{Status: status, Header: header, Body: tc.body}
+
+			get, err := s.Get(ctx, &retrysafe.GetParams{Scope: "scope", Key: "k", Now: tc.completed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, "Get", get, &want)
+			p.Token, p.Now = retrysafe.NewToken(), tc.completed.Add(time.Minute)
+			dup, err := s.Claim(ctx, p)
+			if err != nil || dup.Claimed {
+				t.Fatalf("duplicate Claim: %+v, %v", dup, err)
+			}
+			check(t, "duplicate Claim", dup.Record, &want)
+			again, err := s.Get(ctx, &retrysafe.GetParams{Scope: "scope", Key: "k", Now: tc.completed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, "Get again", again, &want)
+			if again != get || dup.Record != get {
+				t.Errorf("Get, Claim, Get returned %p, %p, %p: want the stored record each time", get, dup.Record, again)
+			}
+
+			list, err := s.List(ctx, &retrysafe.ListParams{WithBodies: true, State: retrysafe.StateCompleted, Route: tc.route})
+			if err != nil || len(list) != 1 {
+				t.Fatalf("List: %d records, %v", len(list), err)
+			}
+			check(t, "List", list[0], &want)
+			if list[0] == get || list[0].Response == get.Response {
+				t.Errorf("List returned the stored record, want a copy")
+			}
+			found, err := s.Find(ctx, &retrysafe.FindParams{Key: "k"})
+			if err != nil || len(found) != 1 {
+				t.Fatalf("Find: %d records, %v", len(found), err)
+			}
+			noBody := want
+			noBody.Response = &retrysafe.Response{Status: status, Header: header}
+			check(t, "Find without bodies", found[0], &noBody)
+		})
+	}
+}
+
+// check fails unless got equals want field by field, times compared
+// with == (so in the same location too) and the body's nil-ness kept.
+func check(t *testing.T, what string, got, want *retrysafe.Record) {
+	t.Helper()
+	g, w := *got, *want
+	g.Response, w.Response = nil, nil
+	if g != w {
+		t.Errorf("%s:\n got  %+v\n want %+v", what, g, w)
+	}
+	gr, wr := got.Response, want.Response
+	if gr == nil || gr.Status != wr.Status || !reflect.DeepEqual(gr.Header, wr.Header) ||
+		string(gr.Body) != string(wr.Body) || (gr.Body == nil) != (wr.Body == nil) {
+		t.Errorf("%s: response %s, want %s", what, describeResponse(gr), describeResponse(wr))
+	}
+}
+
+func describeResponse(r *retrysafe.Response) string {
+	if r == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("{%d %v body=%q nil=%v}", r.Status, r.Header, r.Body, r.Body == nil)
+}
+
+// TestStatsCountsCompleted: Stats counts completed records as StatsOf
+// does: completed, failed (status >= 400, not expired), expired.
+func TestStatsCountsCompleted(t *testing.T) {
+	t.Parallel()
+	s := New(Config{JanitorInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	for n, tc := range []struct {
+		status int
+		ttl    time.Duration
+	}{{200, time.Hour}, {500, time.Hour}, {404, time.Second}, {201, time.Second}} {
+		p, err := claim(t, s, fmt.Sprint("done-", n), base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: p.Key, Token: p.Token, Now: base, TTL: tc.ttl, Response: &retrysafe.Response{Status: tc.status}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := claim(t, s, "processing", base); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats(ctx, &retrysafe.StatsParams{Now: base.Add(30 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Completed != 4 || st.Failed != 1 || st.Expired != 2 || st.Processing != 1 || st.OldestInFlight == nil {
+		t.Errorf("Stats = %+v, want 4 completed, 1 failed (the expired 404 counts as expired), 2 expired, 1 processing in flight", st)
+	}
+}
+
+// TestCompletedRecordConcurrentReaders: claims and gets of one completed
+// record racing each other all get the same, intact record; run with
+// -race.
+func TestCompletedRecordConcurrentReaders(t *testing.T) {
+	t.Parallel()
+	s := quietStore(t)
+	ctx := t.Context()
+	p, err := claim(t, s, "k", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"id":"ord_1"}`)
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k", Token: p.Token, Now: base, TTL: time.Hour,
+		Response: &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}}); err != nil {
+		t.Fatal(err)
+	}
+	const readers = 8
+	got := make(chan *retrysafe.Record, readers)
+	start := make(chan struct{})
+	for n := range readers {
+		go func() {
+			<-start
+			var rec *retrysafe.Record
+			if n%2 == 0 {
+				rec, _ = s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "k", Now: base})
+			} else {
+				res, _ := s.Claim(ctx, &retrysafe.ClaimParams{Scope: "s", Key: "k", Fingerprint: "fp", Token: retrysafe.NewToken(), Now: base, Lease: time.Minute})
+				if res != nil {
+					rec = res.Record
+				}
+			}
+			got <- rec // nil on an error, which fails the comparison
+		}()
+	}
+	close(start)
+	seen := map[*retrysafe.Record]int{}
+	for range readers {
+		rec := <-got
+		seen[rec]++
+		if rec == nil || rec.State != retrysafe.StateCompleted || rec.Token != p.Token || string(rec.Response.Body) != string(body) || rec.Response.Status != 201 {
+			t.Errorf("record = %+v", rec)
+		}
+	}
+	if len(seen) != 1 {
+		t.Errorf("readers got %d different *Records (%v): want the stored one", len(seen), seen)
+	}
+}
+
+// TestCompleteCopiesResponse: Complete keeps a copy of the response, so
+// a caller that reuses its header map and body buffer once Complete
+// returned (as a middleware that pools them would) changes no stored
+// record.
+func TestCompleteCopiesResponse(t *testing.T) {
+	t.Parallel()
+	s := quietStore(t)
+	header := http.Header{"Content-Type": {"application/json"}}
+	body := []byte(`{"id":"ord_1"}`)
+	completeKey(t, s, "k", &retrysafe.Response{Status: 201, Header: header, Body: body})
+	header["Content-Type"][0] = "text/plain"
+	header.Set("X-Later", "1")
+	copy(body, "XXXXXXXXXXXXXX")
+	rec, err := s.Get(t.Context(), &retrysafe.GetParams{Scope: "s", Key: "k", Now: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Response; string(got.Body) != `{"id":"ord_1"}` || len(got.Header) != 1 || got.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("stored response %s changed with the caller's buffers", describeResponse(got))
+	}
+}
+
+// TestReturnedRecordsNeverChange: a record handed out by Claim or Get
+// stays as it was while the store's record moves on (renewed, completed,
+// taken over, deleted): every change stores a new *Record.
+func TestReturnedRecordsNeverChange(t *testing.T) {
+	t.Parallel()
+	s := quietStore(t)
+	ctx := t.Context()
+	p := &retrysafe.ClaimParams{Scope: "s", Key: "k", Fingerprint: "fp", Token: retrysafe.NewToken(), Now: base, Lease: time.Minute}
+	res, err := s.Claim(ctx, p)
+	if err != nil || !res.Claimed {
+		t.Fatalf("Claim: %+v, %v", res, err)
+	}
+	claimed, snapshot := res.Record, *res.Record
+	if err := s.Extend(ctx, &retrysafe.ExtendParams{Scope: "s", Key: "k", Token: p.Token, Now: base.Add(time.Second), Lease: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	extended, err := s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "k", Now: base.Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extendedSnapshot := *extended
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k", Token: p.Token, Now: base.Add(2 * time.Second), TTL: time.Hour, Response: &retrysafe.Response{Status: 201}}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "k", Now: base.Add(2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doneSnapshot := *done
+	if err := s.Delete(ctx, "s", "k"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what      string
+		got, want retrysafe.Record
+	}{{"claimed", *claimed, snapshot}, {"extended", *extended, extendedSnapshot}, {"completed", *done, doneSnapshot}} {
+		if c.got != c.want {
+			t.Errorf("%s record changed after it was returned:\n now %+v\n was %+v", c.what, c.got, c.want)
+		}
+	}
+	if extended.LeaseUntil != base.Add(time.Second+time.Hour) || snapshot.LeaseUntil != base.Add(time.Minute) || done.State != retrysafe.StateCompleted {
+		t.Errorf("records: claimed %+v, extended %+v, completed %+v", snapshot, extendedSnapshot, doneSnapshot)
+	}
+}
