@@ -124,53 +124,6 @@ func ExampleFingerprint() {
 	// other amount matches: false
 }
 
-// json64K returns a JSON document of about 64 KiB: a list of order lines.
-func json64K() []byte {
-	var b strings.Builder
-	b.WriteString(`{"order":"ord_4711","lines":[`)
-	for i := 0; b.Len() < 64<<10-200; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"sku":"SKU-%06d","name":"Widget \u00e9 %d","qty":%d,"price":%d.%02d,"tags":["a","b"],"gift":false}`, i, i, i%7+1, i*13%1000, i%100)
-	}
-	b.WriteString(`],"total":123456.78}`)
-	return []byte(b.String())
-}
-
-var benchSink string
-
-// BenchmarkFingerprint compares Fingerprint with plain SHA-256 over the same
-// raw bytes ("sha256-raw"), the floor for any body fingerprint. The 21-byte
-// body is bench/peers' request (its fingerprint's input is 126 bytes).
-func BenchmarkFingerprint(b *testing.B) {
-	bodies := []struct {
-		name string
-		body []byte
-	}{
-		{"order-21B", []byte(`{"sku":"abc","qty":1}`)},
-		{"payment-300B", []byte(paymentJSON)},
-		{"json-64KiB", json64K()},
-	}
-	for _, bb := range bodies {
-		b.Run(bb.name+"/fingerprint", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(bb.body)))
-			for b.Loop() {
-				benchSink = Fingerprint("POST", "/v1/payments", "expand=customer", bb.body, []string{"/metadata/requestedAt"})
-			}
-		})
-		b.Run(bb.name+"/sha256-raw", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(bb.body)))
-			for b.Loop() {
-				sum := sha256.Sum256(bb.body)
-				benchSink = hex.EncodeToString(sum[:])
-			}
-		})
-	}
-}
-
 // TestFingerprintReference computes fingerprints the long way (every field
 // framed by hand, one SHA-256 over all of it) for bodies of every size
 // class the implementation hashes differently: empty, small, just under
