@@ -10,17 +10,19 @@ import (
 )
 
 // TestCoreImportsOnlyStdlib fails if the root package depends on anything
-// outside the standard library: drivers, clients and metrics libraries
-// belong in subpackages.
+// outside the standard library and the root module's own packages
+// (internal/canonicaljson): drivers, clients and metrics libraries belong
+// in subpackages.
 func TestCoreImportsOnlyStdlib(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{.Module.Path}}{{end}}", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	for _, dep := range strings.Fields(string(out)) {
-		if dep != "github.com/retrysafe/retrysafe" {
-			t.Errorf("core package depends on non-standard package %s", dep)
+	for line := range strings.Lines(string(out)) {
+		dep, module, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if module != "github.com/retrysafe/retrysafe" {
+			t.Errorf("core package depends on %s, of module %q", dep, module)
 		}
 	}
 }
