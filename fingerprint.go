@@ -68,7 +68,9 @@ func ValidatePointer(p string) error {
 // error: the middleware fingerprints under the request's context, so the
 // work on a large body ends when the client goes away.
 func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte, ignore []string) (string, error) {
-	var buf fingerprintBuffer
+	// Room for the framed fields and a canonical body no longer than
+	// body, as it usually is: the input is written without growing.
+	buf := fingerprintBuffer{b: make([]byte, 0, 160+len(method)+len(path)+2*len(rawQuery)+len(body))}
 	return buf.fingerprint(ctx, method, path, rawQuery, body, ignore)
 }
 

@@ -86,7 +86,7 @@ func Append(ctx context.Context, dst, doc []byte, ignore []string) ([]byte, erro
 	}
 	for _, ptr := range ignore {
 		if ptr != "" {
-			p.remove(root, pointerTokens(ptr))
+			p.remove(root, ptr)
 		}
 	}
 	return p.emit(dst, root), nil
@@ -429,10 +429,13 @@ func (p *parser) pollSorted(n int) error {
 	return p.ctx.Err()
 }
 
-// remove marks the value addressed by the reference tokens toks, starting
-// at node n, as removed. Tokens that address nothing are ignored.
-func (p *parser) remove(n int32, toks []string) {
-	for _, tok := range toks {
+// remove marks the value the valid non-empty pointer ptr addresses,
+// starting at node n, as removed. A pointer that addresses nothing is
+// ignored.
+func (p *parser) remove(n int32, ptr string) {
+	for ptr != "" {
+		var tok string
+		tok, ptr = nextToken(ptr)
 		node := &p.nodes[n]
 		kids := p.kids[node.kids : node.kids+node.nkid]
 		next := int32(-1)

@@ -43,16 +43,17 @@ func validatePointers(ignore []string) error {
 	return nil
 }
 
-// pointerTokens splits a valid non-empty pointer into its unescaped
-// reference tokens.
-func pointerTokens(p string) []string {
-	toks := strings.Split(p[1:], "/")
-	for i, t := range toks {
-		if strings.IndexByte(t, '~') >= 0 {
-			toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
-		}
+// nextToken splits the first reference token, unescaped, off a valid
+// non-empty pointer.
+func nextToken(ptr string) (tok, rest string) {
+	tok = ptr[1:]
+	if i := strings.IndexByte(tok, '/'); i >= 0 {
+		tok, rest = tok[:i], tok[i:]
 	}
-	return toks
+	if strings.IndexByte(tok, '~') >= 0 {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	}
+	return tok, rest
 }
 
 // arrayIndex parses an RFC 6901 array index: 0 or digits without a leading
