@@ -1,8 +1,13 @@
 package retrysafe_test
 
 import (
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,17 +15,19 @@ import (
 )
 
 // TestCoreImportsOnlyStdlib fails if the root package depends on anything
-// outside the standard library: drivers, clients and metrics libraries
-// belong in subpackages.
+// outside the standard library and the root module's own packages
+// (internal/canonicaljson): drivers, clients and metrics libraries belong
+// in subpackages.
 func TestCoreImportsOnlyStdlib(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{.Module.Path}}{{end}}", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	for _, dep := range strings.Fields(string(out)) {
-		if dep != "github.com/retrysafe/retrysafe" {
-			t.Errorf("core package depends on non-standard package %s", dep)
+	for line := range strings.Lines(string(out)) {
+		dep, module, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if module != "github.com/retrysafe/retrysafe" {
+			t.Errorf("core package depends on %s, of module %q", dep, module)
 		}
 	}
 }
@@ -34,5 +41,46 @@ func TestModuleRequiresNothing(t *testing.T) {
 	graph := testenv.ModuleGraph(t)
 	if want := []string{"github.com/retrysafe/retrysafe"}; !slices.Equal(graph, want) {
 		t.Errorf("GOWORK=off go list -m all = %q, want only %q", graph, want)
+	}
+}
+
+// TestNoUnsafeInProduction fails if a Go file outside tests, in any module
+// of the repository, imports "unsafe": whether memory stays valid must
+// never rest on a comment. It reads the files themselves rather than asking
+// go list, so that files behind build tags count too.
+func TestNoUnsafeInProduction(t *testing.T) {
+	t.Parallel()
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != "." && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir // what the go command ignores too
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == "unsafe" {
+				t.Errorf("%s imports unsafe", path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read only %d Go files: is the test running from the repository root?", files)
 	}
 }

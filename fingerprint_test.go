@@ -1,15 +1,22 @@
 package retrysafe
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/retrysafe/retrysafe/internal/canonicaljson"
 )
 
 type fpInput struct {
@@ -124,63 +131,16 @@ func ExampleFingerprint() {
 	// other amount matches: false
 }
 
-// json64K returns a JSON document of about 64 KiB: a list of order lines.
-func json64K() []byte {
-	var b strings.Builder
-	b.WriteString(`{"order":"ord_4711","lines":[`)
-	for i := 0; b.Len() < 64<<10-200; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"sku":"SKU-%06d","name":"Widget \u00e9 %d","qty":%d,"price":%d.%02d,"tags":["a","b"],"gift":false}`, i, i, i%7+1, i*13%1000, i%100)
-	}
-	b.WriteString(`],"total":123456.78}`)
-	return []byte(b.String())
-}
-
-var benchSink string
-
-// BenchmarkFingerprint compares Fingerprint with plain SHA-256 over the same
-// raw bytes ("sha256-raw"), the floor for any body fingerprint. The 21-byte
-// body is bench/peers' request (its fingerprint's input is 126 bytes).
-func BenchmarkFingerprint(b *testing.B) {
-	bodies := []struct {
-		name string
-		body []byte
-	}{
-		{"order-21B", []byte(`{"sku":"abc","qty":1}`)},
-		{"payment-300B", []byte(paymentJSON)},
-		{"json-64KiB", json64K()},
-	}
-	for _, bb := range bodies {
-		b.Run(bb.name+"/fingerprint", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(bb.body)))
-			for b.Loop() {
-				benchSink = Fingerprint("POST", "/v1/payments", "expand=customer", bb.body, []string{"/metadata/requestedAt"})
-			}
-		})
-		b.Run(bb.name+"/sha256-raw", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(bb.body)))
-			for b.Loop() {
-				sum := sha256.Sum256(bb.body)
-				benchSink = hex.EncodeToString(sum[:])
-			}
-		})
-	}
-}
-
 // TestFingerprintReference computes fingerprints the long way (every field
 // framed by hand, one SHA-256 over all of it) for bodies of every size
 // class the implementation hashes differently: empty, small, just under
-// and over the chunk size (pollEvery), raw and canonical JSON.
+// and over the chunk size (hashChunk), raw and canonical JSON.
 func TestFingerprintReference(t *testing.T) {
 	t.Parallel()
 	jsonOf := func(n int) []byte { // a JSON string of about n bytes, with spaces
 		return []byte(` "` + strings.Repeat("x", max(n-4, 0)) + `" `)
 	}
-	for _, n := range []int{0, 1, 21, pollEvery - 200, pollEvery - 1, pollEvery, pollEvery + 1, 3*pollEvery + 7} {
+	for _, n := range []int{0, 1, 21, hashChunk - 200, hashChunk - 1, hashChunk, hashChunk + 1, 3*hashChunk + 7} {
 		for _, body := range [][]byte{[]byte(strings.Repeat("r", n)), jsonOf(n)} {
 			if got, want := Fingerprint("post", "/p", "a=1", body, nil), referenceFingerprintOf("post", "/p", "a=1", body); got != want {
 				t.Errorf("body of %d bytes (%.10q...): Fingerprint = %s, reference %s", len(body), body, got, want)
@@ -222,7 +182,7 @@ func referenceFingerprintOf(method, path, rawQuery string, body []byte) string {
 	kind, data := "body-raw", body
 	if len(body) == 0 {
 		kind, data = "body-empty", nil
-	} else if canon, err := CanonicalJSON(body, nil); err == nil {
+	} else if canon, err := canonicaljson.Append(context.Background(), nil, body, nil); err == nil {
 		kind, data = "body-json", canon
 	}
 	b = field(b, kind)
@@ -232,9 +192,8 @@ func referenceFingerprintOf(method, path, rawQuery string, body []byte) string {
 }
 
 // FuzzFingerprintReference checks Fingerprint against the long way for any
-// request, three times in a row: the first block's midstate is cached on
-// the second and used on the third, and the empty query's fast path is
-// compared with url.ParseQuery's result.
+// request; the empty query's shortcut is compared with url.ParseQuery's
+// result.
 func FuzzFingerprintReference(f *testing.F) {
 	f.Add("POST", "/orders", "", []byte(`{"sku":"abc","qty":1}`))
 	f.Add("post", "/v1/payments/refunds/long/enough/path", "b=2&a=1&a=0", []byte(`{"b":1, "a":[1,2.0]}`))
@@ -242,11 +201,87 @@ func FuzzFingerprintReference(f *testing.F) {
 	f.Add("PUT", "", "&&", []byte(nil))
 	f.Add("POST", "/x", ";", []byte(`"\u00e9"`))
 	f.Fuzz(func(t *testing.T, method, path, rawQuery string, body []byte) {
-		want := referenceFingerprintOf(method, path, rawQuery, body)
-		for i := range 3 {
-			if got := Fingerprint(method, path, rawQuery, body, nil); got != want {
-				t.Fatalf("call %d: Fingerprint(%q, %q, %q, %q) = %s, want %s", i, method, path, rawQuery, body, got, want)
-			}
+		if got, want := Fingerprint(method, path, rawQuery, body, nil), referenceFingerprintOf(method, path, rawQuery, body); got != want {
+			t.Fatalf("Fingerprint(%q, %q, %q, %q) = %s, want %s", method, path, rawQuery, body, got, want)
 		}
 	})
+}
+
+// countingContext is a context that never reports Done by closing its
+// channel but whose Err reports context.Canceled from call after+1 on, and
+// counts the calls: it shows how often work checks its context and that it
+// stops at the first check that sees the end.
+type countingContext struct {
+	context.Context
+	done  chan struct{}
+	after int64
+	calls atomic.Int64
+}
+
+func newCountingContext(after int64) *countingContext {
+	return &countingContext{Context: context.Background(), done: make(chan struct{}), after: after}
+}
+
+func (c *countingContext) Done() <-chan struct{} { return c.done }
+
+func (c *countingContext) Err() error {
+	if c.calls.Add(1) > c.after {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestFingerprintStopsWhenContextEnds: fingerprinting a large body, JSON
+// or raw, checks the context at least every 2*hashChunk bytes and stops
+// at the first check that finds it ended, returning its error.
+func TestFingerprintStopsWhenContextEnds(t *testing.T) {
+	t.Parallel()
+	const size = 1 << 20
+	bodies := map[string][]byte{
+		"json": []byte(`{"note":"` + strings.Repeat(`abcdefgh\n\u00e9é`, size/20) + `"}`),
+		"raw":  bytes.Repeat([]byte("amount=5&"), size/9),
+	}
+	for name, body := range bodies {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			// Not ended: the same fingerprint as Fingerprint's.
+			ctx := newCountingContext(math.MaxInt64)
+			fp, err := fingerprint(ctx, "POST", "/p", "", body, nil)
+			if want := Fingerprint("POST", "/p", "", body, nil); err != nil || fp != want {
+				t.Fatalf("fingerprint with a live context = %q, %v; want Fingerprint's %q", fp, err, want)
+			}
+			checks := ctx.calls.Load()
+			if min := int64(len(body) / (2 * hashChunk)); checks < min {
+				t.Fatalf("context checked %d times for %d bytes; want at least %d", checks, len(body), min)
+			}
+			// Ended after a few checks: stops at the next one.
+			for _, after := range []int64{0, checks / 2, checks - 1} {
+				ctx := newCountingContext(after)
+				fp, err := fingerprint(ctx, "POST", "/p", "", body, nil)
+				if !errors.Is(err, context.Canceled) || fp != "" {
+					t.Fatalf("context ended after %d of %d checks: fingerprint = %q, %v; want context.Canceled", after, checks, fp, err)
+				}
+				if got := ctx.calls.Load(); got != after+1 {
+					t.Fatalf("context ended after %d of %d checks: checked %d times; want it to stop at the first that failed", after, checks, got)
+				}
+			}
+		})
+	}
+}
+
+// TestValidatePointer checks the exported check on the pointers
+// Config.IgnoreFields takes (canonicaljson tests the rules in full).
+func TestValidatePointer(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"", "/", "/meta/requestedAt", "/items/0/note", "/a~0b/c~1d"} {
+		if err := ValidatePointer(p); err != nil {
+			t.Errorf("ValidatePointer(%q) = %v; want nil", p, err)
+		}
+	}
+	for _, p := range []string{"a/b", "/a~", "/a~2", "/\xff", "#/a"} {
+		err := ValidatePointer(p)
+		if err == nil || !strings.HasPrefix(err.Error(), "retrysafe: invalid JSON pointer") {
+			t.Errorf("ValidatePointer(%q) = %v; want a retrysafe: invalid JSON pointer error", p, err)
+		}
+	}
 }

@@ -45,21 +45,9 @@ func ParseKey(v string) (string, error) {
 }
 
 func parseBareKey(v string, start, end int) (string, error) {
-	i := start
-	// Eight bytes at a time while all are allowed (a key is usually a
-	// UUID or similar, all of them); the loop below finds and explains
-	// the first byte that is not.
-	for ; i+8 <= end; i += 8 {
-		b := v[i : i+8]
-		_ = b[7]
-		if !bareKeyWord(uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56) {
-			break
-		}
-	}
-	for ; i < end; i++ {
+	for i := start; i < end; i++ {
 		if bareKeyByte[v[i]] {
-			continue // the common case, one table lookup per byte
+			continue
 		}
 		switch c := v[i]; {
 		case c == ' ':
@@ -78,20 +66,6 @@ func parseBareKey(v string, start, end int) (string, error) {
 		return "", tooLong(n)
 	}
 	return v[start:end], nil
-}
-
-// bareKeyWord reports whether every byte of w is a bareKeyByte: none is
-// below 0x21 or above 0x7E, or equal to '"', ',' or ';'. Each test is the
-// usual exact "has a byte less than / more than / equal to" bit trick
-// (carries and borrows may spoil the bits above a matching byte, never
-// whether there is one).
-func bareKeyWord(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	below := (w - 0x21*ones) &^ w // a byte < 0x21
-	above := (w + 0x01*ones) | w  // a byte > 0x7E
-	q, c, s := w^('"'*ones), w^(','*ones), w^(';'*ones)
-	equal := (q-ones)&^q | (c-ones)&^c | (s-ones)&^s // a byte equal to one of them
-	return (below|above|equal)&highs == 0
 }
 
 // bareKeyByte reports the bytes a bare key may contain: printable ASCII

@@ -3,7 +3,6 @@ package retrysafe
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -197,38 +196,23 @@ func ExampleParseKey() {
 	// retrysafe: invalid idempotency key: empty key: send a value of 1 to 255 printable ASCII characters
 }
 
-// TestBareKeyWord checks the eight-byte test against bareKeyByte for every
-// byte value in every position among allowed bytes, and random words.
-func TestBareKeyWord(t *testing.T) {
-	want := func(w uint64) bool {
-		for i := range 8 {
-			if !bareKeyByte[byte(w>>(8*i))] {
-				return false
-			}
-		}
-		return true
-	}
-	base := uint64(0x6162636465666768) // "hgfedcba", all allowed
-	for pos := range 8 {
+// TestParseKeyBareBytes checks every byte value at every inner position of
+// a bare key: accepted exactly when it is visible ASCII other than '"', ','
+// and ';'.
+func TestParseKeyBareBytes(t *testing.T) {
+	t.Parallel()
+	const base = "abcdefghijklmnop"
+	for pos := 1; pos < len(base)-1; pos++ {
 		for c := range 256 {
-			w := base&^(0xff<<(8*pos)) | uint64(c)<<(8*pos)
-			if got := bareKeyWord(w); got != want(w) {
-				t.Fatalf("bareKeyWord(%#x) = %v, want %v", w, got, want(w))
+			v := base[:pos] + string(byte(c)) + base[pos+1:]
+			allowed := c >= 0x21 && c <= 0x7E && c != '"' && c != ',' && c != ';'
+			key, err := ParseKey(v)
+			if allowed && (err != nil || key != v) {
+				t.Fatalf("ParseKey(%q) = %q, %v; want the key as sent", v, key, err)
 			}
-		}
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 1_000_000 {
-		w := rng.Uint64()
-		if rng.IntN(2) == 0 { // mostly allowed bytes, one or two not
-			w = 0
-			for i := range 8 {
-				w |= uint64(0x21+rng.IntN(0x5E)) << (8 * i)
+			if !allowed && err == nil {
+				t.Fatalf("ParseKey(%q) = %q; want an error for byte %#x", v, key, c)
 			}
-			w ^= uint64(rng.IntN(256)) << (8 * rng.IntN(8))
-		}
-		if got := bareKeyWord(w); got != want(w) {
-			t.Fatalf("bareKeyWord(%#x) = %v, want %v", w, got, want(w))
 		}
 	}
 }

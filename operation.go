@@ -3,6 +3,7 @@ package retrysafe
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"time"
 )
@@ -146,7 +147,7 @@ func NewToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	var h [32]byte
-	encodeHex(h[:], b[:])
+	hex.Encode(h[:], b[:])
 	return string(h[:])
 }
 
@@ -190,7 +191,7 @@ func (b *tokenBatch) take() string {
 		var raw [16 * tokensPerBatch]byte
 		_, _ = rand.Read(raw[:])
 		var h [32 * tokensPerBatch]byte
-		encodeHex(h[:], raw[:])
+		hex.Encode(h[:], raw[:])
 		b.s, b.next = string(h[:]), 0
 	}
 	t := b.s[32*b.next : 32*b.next+32]

@@ -1,7 +1,8 @@
-package retrysafe
+package canonicaljson
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +14,12 @@ import (
 	"unicode/utf8"
 )
 
-func TestCanonicalJSON(t *testing.T) {
+// canonical is Append to a new slice, without a context.
+func canonical(doc []byte, ignore []string) ([]byte, error) {
+	return Append(context.Background(), nil, doc, ignore)
+}
+
+func TestAppend(t *testing.T) {
 	t.Parallel()
 	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 	tests := map[string]struct {
@@ -147,26 +153,26 @@ func TestCanonicalJSON(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := CanonicalJSON([]byte(tt.in), tt.ignore)
+			got, err := canonical([]byte(tt.in), tt.ignore)
 			if tt.wantErr != "" {
 				if err == nil {
-					t.Fatalf("CanonicalJSON(%q) = %s; want error containing %q", tt.in, got, tt.wantErr)
+					t.Fatalf("Append(%q) = %s; want error containing %q", tt.in, got, tt.wantErr)
 				}
 				if !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("CanonicalJSON(%q) error %q; want it to contain %q", tt.in, err, tt.wantErr)
+					t.Fatalf("Append(%q) error %q; want it to contain %q", tt.in, err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("CanonicalJSON(%q): %v", tt.in, err)
+				t.Fatalf("Append(%q): %v", tt.in, err)
 			}
 			if string(got) != tt.want {
-				t.Fatalf("CanonicalJSON(%q)\n got %s\nwant %s", tt.in, got, tt.want)
+				t.Fatalf("Append(%q)\n got %s\nwant %s", tt.in, got, tt.want)
 			}
 			if !json.Valid(got) {
-				t.Fatalf("CanonicalJSON(%q) = %s: not valid JSON", tt.in, got)
+				t.Fatalf("Append(%q) = %s: not valid JSON", tt.in, got)
 			}
-			again, err := CanonicalJSON(got, nil)
+			again, err := canonical(got, nil)
 			if err != nil || !bytes.Equal(again, got) {
 				t.Fatalf("canonicalising %s again = %s, %v", got, again, err)
 			}
@@ -195,20 +201,20 @@ func canonicalManyMembers(n int, extra string) string {
 	return "{" + extra + "," + strings.Join(names, ",") + "}"
 }
 
-func TestCanonicalJSONDuplicateKeyError(t *testing.T) {
+func TestDuplicateKeyError(t *testing.T) {
 	t.Parallel()
 	for _, doc := range []string{`{"a":1,"a":1}`, `{"a":1,"A":1}`, manyMembers(30, `"KEY1":1`)} {
-		_, err := CanonicalJSON([]byte(doc), nil)
-		if !errors.Is(err, errDuplicateKey) {
-			t.Fatalf("CanonicalJSON(%s): error %v does not wrap errDuplicateKey", doc, err)
+		_, err := canonical([]byte(doc), nil)
+		if !errors.Is(err, ErrDuplicateKey) {
+			t.Fatalf("Append(%s): error %v does not wrap ErrDuplicateKey", doc, err)
 		}
 	}
 }
 
-// TestCanonicalJSONNumbersMatchFloat checks that numbers that are equal as
+// TestNumbersMatchFloat checks that numbers that are equal as
 // canonical decimals are equal when decoded as floats too (the converse does
 // not hold: floats round).
-func TestCanonicalJSONNumbersMatchFloat(t *testing.T) {
+func TestNumbersMatchFloat(t *testing.T) {
 	t.Parallel()
 	tests := map[string]string{
 		"integer":  `[1, 1.0, 1e0, 10e-1, 0.1e+1]`,
@@ -220,7 +226,7 @@ func TestCanonicalJSONNumbersMatchFloat(t *testing.T) {
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := CanonicalJSON([]byte(in), nil)
+			got, err := canonical([]byte(in), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -293,7 +299,7 @@ var canonicalSeeds = []string{
 	`[-0.0,{"a":-0e3},-0.000]`,
 }
 
-func FuzzCanonicalJSON(f *testing.F) {
+func FuzzAppend(f *testing.F) {
 	for _, s := range canonicalSeeds {
 		f.Add([]byte(s), "/items/0/note")
 		f.Add([]byte(s), "") // the properties that hold without ignored members
@@ -303,33 +309,33 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if ptr != "" {
 			ignore = []string{ptr}
 		}
-		got, err := CanonicalJSON(doc, ignore)
+		got, err := canonical(doc, ignore)
 		if err != nil {
 			if got != nil {
-				t.Fatalf("CanonicalJSON returned output %q with error %v", got, err)
+				t.Fatalf("Append returned output %q with error %v", got, err)
 			}
 			if json.Valid(doc) && utf8.Valid(doc) && ValidatePointer(ptr) == nil &&
-				!errors.Is(err, errDuplicateKey) && !strings.Contains(err.Error(), "nested deeper") {
-				t.Fatalf("CanonicalJSON(%q) rejected valid JSON: %v", doc, err)
+				!errors.Is(err, ErrDuplicateKey) && !strings.Contains(err.Error(), "nested deeper") {
+				t.Fatalf("Append(%q) rejected valid JSON: %v", doc, err)
 			}
 			return
 		}
 		if !json.Valid(doc) {
-			t.Fatalf("CanonicalJSON(%q) accepted invalid JSON: %s", doc, got)
+			t.Fatalf("Append(%q) accepted invalid JSON: %s", doc, got)
 		}
 		if !json.Valid(got) || !utf8.Valid(got) {
-			t.Fatalf("CanonicalJSON(%q) = %q: not valid UTF-8 JSON", doc, got)
+			t.Fatalf("Append(%q) = %q: not valid UTF-8 JSON", doc, got)
 		}
-		again, err := CanonicalJSON(got, nil)
+		again, err := canonical(got, nil)
 		if err != nil || !bytes.Equal(again, got) {
-			t.Fatalf("CanonicalJSON not idempotent: %q -> %q -> %q, %v", doc, got, again, err)
+			t.Fatalf("Append not idempotent: %q -> %q -> %q, %v", doc, got, again, err)
 		}
 		// Whitespace never matters.
 		var indented bytes.Buffer
 		if err := json.Indent(&indented, doc, "\t", " "); err != nil {
 			t.Fatalf("json.Indent(%q): %v", doc, err)
 		}
-		if again, err := CanonicalJSON(indented.Bytes(), ignore); err != nil || !bytes.Equal(again, got) {
+		if again, err := canonical(indented.Bytes(), ignore); err != nil || !bytes.Equal(again, got) {
 			t.Fatalf("indenting %q changes the canonical form: %q vs %q, %v", doc, got, again, err)
 		}
 		if len(ignore) == 0 {
@@ -344,7 +350,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 				if !reflect.DeepEqual(a, b) {
 					ja, _ := json.Marshal(a)
 					jb, _ := json.Marshal(b)
-					t.Fatalf("CanonicalJSON(%q) = %q changes the value: %s vs %s", doc, got, ja, jb)
+					t.Fatalf("Append(%q) = %q changes the value: %s vs %s", doc, got, ja, jb)
 				}
 			}
 			checkMemberOrderIrrelevant(t, doc, got)
@@ -420,7 +426,7 @@ func decodeFoldedValue(dec *json.Decoder) (any, error) {
 // canonicalise to canon and decode like doc.
 func checkMemberOrderIrrelevant(t *testing.T, doc, canon []byte) {
 	t.Helper()
-	p := new(canonParser)
+	p := new(parser)
 	p.reset(doc)
 	root, err := p.parseDocument()
 	if err != nil {
@@ -435,7 +441,7 @@ func checkMemberOrderIrrelevant(t *testing.T, doc, canon []byte) {
 	m0, s0, e0 := decode(doc)
 	for _, descending := range []bool{false, true} {
 		b := emitOrdered(p, nil, root, descending)
-		if c, err := CanonicalJSON(b, nil); err != nil || !bytes.Equal(c, canon) {
+		if c, err := canonical(b, nil); err != nil || !bytes.Equal(c, canon) {
 			t.Fatalf("%q reordered as %q canonicalises to %q, %v; want %q", doc, b, c, err, canon)
 		}
 		m, s, e := decode(b)
@@ -447,7 +453,7 @@ func checkMemberOrderIrrelevant(t *testing.T, doc, canon []byte) {
 
 // emitOrdered is emit with object members in ascending or descending name
 // order.
-func emitOrdered(p *canonParser, b []byte, n int32, descending bool) []byte {
+func emitOrdered(p *parser, b []byte, n int32, descending bool) []byte {
 	node := &p.nodes[n]
 	if node.kind == kindScalar {
 		return append(b, p.text(node.val)...)

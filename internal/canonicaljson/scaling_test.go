@@ -1,6 +1,7 @@
-package retrysafe
+package canonicaljson
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,7 +11,7 @@ import (
 func scalingBody(kind string, size int) []byte {
 	var b strings.Builder
 	switch kind {
-	case "normal": // order lines, as json64K
+	case "normal": // order lines
 		b.WriteString(`{"order":"ord_4711","lines":[`)
 		for i := 0; b.Len() < size-120; i++ {
 			if i > 0 {
@@ -64,17 +65,21 @@ func scalingBody(kind string, size int) []byte {
 
 var scalingKinds = []string{"normal", "exponent", "mantissa", "deep", "string", "wide"}
 
-// BenchmarkFingerprintScaling fingerprints bodies of growing size (1 KiB to
+// BenchmarkAppendScaling canonicalises documents of growing size (1 KiB to
 // 1 MiB) of several shapes and reports ns/byte, which stays flat when every
-// step is linear in the body size.
-func BenchmarkFingerprintScaling(b *testing.B) {
+// step is linear in the document's size.
+func BenchmarkAppendScaling(b *testing.B) {
 	for _, kind := range scalingKinds {
 		for _, size := range []int{1 << 10, 16 << 10, 256 << 10, 1 << 20} {
 			body := scalingBody(kind, size)
 			b.Run(fmt.Sprintf("%s/%dKiB", kind, size>>10), func(b *testing.B) {
 				b.SetBytes(int64(len(body)))
+				var dst []byte
 				for b.Loop() {
-					benchSink = Fingerprint("POST", "/v1/payments", "", body, nil)
+					var err error
+					if dst, err = Append(context.Background(), dst[:0], body, nil); err != nil {
+						b.Fatal(err)
+					}
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(body)), "ns/byte")
 			})

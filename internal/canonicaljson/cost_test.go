@@ -1,4 +1,4 @@
-package retrysafe
+package canonicaljson
 
 import (
 	"bytes"
@@ -7,18 +7,17 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 )
 
-// TestCanonicalJSONLongExponents checks the canonical form of numbers whose
+// TestLongExponents checks the canonical form of numbers whose
 // exponents have a million digits, including carries and borrows through
-// every digit. The old code took seconds for each (math/big's decimal
-// conversion is quadratic); BenchmarkFingerprintScaling shows the cost per
-// byte now stays flat.
-func TestCanonicalJSONLongExponents(t *testing.T) {
+// every digit: exponent arithmetic through math/big, whose decimal
+// conversion is quadratic, would take seconds for each;
+// BenchmarkAppendScaling shows the cost per byte stays flat.
+func TestLongExponents(t *testing.T) {
 	t.Parallel()
 	const n = 1 << 20
 	nines, zeros := strings.Repeat("9", n), strings.Repeat("0", n)
@@ -34,20 +33,20 @@ func TestCanonicalJSONLongExponents(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := CanonicalJSON([]byte(tt.in), nil)
+			got, err := canonical([]byte(tt.in), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if string(got) != tt.want {
-				t.Fatalf("CanonicalJSON(%.40q...)\n got %.60q... (%d bytes)\nwant %.60q... (%d bytes)", tt.in, got, len(got), tt.want, len(tt.want))
+				t.Fatalf("canonical(%.40q...)\n got %.60q... (%d bytes)\nwant %.60q... (%d bytes)", tt.in, got, len(got), tt.want, len(tt.want))
 			}
 		})
 	}
 }
 
-// TestCanonicalJSONExponentArithmetic compares the decimal exponent
+// TestExponentArithmetic compares the decimal exponent
 // arithmetic with math/big on random numbers with long exponents.
-func TestCanonicalJSONExponentArithmetic(t *testing.T) {
+func TestExponentArithmetic(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	digits := func(n int, first byte) string {
@@ -99,9 +98,9 @@ func TestCanonicalJSONExponentArithmetic(t *testing.T) {
 		}
 		want += "e" + e.String()
 
-		got, err := CanonicalJSON([]byte(in), nil)
+		got, err := canonical([]byte(in), nil)
 		if err != nil || string(got) != want {
-			t.Fatalf("CanonicalJSON(%s) = %s, %v; want %s", in, got, err, want)
+			t.Fatalf("canonical(%s) = %s, %v; want %s", in, got, err, want)
 		}
 	}
 }
@@ -130,61 +129,30 @@ func (c *countingContext) Err() error {
 	return nil
 }
 
-// TestFingerprintStopsWhenContextEnds: fingerprinting a large body checks
-// the context about every pollEvery bytes and stops at the first check
-// that finds it ended, returning its error.
-func TestFingerprintStopsWhenContextEnds(t *testing.T) {
+// TestAppendStopsWhenContextEnds: canonicalising a large document checks
+// the context about every pollEvery bytes of input, whatever its shape,
+// and stops at the first check that finds it ended, returning its error.
+func TestAppendStopsWhenContextEnds(t *testing.T) {
 	t.Parallel()
 	const size = 1 << 20
-	for _, kind := range append(slices.Clone(scalingKinds), "raw") {
+	for _, kind := range scalingKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			var body []byte
-			if kind == "raw" {
-				body = bytes.Repeat([]byte("amount=5&"), size/9)
-			} else {
-				body = scalingBody(kind, size)
-			}
-			if kind != "raw" {
-				// Canonicalising alone checks too, every pollEvery bytes
-				// of input or sooner.
-				ctx := newCountingContext(math.MaxInt64)
-				if _, err := appendCanonicalJSONContext(ctx, nil, body, nil); err != nil {
-					t.Fatal(err)
-				}
-				checks := ctx.calls.Load()
-				if min := int64(len(body)/pollEvery - 1); checks < min {
-					t.Fatalf("canonicalising checked the context %d times for %d bytes; want at least %d", checks, len(body), min)
-				}
-				for _, after := range []int64{0, checks / 2, checks - 1} {
-					ctx := newCountingContext(after)
-					out, err := appendCanonicalJSONContext(ctx, nil, body, nil)
-					if !errors.Is(err, context.Canceled) || out != nil || ctx.calls.Load() != after+1 {
-						t.Fatalf("canonicalising, context ended after %d of %d checks: %d bytes, %v, %d checks; want context.Canceled at check %d",
-							after, checks, len(out), err, ctx.calls.Load(), after+1)
-					}
-				}
-			}
-			// Not ended: the same fingerprint as Fingerprint's, with a
-			// check at least every 2*pollEvery bytes.
+			doc := scalingBody(kind, size)
 			ctx := newCountingContext(math.MaxInt64)
-			fp, err := fingerprint(ctx, "POST", "/p", "", body, nil)
-			if err != nil || fp != Fingerprint("POST", "/p", "", body, nil) {
-				t.Fatalf("fingerprint with a live context = %q, %v; want Fingerprint's %q", fp, err, Fingerprint("POST", "/p", "", body, nil))
+			if _, err := Append(ctx, nil, doc, nil); err != nil {
+				t.Fatal(err)
 			}
 			checks := ctx.calls.Load()
-			if min := int64(len(body) / (2 * pollEvery)); checks < min {
-				t.Fatalf("context checked %d times for %d bytes; want at least %d", checks, len(body), min)
+			if min := int64(len(doc)/pollEvery - 1); checks < min {
+				t.Fatalf("checked the context %d times for %d bytes; want at least %d", checks, len(doc), min)
 			}
-			// Ended after a few checks: stops at the next one.
 			for _, after := range []int64{0, checks / 2, checks - 1} {
 				ctx := newCountingContext(after)
-				fp, err := fingerprint(ctx, "POST", "/p", "", body, nil)
-				if !errors.Is(err, context.Canceled) || fp != "" {
-					t.Fatalf("context ended after %d of %d checks: fingerprint = %q, %v; want context.Canceled", after, checks, fp, err)
-				}
-				if got := ctx.calls.Load(); got != after+1 {
-					t.Fatalf("context ended after %d of %d checks: checked %d times; want it to stop at the first that failed", after, checks, got)
+				out, err := Append(ctx, nil, doc, nil)
+				if !errors.Is(err, context.Canceled) || out != nil || ctx.calls.Load() != after+1 {
+					t.Fatalf("context ended after %d of %d checks: %d bytes, %v, %d checks; want context.Canceled at check %d",
+						after, checks, len(out), err, ctx.calls.Load(), after+1)
 				}
 			}
 		})
@@ -222,9 +190,8 @@ func TestFoldEqualMatchesEncodingJSON(t *testing.T) {
 }
 
 // smallBodies are small request bodies of the shapes clients send:
-// bench/peers' order, flat objects with more members and whitespace, and
-// ones the flat fast path leaves to the tree (a nested object, a float, an
-// escape).
+// bench/peers' order, flat objects with more members and whitespace, a
+// nested object, a float, an escape.
 var smallBodies = []struct{ name, body string }{
 	{"order-21B", `{"sku":"abc","qty":1}`},
 	{"flat-8", `{"customer": "cus_9s6XKzkNRiz8i3", "amount": 1999, "currency": "eur", "confirm": true, "description": "Order #4711", "receipt_email": "jenny.rosen@example.com", "coupon": null, "quantity": 3}`},
@@ -232,23 +199,21 @@ var smallBodies = []struct{ name, body string }{
 	{"nested", `{"sku":"abc","qty":1,"meta":{"source":"web","ts":17}}`},
 	{"float", `{"sku":"abc","qty":1,"price":9.99}`},
 	{"escape", `{"sku":"a\"bc","qty":1}`},
-	{"payment-300B", paymentJSON},
 }
 
-// BenchmarkCanonicalSmall canonicalises small bodies on a reused parser and
-// buffer, as Fingerprint does.
-func BenchmarkCanonicalSmall(b *testing.B) {
+// BenchmarkAppendSmall canonicalises small bodies into a reused buffer, as
+// the fingerprint does.
+func BenchmarkAppendSmall(b *testing.B) {
 	for _, bb := range smallBodies {
 		b.Run(bb.name, func(b *testing.B) {
 			body := []byte(bb.body)
-			p := new(canonParser)
 			var dst []byte
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
 				var err error
-				dst, err = p.appendCanonical(context.Background(), dst[:0], body, nil)
-				if err != nil || !p.trim() {
+				dst, err = Append(context.Background(), dst[:0], body, nil)
+				if err != nil {
 					b.Fatal(err)
 				}
 			}
