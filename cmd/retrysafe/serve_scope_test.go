@@ -134,3 +134,26 @@ func grepLines(text, substr string) string {
 	}
 	return fmt.Sprint(strings.Join(out, "\n"))
 }
+
+func TestServeScopeFlagErrors(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"bad header":    {[]string{"--scope-header", "Authorization,X Y"}, `--scope-header: "X Y" is not a header name`},
+		"no scope":      {[]string{"--scope-header", ""}, "--scope-header is empty and there is no --scope-cookie"},
+		"bad cookie":    {[]string{"--scope-cookie", "a=b"}, `--scope-cookie: "a=b" is not a cookie name`},
+		"bad dialect":   {[]string{"--error-dialect", "graphql"}, `--error-dialect: "graphql" is not "problem" or "stripe"`},
+		"cookie enough": {[]string{"--scope-header", "", "--scope-cookie", "session", "--error-dialect", "nope"}, "--error-dialect"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr strings.Builder
+			args := append([]string{"serve", "--upstream", "http://127.0.0.1:1", "--store", "memory:"}, tc.args...)
+			if code := run(context.Background(), args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), tc.want)
+			}
+		})
+	}
+}
