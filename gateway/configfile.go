@@ -216,7 +216,7 @@ func (fr *fileRoute) route(p Policy) (Route, error) {
 			return Route{}, fmt.Errorf("scope_cookie: %w", err)
 		}
 	}
-	if len(p.ScopeHeaders) == 0 && p.ScopeCookie == "" {
+	if (fr.ScopeHeader != nil || fr.ScopeCookie != nil) && len(p.ScopeHeaders) == 0 && p.ScopeCookie == "" {
 		return Route{}, errors.New("scope_header: empty list and no scope_cookie: name what identifies a caller (allow_empty_scope: true lets requests without it share one key space)")
 	}
 	if fr.AllowEmptyScope != nil {

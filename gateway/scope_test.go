@@ -151,6 +151,11 @@ routes:
 			t.Errorf("%s: %+v, want %+v", rt.Pattern, g, want[i])
 		}
 	}
+	// The zero Policy (Authorization) as defaults: a route that names no
+	// scope source keeps it.
+	if rs, err := gateway.ParseConfig([]byte("routes:\n  - match: \"POST /x\"\n"), gateway.Policy{}); err != nil || len(rs[0].Policy.ScopeHeaders) != 0 {
+		t.Errorf("zero defaults: %v, %v; want the route to keep them", rs, err)
+	}
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"bad header":  {"scope_header: [Authorization, \"X Y\"]", `scope_header: "X Y" is not a header name`},
 		"bad cookie":  {"scope_cookie: \"a;b\"", `scope_cookie: "a;b" is not a cookie name`},
