@@ -93,8 +93,29 @@ type Config struct {
 
 	// Scope returns the caller's identity for a request; records are keyed
 	// by scope + key so tenants never share keys. Nil means
-	// [ScopeFromHeader]("Authorization").
+	// [ScopeFromHeader]("Authorization"); see also [ScopeFromHeaders],
+	// [ScopeFromCookie] and [ScopeFromHeadersAndCookie]. Derive it from
+	// credentials the caller must hold (whole header or cookie values),
+	// never from an unverified claim inside a token.
 	Scope func(r *http.Request) (string, error)
+	// RequireScope refuses a keyed request whose Scope is "" with 400
+	// empty-scope, and nothing runs. Set it unless every caller is meant
+	// to share one key space: without it, such requests all share the
+	// empty scope, so a caller who reuses another's key and body gets the
+	// other's stored answer (the gateway sets it unless
+	// --allow-empty-scope). The default (false) keeps existing embeddings
+	// working.
+	RequireScope bool
+	// ScopeSource says, in the empty-scope answer, what a caller sends to
+	// be identified, such as "the Authorization header or the session
+	// cookie". "" means "the Authorization header" when Scope is nil, and
+	// a generic phrase otherwise.
+	ScopeSource string
+	// ErrorDialect is the shape of the problem answers the middleware
+	// writes: [DialectProblem] (RFC 9457 only, the default) or
+	// [DialectStripe], which adds Stripe's "error" member and
+	// Stripe-Should-Retry so that Stripe's SDKs raise them as errors.
+	ErrorDialect ErrorDialect
 	// IgnoreFields are JSON Pointers (RFC 6901) of body fields left out of
 	// the fingerprint, such as "/meta/requestedAt".
 	IgnoreFields []string
@@ -184,13 +205,14 @@ func equalFoldASCII(a, b string) bool {
 
 // ScopeFromHeader returns a Scope function that identifies the caller by the
 // SHA-256 of a request header's value (so the credential itself is never
-// stored). A request without the header has the empty scope, shared by all
-// anonymous callers.
+// stored); several fields of the header are joined with "\n". A request
+// without the header, or with only empty values, has the empty scope,
+// which the middleware refuses when Config.RequireScope is set.
 func ScopeFromHeader(name string) func(*http.Request) (string, error) {
 	name = http.CanonicalHeaderKey(name)
 	return func(r *http.Request) (string, error) {
 		v := r.Header[name] // as Header.Values: name is canonical
-		if len(v) == 0 {
+		if allEmpty(v) {
 			return "", nil
 		}
 		return HashScope(strings.Join(v, "\n")), nil
@@ -305,6 +327,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Scope == nil {
 		c.Scope = ScopeFromHeader("Authorization")
+		if c.ScopeSource == "" {
+			c.ScopeSource = "the Authorization header"
+		}
+	}
+	switch c.ErrorDialect {
+	case "":
+		c.ErrorDialect = DialectProblem
+	case DialectProblem, DialectStripe:
+	default:
+		return c, fmt.Errorf("retrysafe: Config.ErrorDialect %q is not %q or %q", c.ErrorDialect, DialectProblem, DialectStripe)
 	}
 	if c.Route == nil {
 		c.Route = func(r *http.Request) string { return r.URL.EscapedPath() }

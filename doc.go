@@ -10,8 +10,10 @@
 // as "8e03978e-…" or a bare token). The middleware derives:
 //
 //   - the scope: the caller's identity (by default a SHA-256 of the
-//     Authorization header), so tenants never share keys or see each
-//     other's stored responses;
+//     Authorization header; see [ScopeFromHeaders] and [ScopeFromCookie]),
+//     so tenants never share keys or see each other's stored responses.
+//     Callers that send no identity all share the empty scope, unless
+//     [Config].RequireScope refuses them (400 empty-scope);
 //   - the fingerprint: method, route path, canonical query and body (JSON
 //     bodies canonicalised: key order and whitespace do not matter).
 //

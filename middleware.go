@@ -176,6 +176,9 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 			Detail: "The caller's identity could not be established: " + err.Error()}, 0)
 		return OutcomeUnauthorized
 	}
+	if scope == "" && c.RequireScope {
+		return h.refuseEmptyScope(w)
+	}
 	fp, err := ablatedFingerprint, error(nil)
 	if !ablateFingerprint {
 		fp, err = sc.fp.fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)

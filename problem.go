@@ -16,6 +16,9 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 	// Instance is not set by retrysafe; it is here for completeness.
 	Instance string `json:"instance,omitempty"`
+	// Error is the extension member of the stripe dialect ([DialectStripe]);
+	// nil in the default dialect.
+	Error *StripeError `json:"error,omitempty"`
 }
 
 // Problem type slugs, appended to Config.ProblemBase to form the "type" URI.
@@ -47,6 +50,9 @@ func WriteProblem(w http.ResponseWriter, p *Problem, retryAfter time.Duration) {
 	if retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(retryAfter)))
 	}
+	if p.Error != nil && p.Error.ShouldRetry != "" {
+		h.Set(HeaderStripeShouldRetry, p.Error.ShouldRetry)
+	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
 }
@@ -60,7 +66,11 @@ func retryAfterSeconds(d time.Duration) int {
 }
 
 func (c *Config) problem(slug, title string, status int, detail string) *Problem {
-	return &Problem{Type: c.ProblemBase + slug, Title: title, Status: status, Detail: detail}
+	p := &Problem{Type: c.ProblemBase + slug, Title: title, Status: status, Detail: detail}
+	if c.ErrorDialect == DialectStripe {
+		p.Error = stripeError(slug, detail)
+	}
+	return p
 }
 
 // inProgressProblem is the 409 for a key whose record another request

@@ -120,12 +120,13 @@ header() {
 	awk -v n="$2" 'BEGIN { n = tolower(n) } { sub(/\r$/, "") } tolower(substr($0, 1, length(n) + 1)) == n ":" { v = substr($0, length(n) + 2); sub(/^[ \t]+/, "", v); print v }' "$1" | tail -n 1
 }
 
-# request METHOD URL KEY BODY OUT sends a JSON request (with an
-# Idempotency-Key unless KEY is empty), keeps the answer in OUT.body and
+# request METHOD URL KEY BODY OUT sends a JSON request as one caller (the
+# scope; a keyed request without one gets 400 empty-scope), with an
+# Idempotency-Key unless KEY is empty, keeps the answer in OUT.body and
 # OUT.headers, and prints the status code.
 request() {
 	local args=(-sS --max-time 15 -X "$1" -o "$5.body" -D "$5.headers" -w '%{http_code}'
-		-H 'Content-Type: application/json' --data-binary "$4")
+		-H 'Content-Type: application/json' -H 'Authorization: Bearer image-test' --data-binary "$4")
 	[ -n "$3" ] && args+=(-H "Idempotency-Key: $3")
 	curl "${args[@]}" "$2" || true
 }

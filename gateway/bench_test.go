@@ -52,6 +52,7 @@ func BenchmarkProxy(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				req, _ := http.NewRequest("POST", base+"/payments", strings.NewReader(`{"amount":100}`))
+				req.Header.Set("Authorization", "Bearer bench")
 				if k := key(); k != "" {
 					req.Header.Set("Idempotency-Key", k)
 				}

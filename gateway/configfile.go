@@ -24,22 +24,46 @@ type fileConfig struct {
 }
 
 type fileRoute struct {
-	Match           *string  `yaml:"match"`
-	Protect         *bool    `yaml:"protect"`
-	Methods         []string `yaml:"methods"`
-	RequireKey      *bool    `yaml:"require_key"`
-	TTL             *string  `yaml:"ttl"`
-	Lease           *string  `yaml:"lease"`
-	InFlight        *string  `yaml:"in_flight"`
-	WaitTimeout     *string  `yaml:"wait_timeout"`
-	MaxBody         *string  `yaml:"max_body"`
-	MaxResponseBody *string  `yaml:"max_response_body"`
-	IgnoreFields    []string `yaml:"ignore_fields"`
-	StoreStatuses   []string `yaml:"store_statuses"`
-	ScopeHeader     *string  `yaml:"scope_header"`
-	ScopeRate       *string  `yaml:"scope_rate"`
-	ScopeBurst      *int     `yaml:"scope_burst"`
-	ScopeMaxLive    *int     `yaml:"scope_max_live"`
+	Match           *string   `yaml:"match"`
+	Protect         *bool     `yaml:"protect"`
+	Methods         []string  `yaml:"methods"`
+	RequireKey      *bool     `yaml:"require_key"`
+	TTL             *string   `yaml:"ttl"`
+	Lease           *string   `yaml:"lease"`
+	InFlight        *string   `yaml:"in_flight"`
+	WaitTimeout     *string   `yaml:"wait_timeout"`
+	MaxBody         *string   `yaml:"max_body"`
+	MaxResponseBody *string   `yaml:"max_response_body"`
+	IgnoreFields    []string  `yaml:"ignore_fields"`
+	StoreStatuses   []string  `yaml:"store_statuses"`
+	ScopeHeader     *nameList `yaml:"scope_header"`
+	ScopeCookie     *string   `yaml:"scope_cookie"`
+	AllowEmptyScope *bool     `yaml:"allow_empty_scope"`
+	ErrorDialect    *string   `yaml:"error_dialect"`
+	ScopeRate       *string   `yaml:"scope_rate"`
+	ScopeBurst      *int      `yaml:"scope_burst"`
+	ScopeMaxLive    *int      `yaml:"scope_max_live"`
+}
+
+// nameList is a YAML list of names that also accepts a single string
+// (scope_header: X-Api-Key, as before lists were accepted).
+type nameList []string
+
+func (l *nameList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var s string
+		if err := n.Decode(&s); err != nil {
+			return err
+		}
+		*l = nameList{s}
+		return nil
+	}
+	var list []string
+	if err := n.Decode(&list); err != nil {
+		return err
+	}
+	*l = list
+	return nil
 }
 
 // routeFields lists the YAML fields of a route, for error messages.
@@ -47,6 +71,7 @@ var routeFields = []string{
 	"match", "protect", "methods", "require_key", "ttl", "lease", "in_flight", "wait_timeout",
 	"max_body", "max_response_body", "ignore_fields", "store_statuses", "scope_header",
 	"scope_rate", "scope_burst", "scope_max_live",
+	"scope_cookie", "allow_empty_scope", "error_dialect",
 }
 
 // LoadConfigFile reads a YAML route file (see [ParseConfig]).
@@ -76,7 +101,10 @@ func LoadConfigFile(path string, defaults Policy) ([]Route, error) {
 //	    max_response_body: 1MiB
 //	    ignore_fields: ["/meta/requestedAt"]
 //	    store_statuses: ["2xx", "4xx", 500]
-//	    scope_header: X-Api-Key
+//	    scope_header: [Authorization, Stripe-Account]   # or one name
+//	    scope_cookie: session
+//	    allow_empty_scope: false
+//	    error_dialect: stripe             # problem | stripe
 //	    scope_rate: 10/s                 # new keys per scope: 10/s, 600/m, 1000/h
 //	    scope_burst: 20
 //	    scope_max_live: 1000             # new keys per scope within the TTL, per instance
@@ -186,11 +214,25 @@ func (fr *fileRoute) route(p Policy) (Route, error) {
 		p.StoreStatuses = set
 	}
 	if fr.ScopeHeader != nil {
-		h := strings.TrimSpace(*fr.ScopeHeader)
-		if !validHeaderName(h) {
-			return Route{}, fmt.Errorf("scope_header: %q is not a header name", *fr.ScopeHeader)
+		if p.ScopeHeaders, err = ParseScopeHeaders(*fr.ScopeHeader); err != nil {
+			return Route{}, fmt.Errorf("scope_header: %w", err)
 		}
-		p.ScopeHeader = h
+	}
+	if fr.ScopeCookie != nil {
+		if p.ScopeCookie, err = ParseScopeCookie(*fr.ScopeCookie); err != nil {
+			return Route{}, fmt.Errorf("scope_cookie: %w", err)
+		}
+	}
+	if (fr.ScopeHeader != nil || fr.ScopeCookie != nil) && len(p.ScopeHeaders) == 0 && p.ScopeCookie == "" {
+		return Route{}, errors.New("scope_header: empty list and no scope_cookie: name what identifies a caller (allow_empty_scope: true lets requests without it share one key space)")
+	}
+	if fr.AllowEmptyScope != nil {
+		p.AllowEmptyScope = *fr.AllowEmptyScope
+	}
+	if fr.ErrorDialect != nil {
+		if p.ErrorDialect, err = ParseErrorDialect(*fr.ErrorDialect); err != nil {
+			return Route{}, fmt.Errorf("error_dialect: %w", err)
+		}
 	}
 	if err := fr.scopeLimits(&p.ScopeLimits); err != nil {
 		return Route{}, err
@@ -292,6 +334,40 @@ func patternMethod(pattern string) string {
 		return ""
 	}
 	return method
+}
+
+// ParseScopeHeaders checks a list of scope header names (--scope-header,
+// scope_header) and returns them trimmed, in order.
+func ParseScopeHeaders(names []string) ([]string, error) {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		h := strings.TrimSpace(n)
+		if !validHeaderName(h) {
+			return nil, fmt.Errorf("%q is not a header name", n)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// ParseScopeCookie checks a scope cookie name (--scope-cookie,
+// scope_cookie); "" means none.
+func ParseScopeCookie(name string) (string, error) {
+	c := strings.TrimSpace(name)
+	if c != "" && !validToken(c) {
+		return "", fmt.Errorf("%q is not a cookie name", name)
+	}
+	return c, nil
+}
+
+// ParseErrorDialect parses an error dialect name (--error-dialect,
+// error_dialect): problem or stripe.
+func ParseErrorDialect(s string) (retrysafe.ErrorDialect, error) {
+	switch d := retrysafe.ErrorDialect(strings.TrimSpace(s)); d {
+	case retrysafe.DialectProblem, retrysafe.DialectStripe:
+		return d, nil
+	}
+	return "", fmt.Errorf("%q is not %q or %q", s, retrysafe.DialectProblem, retrysafe.DialectStripe)
 }
 
 func validMethod(m string) bool {

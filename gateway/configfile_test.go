@@ -43,7 +43,7 @@ func TestParseConfig(t *testing.T) {
 		{Pattern: "POST /payments", Policy: gateway.Policy{
 			Methods: []string{"POST"}, RequireKey: true, TTL: 48 * time.Hour, Lease: time.Minute,
 			InFlight: retrysafe.InFlightWait, WaitTimeout: 15 * time.Second, MaxBody: 64 << 10, MaxResponseBody: 1 << 20,
-			IgnoreFields: []string{"/meta/requestedAt"}, StoreStatuses: statuses, ScopeHeader: "X-Api-Key",
+			IgnoreFields: []string{"/meta/requestedAt"}, StoreStatuses: statuses, ScopeHeaders: []string{"X-Api-Key"},
 		}},
 		{Pattern: "/orders/{id}/refunds", Policy: func() gateway.Policy {
 			p := defaults

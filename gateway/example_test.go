@@ -41,6 +41,7 @@ func Example() {
 
 	for range 2 {
 		req, _ := http.NewRequest("POST", proxy.URL+"/payments", strings.NewReader(`{"amount":10}`))
+		req.Header.Set("Authorization", "Bearer sk_test_caller") // the scope: keys are per caller
 		req.Header.Set("Idempotency-Key", "order-42")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

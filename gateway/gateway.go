@@ -223,6 +223,7 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	g.warnEmptyScopes()
 	if len(cfg.Routes) > 0 {
 		g.mux = http.NewServeMux()
 		for i, rt := range cfg.Routes {
@@ -240,6 +241,24 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	return g, nil
+}
+
+// warnEmptyScopes logs one warning when the defaults or a route let keyed
+// requests without a scope run: their callers share one key space.
+func (g *Gateway) warnEmptyScopes() {
+	var where []string
+	if p := g.cfg.Defaults; !p.Bypass && p.AllowEmptyScope {
+		where = append(where, "defaults")
+	}
+	for _, rt := range g.cfg.Routes {
+		if !rt.Policy.Bypass && rt.Policy.AllowEmptyScope {
+			where = append(where, rt.Pattern)
+		}
+	}
+	if len(where) > 0 {
+		g.logger.Warn("empty scopes allowed: keyed requests without a scope header or cookie run, and all such callers share one key space (one caller can get another's stored answer)",
+			"where", strings.Join(where, ", "))
+	}
 }
 
 // checkLease enforces UpstreamTimeout < lease: an upstream call must end

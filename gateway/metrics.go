@@ -25,7 +25,7 @@ const MetricPrefix = "retrysafe_"
 //	retrysafe_sweep_errors_total                         counter
 //
 // outcome is one of [retrysafe.Outcome]'s values (new, replayed, conflict,
-// mismatch, invalid_key, missing_key, unauthorized, too_large, store_error, fail_open,
+// mismatch, invalid_key, missing_key, unauthorized, empty_scope, too_large, store_error, fail_open,
 // released, abandoned, lease_lost, bad_request_body, store_full); op is claim, get, extend, complete or
 // release; result is response, not_sent, unknown or canceled (an
 // unprotected request whose client went away); kind is not_sent or unknown.
@@ -48,7 +48,7 @@ var _ retrysafe.Observer = (*Metrics)(nil)
 var allOutcomes = []retrysafe.Outcome{
 	retrysafe.OutcomeNew, retrysafe.OutcomeReplayed, retrysafe.OutcomeConflict,
 	retrysafe.OutcomeMismatch, retrysafe.OutcomeInvalidKey, retrysafe.OutcomeMissingKey,
-	retrysafe.OutcomeUnauthorized,
+	retrysafe.OutcomeUnauthorized, retrysafe.OutcomeEmptyScope,
 	retrysafe.OutcomeTooLarge, retrysafe.OutcomeStoreError, retrysafe.OutcomeFailOpen,
 	retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned, retrysafe.OutcomeLeaseLost,
 	retrysafe.OutcomeBadRequestBody, retrysafe.OutcomeStoreFull,

@@ -30,6 +30,7 @@ func sendAE(t *testing.T, url, key, ae string) *result {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(retrysafe.HeaderKey, key)
+	req.Header.Set("Authorization", "Bearer test-caller")
 	if ae != "-" {
 		req.Header["Accept-Encoding"] = []string{ae}
 	}

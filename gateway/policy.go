@@ -12,7 +12,8 @@ import (
 
 // Policy is the idempotency policy of one route (or the defaults). The zero
 // Policy protects POST and PATCH with the defaults of [retrysafe.Config]:
-// zero fields mean those defaults, and ScopeHeader "" means Authorization.
+// zero fields mean those defaults, and no ScopeHeaders and no ScopeCookie
+// mean the Authorization header.
 type Policy struct {
 	// Bypass passes the route through unprotected (config file:
 	// protect: false).
@@ -40,17 +41,47 @@ type Policy struct {
 	// StoreStatuses are the response statuses stored and replayed; nil
 	// stores every status. For other statuses the key is released.
 	StoreStatuses StatusSet
-	// ScopeHeader names the header whose value (hashed) identifies the
-	// caller; "" means Authorization.
-	ScopeHeader string
+	// ScopeHeaders name the headers whose values (hashed together, in
+	// order) identify the caller; see [retrysafe.ScopeFromHeaders]. With
+	// ScopeCookie also empty, nil means Authorization.
+	ScopeHeaders []string
+	// ScopeCookie names a cookie whose value identifies the caller too
+	// (config file: scope_cookie); see
+	// [retrysafe.ScopeFromHeadersAndCookie]. "" means none.
+	ScopeCookie string
+	// AllowEmptyScope lets keyed requests that carry none of the scope
+	// headers and no scope cookie run, all in one shared key space. By
+	// default they get 400 empty-scope and nothing runs.
+	AllowEmptyScope bool
+	// ErrorDialect is the shape of the gateway's own error answers:
+	// retrysafe.DialectProblem ("" too) or retrysafe.DialectStripe.
+	ErrorDialect retrysafe.ErrorDialect
 	// ScopeLimits limit the new keys of each scope on this route; the
 	// zero value limits nothing.
 	ScopeLimits ScopeLimits
 }
 
+// scope returns the Scope function of p and the phrase naming what a
+// caller sends to be identified; nil means the middleware's default.
+func (p *Policy) scope() (func(*http.Request) (string, error), string) {
+	if len(p.ScopeHeaders) == 0 && p.ScopeCookie == "" {
+		return nil, ""
+	}
+	var parts []string
+	for _, h := range p.ScopeHeaders {
+		parts = append(parts, "the "+h+" header")
+	}
+	if p.ScopeCookie != "" {
+		parts = append(parts, "the "+p.ScopeCookie+" cookie")
+	}
+	source := strings.Join(parts, " or ")
+	return retrysafe.ScopeFromHeadersAndCookie(p.ScopeHeaders, p.ScopeCookie), source
+}
+
 // DefaultPolicy returns the policy of the fixed CLI defaults: POST and PATCH
 // protected, key optional, TTL 24h, lease 30s, conflict mode, wait timeout
-// 10s, 1 MiB request bodies, every status stored, scope from Authorization.
+// 10s, 1 MiB request bodies, every status stored, scope from Authorization
+// (a request without it gets 400 empty-scope), problem+json errors.
 func DefaultPolicy() Policy {
 	return Policy{
 		Methods:         []string{http.MethodPost, http.MethodPatch},
@@ -60,7 +91,7 @@ func DefaultPolicy() Policy {
 		WaitTimeout:     retrysafe.DefaultWaitTimeout,
 		MaxBody:         retrysafe.DefaultMaxBody,
 		MaxResponseBody: retrysafe.DefaultMaxResponseBody,
-		ScopeHeader:     "Authorization",
+		ScopeHeaders:    []string{"Authorization"},
 	}
 }
 
@@ -69,10 +100,7 @@ func DefaultPolicy() Policy {
 // Zero fields stay zero, so the middleware's defaults apply; read the
 // effective values from [retrysafe.Config.WithDefaults].
 func (p *Policy) middlewareConfig(g *Gateway) retrysafe.Config {
-	var scope func(*http.Request) (string, error) // nil: the middleware's default, Authorization
-	if p.ScopeHeader != "" {
-		scope = retrysafe.ScopeFromHeader(p.ScopeHeader)
-	}
+	scope, source := p.scope() // nil: the middleware's default, Authorization
 	var storeStatus func(int) bool
 	if p.StoreStatuses != nil {
 		storeStatus = p.StoreStatuses.Contains
@@ -91,6 +119,9 @@ func (p *Policy) middlewareConfig(g *Gateway) retrysafe.Config {
 		FailOpen:        g.cfg.FailOpen,
 		StoreStatus:     storeStatus,
 		Scope:           scope,
+		ScopeSource:     source,
+		RequireScope:    !p.AllowEmptyScope,
+		ErrorDialect:    p.ErrorDialect,
 		IgnoreFields:    p.IgnoreFields,
 		Now:             g.cfg.Now,
 		Logger:          g.logger,

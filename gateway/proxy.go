@@ -238,12 +238,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 			op.Release()
 		}
 		g.logger.WarnContext(r.Context(), "upstream unreachable; nothing was sent", "err", err)
-		retrysafe.WriteProblem(w, &retrysafe.Problem{
-			Type:   g.problemBase + ProblemUpstreamUnreachable,
-			Title:  "Upstream unreachable",
-			Status: http.StatusBadGateway,
-			Detail: "The gateway could not deliver the request to the upstream service, so nothing was processed. Retry with the same Idempotency-Key.",
-		}, time.Second)
+		retrysafe.WriteProblem(w, g.problem(info, ProblemUpstreamUnreachable, "Upstream unreachable", http.StatusBadGateway,
+			"The gateway could not deliver the request to the upstream service, so nothing was processed. Retry with the same Idempotency-Key.",
+			"true"), time.Second)
 		return
 	}
 	status, what := http.StatusBadGateway, "the connection failed before a complete response arrived"
@@ -253,11 +250,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	if r.Context().Err() != nil && errors.Is(context.Cause(r.Context()), retrysafe.ErrLeaseLost) {
 		what = "another request took over this key's lease"
 	}
-	p := &retrysafe.Problem{
-		Type:   g.problemBase + ProblemOutcomeUnknown,
-		Title:  "Outcome unknown",
-		Status: status,
-	}
+	var detail string
 	var retryAfter time.Duration
 	if op != nil {
 		op.Abandon()
@@ -266,13 +259,31 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 			lease = info.route.lease
 		}
 		retryAfter = lease
-		p.Detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown. "+
+		detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown. "+
 			"The Idempotency-Key stays locked for up to %s (its lease) so that the operation never runs twice at once; "+
 			"until then a retry gets 409. Retry with the same key after that: if the first attempt stored no result, the operation runs again.",
 			what, lease)
 	} else {
-		p.Detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown.", what)
+		detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown.", what)
 	}
 	g.logger.WarnContext(r.Context(), "upstream outcome unknown", "err", err, "status", status)
-	retrysafe.WriteProblem(w, p, retryAfter)
+	// Stripe-Should-Retry false: an automatic retry only meets 409 while
+	// the lease holds, and after it may run the operation a second time;
+	// the caller has to decide.
+	retrysafe.WriteProblem(w, g.problem(info, ProblemOutcomeUnknown, "Outcome unknown", status, detail, "false"), retryAfter)
+}
+
+// problem returns one of the gateway's own problem answers in the error
+// dialect of the request's route; shouldRetry is its Stripe-Should-Retry
+// in the stripe dialect.
+func (g *Gateway) problem(info *requestInfo, slug, title string, status int, detail, shouldRetry string) *retrysafe.Problem {
+	p := &retrysafe.Problem{Type: g.problemBase + slug, Title: title, Status: status, Detail: detail}
+	rh := g.def
+	if info != nil && info.route != nil {
+		rh = info.route
+	}
+	if rh.policy.ErrorDialect == retrysafe.DialectStripe {
+		p.Error = &retrysafe.StripeError{Type: retrysafe.StripeAPIError, Code: slug, Message: detail, ShouldRetry: shouldRetry}
+	}
+	return p
 }

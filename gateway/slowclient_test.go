@@ -230,7 +230,7 @@ func TestNonReadingClientsAreCutOff(t *testing.T) {
 		}
 		_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
 		t.Cleanup(func() { c.Close() })
-		req := fmt.Sprintf("POST /big/%d HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: noread-%d\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", size, i)
+		req := fmt.Sprintf("POST /big/%d HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer test-caller\r\nIdempotency-Key: noread-%d\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", size, i)
 		if _, err := io.WriteString(c, req); err != nil {
 			t.Fatal(err)
 		}

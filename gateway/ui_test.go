@@ -110,7 +110,7 @@ func TestUIRequiresToken(t *testing.T) {
 	if r := send(t, e.gw.URL, "POST", "/payments", "k1", `{"amount":1}`); r.Status != 201 {
 		t.Fatalf("POST: %s", r)
 	}
-	for _, path := range []string{"/ui/", "/ui/records", "/ui/records.part", "/ui/overview.part", "/ui/record?scope=&key=k1", "/ui/delete?scope=&key=k1"} {
+	for _, path := range []string{"/ui/", "/ui/records", "/ui/records.part", "/ui/overview.part", "/ui/record?scope=" + testScope + "&key=k1", "/ui/delete?scope=" + testScope + "&key=k1"} {
 		if code, body := e.get(t, path); code != http.StatusUnauthorized || strings.Contains(body, `id="detail"`) || strings.Contains(body, `id="records"`) || strings.Contains(body, "count-completed") {
 			t.Errorf("GET %s without a token: %d, want 401 without the record", path, code)
 		}
@@ -126,10 +126,10 @@ func TestUIRequiresToken(t *testing.T) {
 		t.Errorf("GET /ui/static/ui.js: %d", code)
 	}
 	// A delete without a token is refused before anything else.
-	if code, _ := e.post(t, "/ui/delete", url.Values{"scope": {""}, "key": {"k1"}, "confirm": {"yes"}}); code != http.StatusUnauthorized {
+	if code, _ := e.post(t, "/ui/delete", url.Values{"scope": {testScope}, "key": {"k1"}, "confirm": {"yes"}}); code != http.StatusUnauthorized {
 		t.Errorf("POST /ui/delete without a token: %d, want 401", code)
 	}
-	if !e.exists(t, "", "k1") {
+	if !e.exists(t, testScope, "k1") {
 		t.Fatal("the record is gone after a refused delete")
 	}
 
@@ -149,16 +149,16 @@ func TestUIRequiresToken(t *testing.T) {
 	if code, _ := e.post(t, "/ui/login", url.Values{"csrf": {csrf}, "token": {aliceToken}, "next": {"/ui/records"}}); code != http.StatusSeeOther {
 		t.Fatalf("login: %d, want 303", code)
 	}
-	code, page = e.get(t, "/ui/record?scope=&key=k1")
+	code, page = e.get(t, "/ui/record?scope="+testScope+"&key=k1")
 	if code != http.StatusOK || !strings.Contains(page, `id="rec-key">k1<`) {
 		t.Fatalf("record page after login: %d", code)
 	}
 	// Delete as alice: the log names her.
-	_, confirm := e.get(t, "/ui/delete?scope=&key=k1")
-	if code, _ := e.post(t, "/ui/delete", url.Values{"csrf": {csrfOf(t, confirm)}, "scope": {""}, "key": {"k1"}, "confirm": {"yes"}}); code != http.StatusSeeOther {
+	_, confirm := e.get(t, "/ui/delete?scope="+testScope+"&key=k1")
+	if code, _ := e.post(t, "/ui/delete", url.Values{"csrf": {csrfOf(t, confirm)}, "scope": {testScope}, "key": {"k1"}, "confirm": {"yes"}}); code != http.StatusSeeOther {
 		t.Fatalf("delete: %d, want 303", code)
 	}
-	if e.exists(t, "", "k1") {
+	if e.exists(t, testScope, "k1") {
 		t.Fatal("the record is still there after the delete")
 	}
 	logged := e.log.String()
@@ -176,7 +176,7 @@ func TestUIDeleteNeedsCSRFToken(t *testing.T) {
 	if r := send(t, e.gw.URL, "POST", "/payments", "k1", `{"amount":1}`); r.Status != 201 {
 		t.Fatalf("POST: %s", r)
 	}
-	code, confirm := e.get(t, "/ui/delete?scope=&key=k1")
+	code, confirm := e.get(t, "/ui/delete?scope="+testScope+"&key=k1")
 	if code != http.StatusOK {
 		t.Fatalf("confirmation page: %d", code)
 	}
@@ -185,9 +185,9 @@ func TestUIDeleteNeedsCSRFToken(t *testing.T) {
 	}
 	csrf := csrfOf(t, confirm)
 	form := func(csrf string) url.Values {
-		return url.Values{"csrf": {csrf}, "scope": {""}, "key": {"k1"}, "confirm": {"yes"}}
+		return url.Values{"csrf": {csrf}, "scope": {testScope}, "key": {"k1"}, "confirm": {"yes"}}
 	}
-	if code, _ := e.post(t, "/ui/delete", url.Values{"scope": {""}, "key": {"k1"}, "confirm": {"yes"}}); code != http.StatusForbidden {
+	if code, _ := e.post(t, "/ui/delete", url.Values{"scope": {testScope}, "key": {"k1"}, "confirm": {"yes"}}); code != http.StatusForbidden {
 		t.Errorf("delete without a CSRF token: %d, want 403", code)
 	}
 	if code, _ := e.post(t, "/ui/delete", form(strings.Repeat("0", 64))); code != http.StatusForbidden {
@@ -196,22 +196,22 @@ func TestUIDeleteNeedsCSRFToken(t *testing.T) {
 	// A valid token from another browser (another CSRF cookie) does not
 	// pass with this browser's cookie.
 	other := newUIEnvClient(e)
-	_, otherPage := other.get(t, "/ui/delete?scope=&key=k1")
+	_, otherPage := other.get(t, "/ui/delete?scope="+testScope+"&key=k1")
 	if code, _ := e.post(t, "/ui/delete", form(csrfOf(t, otherPage))); code != http.StatusForbidden {
 		t.Errorf("delete with another browser's CSRF token: %d, want 403", code)
 	}
 	if code, _ := e.post(t, "/ui/delete", form(csrf), "Sec-Fetch-Site: cross-site"); code != http.StatusForbidden {
 		t.Errorf("cross-site delete: %d, want 403", code)
 	}
-	if code, _ := e.post(t, "/ui/delete", url.Values{"csrf": {csrf}, "scope": {""}, "key": {"k1"}}); code != http.StatusBadRequest {
+	if code, _ := e.post(t, "/ui/delete", url.Values{"csrf": {csrf}, "scope": {testScope}, "key": {"k1"}}); code != http.StatusBadRequest {
 		t.Errorf("unconfirmed delete: %d, want 400", code)
 	}
-	if !e.exists(t, "", "k1") {
+	if !e.exists(t, testScope, "k1") {
 		t.Fatal("a refused delete deleted the record")
 	}
 	code, _ = e.post(t, "/ui/delete", form(csrf))
-	if code != http.StatusSeeOther || e.exists(t, "", "k1") {
-		t.Fatalf("delete with the CSRF token: %d (record still there: %v)", code, e.exists(t, "", "k1"))
+	if code != http.StatusSeeOther || e.exists(t, testScope, "k1") {
+		t.Fatalf("delete with the CSRF token: %d (record still there: %v)", code, e.exists(t, testScope, "k1"))
 	}
 	if !strings.Contains(e.log.String(), "actor=anonymous") {
 		t.Errorf("the delete was not logged with its actor:\n%s", e.log.String())
@@ -408,7 +408,7 @@ func TestUIRouteFilter(t *testing.T) {
 	if !strings.Contains(page, `<option value="POST /orders/{id}/refunds">`) {
 		t.Error("the route filter does not offer the configured routes")
 	}
-	_, page = e.get(t, "/ui/record?scope=&key=r-1")
+	_, page = e.get(t, "/ui/record?scope="+testScope+"&key=r-1")
 	if !strings.Contains(page, `id="rec-route">POST /orders/{id}/refunds<`) {
 		t.Error("the record page does not show the route")
 	}

@@ -86,6 +86,8 @@ type serveOptions struct {
 	readTimeout, writeTimeout                    time.Duration
 	adminTokenFile                               string
 	scopeLimits                                  scopeLimitFlags
+	scopeCookie, errorDialect                    string
+	allowEmptyScope                              bool
 }
 
 // flags defines serve's flags on fs. The first twelve are fixed by the
@@ -101,7 +103,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.inFlight, "in-flight", string(retrysafe.InFlightConflict), "`mode` of a duplicate that arrives while the original runs: conflict (409 + Retry-After) or wait (then replay)")
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", retrysafe.DefaultWaitTimeout, "longest wait in --in-flight wait mode before answering 409")
 	fs.Int64Var(&o.maxBody, "max-body", retrysafe.DefaultMaxBody, "largest request body in `bytes`; larger ones get 413 and nothing runs")
-	fs.StringVar(&o.scopeHeader, "scope-header", "Authorization", "`header` whose value (hashed) identifies the caller, so callers never share keys")
+	fs.StringVar(&o.scopeHeader, "scope-header", "Authorization", "comma-separated `headers` whose values (hashed together, in order) identify the caller, so callers never share keys, e.g. Authorization,Stripe-Account")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of per-route policies (flags give the defaults)")
 	fs.Int64Var(&o.maxResponseBody, "max-response-body", retrysafe.DefaultMaxResponseBody, "largest response body stored, in `bytes`; a larger response reaches the first caller, and the key replays a 502 problem, never a second run")
 	fs.StringVar(&o.methods, "methods", "POST,PATCH", "comma-separated protected `methods`")
@@ -120,6 +122,9 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.encryptionAcceptPlaintext, "encryption-accept-plaintext", false, "with encryption on, also replay responses stored before it was turned on (for one TTL after turning it on)")
 	fs.DurationVar(&o.readTimeout, "read-timeout", gateway.DefaultReadTimeout, "bound on reading a whole request, body included; a client that stalls mid-body is cut off and nothing runs")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", adminTokenUsage)
+	fs.StringVar(&o.scopeCookie, "scope-cookie", "", "`name` of a cookie whose value (hashed) identifies the caller too, e.g. a session cookie; other cookies do not count")
+	fs.BoolVar(&o.allowEmptyScope, "allow-empty-scope", false, "let keyed requests without any scope header or cookie run, all in one shared key space (default: 400 empty-scope, nothing runs)")
+	fs.StringVar(&o.errorDialect, "error-dialect", string(retrysafe.DialectProblem), "`dialect` of the gateway's own errors: problem (RFC 9457) or stripe (adds Stripe's \"error\" member, for Stripe's SDKs)")
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
 	o.scopeLimits.define(fs)
 }
@@ -185,10 +190,20 @@ func (o *serveOptions) policy() (gateway.Policy, error) {
 		}
 		p.IgnoreFields = append(p.IgnoreFields, ptr)
 	}
-	if strings.TrimSpace(o.scopeHeader) == "" {
-		return p, usagef("--scope-header is empty")
+	var err error
+	if p.ScopeHeaders, err = gateway.ParseScopeHeaders(splitList(o.scopeHeader)); err != nil {
+		return p, usagef("--scope-header: %v", err)
 	}
-	p.ScopeHeader = strings.TrimSpace(o.scopeHeader)
+	if p.ScopeCookie, err = gateway.ParseScopeCookie(o.scopeCookie); err != nil {
+		return p, usagef("--scope-cookie: %v", err)
+	}
+	if len(p.ScopeHeaders) == 0 && p.ScopeCookie == "" {
+		return p, usagef("--scope-header is empty and there is no --scope-cookie: name what identifies a caller (--allow-empty-scope lets requests without it share one key space)")
+	}
+	p.AllowEmptyScope = o.allowEmptyScope
+	if p.ErrorDialect, err = gateway.ParseErrorDialect(o.errorDialect); err != nil {
+		return p, usagef("--error-dialect: %v", err)
+	}
 	if err := o.scopeLimits.apply(&p); err != nil {
 		return p, err
 	}

@@ -254,6 +254,9 @@ func (p *gatewayProcess) wait(t *testing.T) int {
 	return 0
 }
 
+// testCredential is the Authorization of post's requests.
+const testCredential = "Bearer test-caller"
+
 type answer struct {
 	status int
 	header http.Header
@@ -267,6 +270,7 @@ func post(ctx context.Context, url, key, body string) (*answer, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(retrysafe.HeaderKey, key)
+	req.Header.Set("Authorization", testCredential) // the scope: a keyed request without one gets 400
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

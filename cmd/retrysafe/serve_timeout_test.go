@@ -50,7 +50,7 @@ func TestServeReadTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST /payments HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: k\r\nContent-Length: 100\r\n\r\n%s", strings.Repeat("x", 99))
+	fmt.Fprintf(c, "POST /payments HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer test-caller\r\nIdempotency-Key: k\r\nContent-Length: 100\r\n\r\n%s", strings.Repeat("x", 99))
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second)) // well under the 30s default
 	br := bufio.NewReader(c)
 	res, err := http.ReadResponse(br, nil)

@@ -119,6 +119,7 @@ func sendTraced(t *testing.T, url string) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"amount":1}`))
 	req.Header.Set(retrysafe.HeaderKey, "secret-key-for-tracing")
+	req.Header.Set("Authorization", testCredential)
 	req.Header.Set("traceparent", clientTraceparent)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -13,6 +13,7 @@ require (
 	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000
 	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
+	github.com/stripe/stripe-go/v82 v82.5.1
 )
 
 require (

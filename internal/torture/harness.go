@@ -29,8 +29,9 @@ const (
 	// gateway, which then forwards requests unprotected.
 	MutationStripKey = "strip-key"
 	// MutationSharedScope starts the gateways with --scope-header naming a
-	// header no client sends, so every tenant shares one scope, and gives
-	// the same key of every tenant the same body.
+	// header no client sends and --allow-empty-scope, so every tenant
+	// shares the empty scope, and gives the same key of every tenant the
+	// same body.
 	MutationSharedScope = "shared-scope"
 )
 
@@ -150,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 			"--shutdown-timeout", "20s", "--log-level", "warn",
 		}
 		if cfg.Mutation == MutationSharedScope {
-			flags = append(flags, "--scope-header", "X-Torture-Nobody")
+			flags = append(flags, "--scope-header", "X-Torture-Nobody", "--allow-empty-scope")
 		}
 		g, err := newGateway(i, cfg.Binary, filepath.Join(cfg.Dir, fmt.Sprintf("gateway-%d.log", i)), flags)
 		if err != nil {
