@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,6 +110,12 @@ type Config struct {
 	// [Gateway.AdminHandler] serves at /ui/ (see [UIConfig.Tokens]).
 	// Serve the admin handler beyond loopback only with tokens.
 	AdminTokens []AdminToken
+	// AdminHosts are the Host names the operator page answers to besides
+	// loopback names and addresses (see [UIConfig.Hosts]).
+	AdminHosts []string
+	// UI says to whom the admin handler serves the operator page; ""
+	// means [UILoopback]. The probes and /metrics are served to all.
+	UI UIMode
 }
 
 // Gateway is a reverse proxy that makes the upstream's non-idempotent
@@ -126,6 +133,9 @@ type Gateway struct {
 	ui  *UI            // the operator page; nil when the store has no Admin
 	mux *http.ServeMux // routes; nil when there are none
 	def *routeHandler  // requests that match no route
+
+	readyFailing atomic.Bool // the last /readyz failed
+	readyLog     warnLimiter // one warning a minute while it fails
 }
 
 // routeHandler serves the requests of one route (or the defaults).
@@ -173,7 +183,13 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	g := &Gateway{cfg: cfg, logger: cfg.Logger, registry: cfg.Registry, problemBase: cfg.ProblemBase}
+	if cfg.UI != "" {
+		if _, err := ParseUIMode(string(cfg.UI)); err != nil {
+			return nil, fmt.Errorf("gateway: UI %w", err)
+		}
+	}
+	g := &Gateway{cfg: cfg, logger: cfg.Logger, registry: cfg.Registry, problemBase: cfg.ProblemBase,
+		readyLog: warnLimiter{every: time.Minute}}
 	if g.problemBase == "" {
 		g.problemBase = retrysafe.DefaultProblemBase
 	}
@@ -210,7 +226,7 @@ func New(cfg Config) (*Gateway, error) {
 			}
 		}
 		g.ui, err = NewUI(UIConfig{
-			Store: cfg.Store, Tokens: cfg.AdminTokens, Logger: cfg.Logger, Now: cfg.Now, Routes: patterns,
+			Store: cfg.Store, Tokens: cfg.AdminTokens, Hosts: cfg.AdminHosts, Logger: cfg.Logger, Now: cfg.Now, Routes: patterns,
 			Title: "gateway → " + cfg.Upstream.Redacted(), rates: &g.metrics.rates,
 		})
 		if err != nil {
