@@ -8,12 +8,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
@@ -380,5 +383,31 @@ func TestUIModesAndAdminHosts(t *testing.T) {
 	}
 	if _, err := gateway.New(gateway.Config{Upstream: mustURL(t, "http://127.0.0.1:1"), Store: testenv.Memory(t), UI: "public"}); err == nil {
 		t.Error("UI \"public\": no error")
+	}
+}
+
+// TestUISessionEnds: a session cookie opens the page for SessionLifetime,
+// then the browser is asked to log in again.
+func TestUISessionEnds(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	st := testenv.Memory(t)
+	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, "http://127.0.0.1:1"), Store: st, Now: now,
+		AdminTokens: []gateway.AdminToken{{Name: "alice", Secret: aliceToken}}})
+	jar, _ := cookiejar.New(nil)
+	e := &uiEnv{gw: gw, store: st, log: &syncBuffer{}, c: &http.Client{Jar: jar, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	_, page := e.get(t, "/ui/login")
+	if code, _ := e.post(t, "/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {aliceToken}}); code != http.StatusSeeOther {
+		t.Fatalf("login: %d", code)
+	}
+	offset.Store(int64(gateway.SessionLifetime - time.Minute))
+	if code, _ := e.get(t, "/ui/"); code != 200 {
+		t.Errorf("a minute before the session ends: %d, want 200", code)
+	}
+	offset.Store(int64(gateway.SessionLifetime + time.Second))
+	if code, page := e.get(t, "/ui/"); code != http.StatusUnauthorized || !strings.Contains(page, "log in again") {
+		t.Errorf("after SessionLifetime: %d, want 401 asking to log in again", code)
 	}
 }
