@@ -108,7 +108,8 @@ type Config struct {
 
 	// AdminTokens, when not empty, are required by the operator page that
 	// [Gateway.AdminHandler] serves at /ui/ (see [UIConfig.Tokens]).
-	// Serve the admin handler beyond loopback only with tokens.
+	// With UI set to UIOn, serve the admin handler beyond loopback only
+	// with tokens.
 	AdminTokens []AdminToken
 	// AdminHosts are the Host names the operator page answers to besides
 	// loopback names and addresses (see [UIConfig.Hosts]).
