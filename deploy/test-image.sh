@@ -9,6 +9,10 @@
 # It checks, failing at the first mismatch:
 #   - the image: non-root user, the HEALTHCHECK runs "retrysafe health", the
 #     OCI version and revision labels;
+#   - the image's own default command (no arguments: CMD as shipped, which
+#     listens on 0.0.0.0 without a token file) starts and turns healthy by
+#     its own HEALTHCHECK, in a network namespace of its own (--network
+#     none), so its fixed ports 8080 and 9090 clash with nothing here;
 #   - SQLite on a mounted volume, in front of a test upstream that counts
 #     executions (internal/countingupstream): a replay answers the same
 #     body with Idempotent-Replayed: true and the upstream ran once; another
@@ -215,6 +219,19 @@ revision=$("$docker" image inspect -f '{{index .Config.Labels "org.opencontainer
 [[ "$revision" =~ ^[0-9a-f]{40}$ ]] || fail "revision label '$revision' is not a commit"
 if [ -z "$version" ] || [ "$version" = unknown ]; then fail "version label is '$version'"; fi
 pass "image: user $user, HEALTHCHECK $hc, version $version, revision $revision"
+
+log "the image's default command"
+default_name=rs-default-$run_id
+"$docker" run -d --name "$default_name" --label "$label" --network none \
+	--cap-drop ALL --security-opt no-new-privileges "$image" >/dev/null
+took=$(wait_health "$default_name" healthy)
+"$docker" exec "$default_name" /retrysafe health --admin http://127.0.0.1:9090 ||
+	fail "the default command's /readyz does not answer 200"
+args=$("$docker" inspect -f '{{json .Config.Cmd}}' "$default_name")
+default_log=$("$docker" logs "$default_name" 2>&1)
+grep -q '"msg":"gateway started"' <<<"$default_log" || fail "the default command did not log its start: $default_log"
+"$docker" rm -f "$default_name" >/dev/null
+pass "default command $args: started, healthy after ${took}s by the image's own HEALTHCHECK"
 
 log "test upstream"
 go build -o "$tmp/countingupstream" ./internal/countingupstream

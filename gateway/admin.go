@@ -22,10 +22,17 @@ const SweepTimeout = 30 * time.Second
 //
 //	GET /healthz  200 while the process runs
 //	GET /readyz   200 when the store answers within ReadyTimeout, else 503
-//	              (at once when it refuses connections; see Gateway.Ready)
+//	              (at once when it refuses connections; see Gateway.Ready);
+//	              why is logged, not answered (it can name the store's host)
 //	GET /metrics  the Prometheus registry (every name starts with retrysafe_)
 //	/ui/          the operator page ([UI]), when the store implements
-//	              retrysafe.Admin; it requires Config.AdminTokens when set
+//	              retrysafe.Admin, to the peers Config.UI allows; it
+//	              requires Config.AdminTokens when set
+//
+// The probes and /metrics answer any Host: the kubelet and Prometheus
+// address them by pod IP or service name, and they show no record. The
+// operator page answers only loopback names and addresses and
+// Config.AdminHosts (421 otherwise), against DNS rebinding.
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -36,9 +43,14 @@ func (g *Gateway) AdminHandler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		if err := g.Ready(r.Context()); err != nil {
+			g.readyFailing.Store(true)
+			g.readyLog.warn(r.Context(), g.logger, g.cfg.Now(), "readiness check failed: the store does not answer", "err", err)
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			_, _ = fmt.Fprintln(w, "not ready: the store does not answer (the gateway's log says why)")
 			return
+		}
+		if g.readyFailing.Swap(false) {
+			g.logger.InfoContext(r.Context(), "readiness check passes again: the store answers")
 		}
 		_, _ = fmt.Fprintln(w, "ready")
 	})
@@ -47,13 +59,33 @@ func (g *Gateway) AdminHandler() http.Handler {
 		http.Redirect(w, r, UIPath, http.StatusMovedPermanently)
 	})
 	if g.ui != nil {
-		mux.Handle(UIPath, g.ui)
+		mux.Handle(UIPath, g.uiGate(g.ui))
 	} else {
 		mux.HandleFunc(UIPath, func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "the operator page needs a store that implements retrysafe.Admin", http.StatusNotFound)
 		})
 	}
 	return mux
+}
+
+// uiGate serves the operator page to the peers Config.UI allows.
+func (g *Gateway) uiGate(ui http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch g.cfg.UI {
+		case UIOff:
+			adminProblem(w, http.StatusNotFound, ProblemUIOff, "Operator page off",
+				"The operator page is off (--ui off); /healthz, /readyz and /metrics are served.", 0)
+			return
+		case UIOn:
+		default:
+			if !loopbackPeer(r) {
+				adminProblem(w, http.StatusForbidden, ProblemUILoopbackOnly, "Operator page for loopback peers only",
+					"The operator page is served to this machine only (--ui loopback): reach it through an SSH tunnel or kubectl port-forward, or start the gateway with --ui on and --admin-token-file.", 0)
+				return
+			}
+		}
+		ui.ServeHTTP(w, r)
+	})
 }
 
 // Ready checks that the store answers within [ReadyTimeout]: with

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,8 +108,15 @@ type Config struct {
 
 	// AdminTokens, when not empty, are required by the operator page that
 	// [Gateway.AdminHandler] serves at /ui/ (see [UIConfig.Tokens]).
-	// Serve the admin handler beyond loopback only with tokens.
+	// With UI set to UIOn, serve the admin handler beyond loopback only
+	// with tokens.
 	AdminTokens []AdminToken
+	// AdminHosts are the Host names the operator page answers to besides
+	// loopback names and addresses (see [UIConfig.Hosts]).
+	AdminHosts []string
+	// UI says to whom the admin handler serves the operator page; ""
+	// means [UILoopback]. The probes and /metrics are served to all.
+	UI UIMode
 }
 
 // Gateway is a reverse proxy that makes the upstream's non-idempotent
@@ -128,6 +136,8 @@ type Gateway struct {
 	def *routeHandler  // requests that match no route
 
 	scopeLimited *prometheus.CounterVec // new keys refused by a scope limit
+	readyFailing atomic.Bool            // the last /readyz failed
+	readyLog     warnLimiter            // one warning a minute while it fails
 }
 
 // routeHandler serves the requests of one route (or the defaults).
@@ -176,7 +186,13 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	g := &Gateway{cfg: cfg, logger: cfg.Logger, registry: cfg.Registry, problemBase: cfg.ProblemBase}
+	if cfg.UI != "" {
+		if _, err := ParseUIMode(string(cfg.UI)); err != nil {
+			return nil, fmt.Errorf("gateway: UI %w", err)
+		}
+	}
+	g := &Gateway{cfg: cfg, logger: cfg.Logger, registry: cfg.Registry, problemBase: cfg.ProblemBase,
+		readyLog: warnLimiter{every: time.Minute}}
 	if g.problemBase == "" {
 		g.problemBase = retrysafe.DefaultProblemBase
 	}
@@ -216,7 +232,7 @@ func New(cfg Config) (*Gateway, error) {
 			}
 		}
 		g.ui, err = NewUI(UIConfig{
-			Store: cfg.Store, Tokens: cfg.AdminTokens, Logger: cfg.Logger, Now: cfg.Now, Routes: patterns,
+			Store: cfg.Store, Tokens: cfg.AdminTokens, Hosts: cfg.AdminHosts, Logger: cfg.Logger, Now: cfg.Now, Routes: patterns,
 			Title: "gateway → " + cfg.Upstream.Redacted(), rates: &g.metrics.rates,
 		})
 		if err != nil {

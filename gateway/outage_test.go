@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -234,14 +235,16 @@ func TestReadyRefused(t *testing.T) {
 					}
 					store = s
 				}
-				gw := startGateway(t, gateway.Config{Upstream: mustURL(t, "http://"+freeAddr(t)), Store: store})
+				log := &syncBuffer{}
+				gw := startGateway(t, gateway.Config{Upstream: mustURL(t, "http://"+freeAddr(t)), Store: store, Logger: slog.New(slog.NewTextHandler(log, nil))})
 				const bound = gateway.ReadyTimeout / 2
 				for i := range 3 {
 					start := time.Now()
 					res := send(t, gw.AdminURL, "GET", "/readyz", "", "")
 					took := time.Since(start)
-					if res.Status != 503 || !strings.Contains(string(res.Body), "refused") {
-						t.Fatalf("/readyz #%d with the server refusing = %s", i+1, res)
+					// The answer says not ready; the log says why.
+					if res.Status != 503 || !strings.Contains(string(res.Body), "not ready") || !strings.Contains(log.String(), "refused") {
+						t.Fatalf("/readyz #%d with the server refusing = %s; log:\n%s", i+1, res, log)
 					}
 					if took >= bound {
 						t.Fatalf("/readyz #%d took %s to answer 503, want < %s (ReadyTimeout/2)", i+1, took, bound)

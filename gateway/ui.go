@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,13 @@ const UIPath = "/ui/"
 const (
 	uiTokenCookie = "retrysafe_admin"
 	uiCSRFCookie  = "retrysafe_csrf"
+	uiFlashCookie = "retrysafe_flash"
 )
+
+// SessionLifetime is how long a login lasts. A restart of the process ends
+// every session sooner: the session cookie is keyed by a per-process
+// secret.
+const SessionLifetime = 12 * time.Hour
 
 // MinAdminTokenLength is the shortest token [ParseAdminTokens] accepts.
 const MinAdminTokenLength = 16
@@ -83,10 +90,16 @@ type UIConfig struct {
 	// encrypted responses decrypted.
 	Store retrysafe.Store
 	// Tokens, when not empty, are the credentials every page and action
-	// requires (a cookie set by the login form, or an Authorization:
-	// Bearer header). Empty means no authentication: only for a listener
-	// that nobody else can reach (loopback).
+	// requires (an Authorization: Bearer header, or the login form, which
+	// sets a session cookie derived from the token, never the token
+	// itself). Empty means no authentication: only for a page that
+	// nobody else can reach (loopback).
 	Tokens []AdminToken
+	// Hosts are the names the page answers to besides localhost,
+	// *.localhost, loopback addresses and the address a connection
+	// arrived on (`--admin-host`). A request with any other Host gets 421
+	// and nothing is done: that is what defeats DNS rebinding.
+	Hosts []string
 	// Title names what the page shows (a gateway, a store).
 	Title string
 	// Logger receives one line per action, naming who did it. Nil means
@@ -107,6 +120,8 @@ type UIConfig struct {
 //	GET  /ui/                overview: unknown outcomes first, live rates by
 //	                         outcome, counts by state, the oldest in flight
 //	GET  /ui/records         records with filters, a page at a time
+//	POST /ui/records         the filter form: turns an identity into its
+//	                         scope and redirects, so no URL holds it
 //	GET  /ui/record          one record (?scope=&key=; &body=1 shows the body)
 //	GET  /ui/delete          the confirmation of a delete
 //	POST /ui/delete          deletes a record (CSRF token required)
@@ -114,16 +129,22 @@ type UIConfig struct {
 //
 // Pages are rendered on the server (html/template); a small script
 // refreshes the live parts. Every state-changing request needs the CSRF
-// token of its form and is refused cross-origin.
+// token of its form and is refused cross-origin; every request whose Host
+// is not a loopback name or address, or one of UIConfig.Hosts, gets 421.
 type UI struct {
 	cfg    UIConfig
 	admin  retrysafe.Admin
 	logger *slog.Logger
 	now    func() time.Time
-	secret []byte // keys the CSRF tokens
+	secret []byte // keys the CSRF tokens, session cookies and flash notices
 	pages  map[string]*template.Template
 	static http.Handler
 	mux    *http.ServeMux
+
+	guard     tokenGuard  // wrong tokens per address
+	wrongLog  warnLimiter // one warning per interval for wrong tokens
+	hostLog   warnLimiter // and for foreign Hosts
+	authedLog warnLimiter // and for ended sessions
 }
 
 // NewUI returns the operator page for cfg.
@@ -137,7 +158,8 @@ func NewUI(cfg UIConfig) (*UI, error) {
 			return nil, fmt.Errorf("gateway: admin token %q is shorter than %d characters", t.Name, MinAdminTokenLength)
 		}
 	}
-	u := &UI{cfg: cfg, admin: admin, logger: cfg.Logger, now: cfg.Now, secret: make([]byte, 32)}
+	u := &UI{cfg: cfg, admin: admin, logger: cfg.Logger, now: cfg.Now, secret: make([]byte, 32),
+		wrongLog: warnLimiter{every: WrongTokenWindow}, hostLog: warnLimiter{every: time.Minute}, authedLog: warnLimiter{every: time.Minute}}
 	if u.logger == nil {
 		u.logger = slog.Default()
 	}
@@ -167,6 +189,7 @@ func (u *UI) routes() {
 	m.Handle("GET /ui/{$}", u.authed(u.overview))
 	m.Handle("GET /ui/overview.part", u.authed(u.overviewPart))
 	m.Handle("GET /ui/records", u.authed(u.records))
+	m.Handle("POST /ui/records", u.authed(u.recordsFilter))
 	m.Handle("GET /ui/records.part", u.authed(u.recordsPart))
 	m.Handle("GET /ui/record", u.authed(u.record))
 	m.Handle("GET /ui/delete", u.authed(u.deleteConfirm))
@@ -186,6 +209,13 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
+	if !hostAllowed(r, u.cfg.Hosts) {
+		u.hostLog.warn(r.Context(), u.logger, u.now(), "operator page: request refused: its Host is not a name of this page (DNS rebinding?)",
+			"host", r.Host, "remote", r.RemoteAddr, "path", r.URL.Path)
+		adminProblem(w, http.StatusMisdirectedRequest, ProblemMisdirectedHost, "Misdirected Request",
+			fmt.Sprintf("The operator page answers only requests addressed to localhost, a loopback address, the address it listens on, or a name given with --admin-host; Host %q is none of these, so nothing was done. Open the page by one of those, or add the name with --admin-host.", r.Host), 0)
+		return
+	}
 	if err := crossOrigin.Check(r); err != nil {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 		return
@@ -210,41 +240,148 @@ func actorOf(r *http.Request) string {
 }
 
 // authed requires one of the tokens (when any is configured): 401 without
-// a token, 403 with a wrong one. Browsers get the login form with it.
+// a token or with an ended session, 403 with a wrong token, 429 for an
+// address that sent too many wrong ones. Browsers get the login form with
+// it.
 func (u *UI) authed(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(u.cfg.Tokens) == 0 {
 			h(w, r)
 			return
 		}
-		secret := ""
 		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			secret = strings.TrimSpace(v)
-		} else if c, err := r.Cookie(uiTokenCookie); err == nil {
-			secret = c.Value
+			if tok, ok := u.checkToken(w, r, strings.TrimSpace(v), "bearer"); ok {
+				h(w, r.WithContext(contextWithActor(r, tok.Name)))
+			}
+			return
 		}
-		if secret == "" {
+		c, err := r.Cookie(uiTokenCookie)
+		if err != nil || c.Value == "" {
 			u.denied(w, r, http.StatusUnauthorized, "This page needs the admin token.")
 			return
 		}
-		name, ok := u.tokenName(secret)
+		name, ok := u.sessionName(c.Value, u.now())
 		if !ok {
-			u.logger.WarnContext(r.Context(), "operator page: wrong admin token", "remote", r.RemoteAddr, "path", r.URL.Path)
-			u.denied(w, r, http.StatusForbidden, "That admin token is not valid.")
+			// An old or forged cookie is not a guess at a token (the
+			// cookie is a MAC under a per-process secret): no count.
+			u.authedLog.warn(r.Context(), u.logger, u.now(), "operator page: session cookie ended or not valid", "remote", r.RemoteAddr)
+			http.SetCookie(w, &http.Cookie{Name: uiTokenCookie, Value: "", Path: UIPath, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			u.denied(w, r, http.StatusUnauthorized, "Your session ended (a login lasts 12 hours, and a restart ends it): log in again.")
 			return
 		}
 		h(w, r.WithContext(contextWithActor(r, name)))
 	})
 }
 
-func (u *UI) tokenName(secret string) (string, bool) {
-	name, found := "", 0
+// checkToken checks a token presented by r: it answers 429 when r's
+// address sent too many wrong tokens, 403 when this one is wrong (and
+// counts it), and otherwise returns the token.
+func (u *UI) checkToken(w http.ResponseWriter, r *http.Request, secret, via string) (AdminToken, bool) {
+	now, addr := u.now(), clientAddr(r)
+	if wait := u.guard.blocked(addr, now); wait > 0 {
+		u.tooManyWrongTokens(w, r, wait)
+		return AdminToken{}, false
+	}
+	if tok, ok := u.tokenOf(secret); ok {
+		return tok, true
+	}
+	if !u.guard.failed(addr, now) {
+		u.tooManyWrongTokens(w, r, u.guard.blocked(addr, now))
+		return AdminToken{}, false
+	}
+	u.wrongLog.warn(r.Context(), u.logger, now, "operator page: wrong admin token", "via", via, "remote", r.RemoteAddr, "path", r.URL.Path)
+	if via == "login" {
+		u.render(w, r, http.StatusForbidden, "login", map[string]any{"Message": "That admin token is not valid.", "Next": safeNext(r.PostFormValue("next"))})
+	} else {
+		u.denied(w, r, http.StatusForbidden, "That admin token is not valid.")
+	}
+	return AdminToken{}, false
+}
+
+func (u *UI) tooManyWrongTokens(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	wait = max(wait, time.Second)
+	msg := fmt.Sprintf("Too many wrong admin tokens from %s: try again in %d s.", clientAddr(r), int(wait.Round(time.Second)/time.Second))
+	if r.Method == http.MethodPost && r.URL.Path == UIPath+"login" {
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		u.render(w, r, http.StatusTooManyRequests, "login", map[string]any{"Message": msg, "Next": safeNext(r.PostFormValue("next"))})
+		return
+	}
+	adminProblem(w, http.StatusTooManyRequests, ProblemTooManyWrongTokens, "Too many wrong admin tokens", msg, wait)
+}
+
+// mac is the HMAC-SHA256 of parts under the page's per-process secret
+// (the first part names what it is for, so one MAC never passes for
+// another).
+func (u *UI) mac(parts ...string) []byte {
+	m := hmac.New(sha256.New, u.secret)
+	for _, p := range parts {
+		m.Write([]byte(p))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}
+
+// sessionValue is the login cookie of token t: its expiry and a MAC of
+// the expiry and the token. The cookie never holds the token, and it dies
+// with the process.
+func (u *UI) sessionValue(t AdminToken, expires time.Time) string {
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	return exp + "." + hex.EncodeToString(u.mac("session", exp, t.Name, t.Secret))
+}
+
+// sessionName returns the name of the token whose session v is, while it
+// lasts.
+func (u *UI) sessionName(v string, now time.Time) (string, bool) {
+	exp, macHex, ok := strings.Cut(v, ".")
+	sec, err := strconv.ParseInt(exp, 10, 64)
+	got, err2 := hex.DecodeString(macHex)
+	if !ok || err != nil || err2 != nil || now.Unix() >= sec {
+		return "", false
+	}
 	for _, t := range u.cfg.Tokens {
-		if subtle.ConstantTimeCompare([]byte(secret), []byte(t.Secret)) == 1 && found == 0 {
-			name, found = t.Name, 1
+		if hmac.Equal(got, u.mac("session", exp, t.Name, t.Secret)) {
+			return t.Name, true
 		}
 	}
-	return name, found == 1
+	return "", false
+}
+
+// setFlash keeps a notice for the next page this browser loads: a
+// short-lived cookie with a MAC, so that no link can make the page say
+// something (a forged or changed cookie is ignored).
+func (u *UI) setFlash(w http.ResponseWriter, r *http.Request, msg string) {
+	v := base64.RawURLEncoding.EncodeToString([]byte(msg)) + "." + hex.EncodeToString(u.mac("flash", msg))
+	http.SetCookie(w, &http.Cookie{Name: uiFlashCookie, Value: v, Path: UIPath, MaxAge: 60, HttpOnly: true,
+		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+}
+
+// takeFlash returns the notice setFlash kept, once.
+func (u *UI) takeFlash(w http.ResponseWriter, r *http.Request) (string, bool) {
+	c, err := r.Cookie(uiFlashCookie)
+	if err != nil {
+		return "", false
+	}
+	http.SetCookie(w, &http.Cookie{Name: uiFlashCookie, Value: "", Path: UIPath, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	b64, macHex, _ := strings.Cut(c.Value, ".")
+	msg, err := base64.RawURLEncoding.DecodeString(b64)
+	got, err2 := hex.DecodeString(macHex)
+	if err != nil || err2 != nil || !hmac.Equal(got, u.mac("flash", string(msg))) {
+		return "", false
+	}
+	return string(msg), true
+}
+
+// tokenOf returns the configured token equal to secret, comparing every
+// token in constant time.
+func (u *UI) tokenOf(secret string) (AdminToken, bool) {
+	var tok AdminToken
+	found := 0
+	for _, t := range u.cfg.Tokens {
+		if subtle.ConstantTimeCompare([]byte(secret), []byte(t.Secret)) == 1 && found == 0 {
+			tok, found = t, 1
+		}
+	}
+	return tok, found == 1
 }
 
 func (u *UI) denied(w http.ResponseWriter, r *http.Request, status int, msg string) {
@@ -269,9 +406,7 @@ func (u *UI) csrfToken(w http.ResponseWriter, r *http.Request) string {
 		http.SetCookie(w, &http.Cookie{Name: uiCSRFCookie, Value: val, Path: UIPath, HttpOnly: true,
 			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	}
-	mac := hmac.New(sha256.New, u.secret)
-	mac.Write([]byte(val))
-	return hex.EncodeToString(mac.Sum(nil))
+	return hex.EncodeToString(u.mac("csrf", val))
 }
 
 // checkCSRF reports whether a form's csrf field matches the browser's
@@ -285,9 +420,7 @@ func (u *UI) checkCSRF(r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	mac := hmac.New(sha256.New, u.secret)
-	mac.Write([]byte(c.Value))
-	return hmac.Equal(got, mac.Sum(nil))
+	return hmac.Equal(got, u.mac("csrf", c.Value))
 }
 
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -304,16 +437,18 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or wrong CSRF token: reload the page and try again", http.StatusForbidden)
 		return
 	}
-	secret := strings.TrimSpace(r.PostFormValue("token"))
-	name, ok := u.tokenName(secret)
-	if len(u.cfg.Tokens) == 0 || !ok {
-		u.logger.WarnContext(r.Context(), "operator page: failed login", "remote", r.RemoteAddr)
-		u.render(w, r, http.StatusForbidden, "login", map[string]any{"Message": "That admin token is not valid.", "Next": safeNext(r.PostFormValue("next"))})
+	if len(u.cfg.Tokens) == 0 {
+		http.Redirect(w, r, UIPath, http.StatusSeeOther)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: uiTokenCookie, Value: secret, Path: UIPath, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-	u.logger.InfoContext(r.Context(), "operator page: login", "actor", name, "remote", r.RemoteAddr)
+	tok, ok := u.checkToken(w, r, strings.TrimSpace(r.PostFormValue("token")), "login")
+	if !ok {
+		return
+	}
+	expires := u.now().Add(SessionLifetime)
+	http.SetCookie(w, &http.Cookie{Name: uiTokenCookie, Value: u.sessionValue(tok, expires), Path: UIPath, Expires: expires,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	u.logger.InfoContext(r.Context(), "operator page: login", "actor", tok.Name, "remote", r.RemoteAddr)
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 

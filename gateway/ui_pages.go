@@ -176,25 +176,29 @@ func (u *UI) overviewPart(w http.ResponseWriter, r *http.Request) {
 	u.renderPart(w, r, "overview", "overviewPart", data)
 }
 
-// uiFilter is the records list's query, as the form holds it.
+// uiFilter is the records list's query, as the URL holds it. An identity
+// (a customer's credential) is never part of it: the filter form posts it
+// and the page turns it into its scope (recordsFilter).
 type uiFilter struct {
-	Scope, Identity, Prefix, State, Route, From, To, After string
+	Scope, Prefix, State, Route, From, To, After string
 }
 
 const uiTimeLayout = "2006-01-02T15:04"
 
-func filterOf(r *http.Request) uiFilter {
-	q := r.URL.Query()
+// errIdentityInURL refuses a link that carries an identity.
+var errIdentityInURL = errors.New("an identity (a customer's credential) goes in the filter form, never in a URL, where history, logs and the live refresh would keep it: type it in the form below, and the page shows its scope")
+
+func filterOf(v url.Values) uiFilter {
 	return uiFilter{
-		Scope: strings.TrimSpace(q.Get("scope")), Identity: q.Get("identity"), Prefix: q.Get("prefix"),
-		State: q.Get("state"), Route: strings.TrimSpace(q.Get("route")), From: q.Get("from"), To: q.Get("to"), After: q.Get("after"),
+		Scope: strings.TrimSpace(v.Get("scope")), Prefix: v.Get("prefix"),
+		State: v.Get("state"), Route: strings.TrimSpace(v.Get("route")), From: v.Get("from"), To: v.Get("to"), After: v.Get("after"),
 	}
 }
 
 // query returns the filter as URL query values, without the cursor.
 func (f uiFilter) query() url.Values {
 	v := url.Values{}
-	for _, kv := range [][2]string{{"scope", f.Scope}, {"identity", f.Identity}, {"prefix", f.Prefix},
+	for _, kv := range [][2]string{{"scope", f.Scope}, {"prefix", f.Prefix},
 		{"state", f.State}, {"route", f.Route}, {"from", f.From}, {"to", f.To}} {
 		if kv[1] != "" {
 			v.Set(kv[0], kv[1])
@@ -207,10 +211,6 @@ func (f uiFilter) query() url.Values {
 func (f uiFilter) params(now time.Time) (*retrysafe.ListParams, error) {
 	p := &retrysafe.ListParams{Limit: uiPageSize, KeyPrefix: f.Prefix, Route: f.Route}
 	switch {
-	case f.Scope != "" && f.Identity != "":
-		return nil, errors.New("give a scope or an identity, not both")
-	case f.Identity != "":
-		p.Scope, p.ScopeSet = retrysafe.HashScope(f.Identity), true
 	case f.Scope == "-":
 		p.ScopeSet = true
 	case f.Scope != "":
@@ -252,14 +252,14 @@ func (f uiFilter) params(now time.Time) (*retrysafe.ListParams, error) {
 }
 
 func (u *UI) recordsData(r *http.Request) (map[string]any, int, error) {
-	f := filterOf(r)
+	f := filterOf(r.URL.Query())
 	now := u.now()
 	data := map[string]any{"Filter": f, "States": []string{"processing", "unknown", "completed"}, "Routes": u.cfg.Routes,
 		"Updated": now.UTC(), "Now": now.UTC()}
-	if d := r.URL.Query().Get("deleted"); d != "" {
-		data["Deleted"] = d
-	}
 	p, err := f.params(now)
+	if r.URL.Query().Has("identity") {
+		err = errIdentityInURL
+	}
 	if err != nil {
 		data["Problem"] = err.Error()
 		return data, http.StatusBadRequest, nil
@@ -281,7 +281,11 @@ func (u *UI) recordsData(r *http.Request) (map[string]any, int, error) {
 	data["Records"] = views
 	q := f.query()
 	data["FirstURL"] = UIPath + "records?" + q.Encode()
-	data["PartURL"] = UIPath + "records.part?" + r.URL.Query().Encode()
+	live := f.query()
+	if f.After != "" {
+		live.Set("after", f.After)
+	}
+	data["PartURL"] = UIPath + "records.part?" + live.Encode()
 	data["Paged"] = f.After != ""
 	if len(recs) == p.PageSize() {
 		last := recs[len(recs)-1]
@@ -297,7 +301,32 @@ func (u *UI) records(w http.ResponseWriter, r *http.Request) {
 		u.storeError(w, r, "listing records", err)
 		return
 	}
+	if key, ok := u.takeFlash(w, r); ok {
+		data["Deleted"] = key
+	}
 	u.render(w, r, status, "records", data)
+}
+
+// recordsFilter takes the filter form. An identity becomes its scope (the
+// gateway's hash of it) before the redirect, so the credential is in no
+// URL: not in the address bar, the history, a log or the live refresh.
+func (u *UI) recordsFilter(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "the filter form could not be read: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	f := filterOf(r.PostForm)
+	f.After = ""
+	if id := r.PostForm.Get("identity"); id != "" {
+		if f.Scope != "" {
+			u.render(w, r, http.StatusBadRequest, "records", map[string]any{"Filter": f, "States": []string{"processing", "unknown", "completed"},
+				"Routes": u.cfg.Routes, "Problem": "give a scope or an identity, not both"})
+			return
+		}
+		f.Scope = retrysafe.HashScope(id)
+	}
+	http.Redirect(w, r, UIPath+"records?"+f.query().Encode(), http.StatusSeeOther)
 }
 
 func (u *UI) recordsPart(w http.ResponseWriter, r *http.Request) {
@@ -413,7 +442,8 @@ func (u *UI) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u.logger.InfoContext(r.Context(), "operator page: record deleted; its key runs as new on the next request", log...)
-	http.Redirect(w, r, UIPath+"records?"+url.Values{"deleted": {key}}.Encode(), http.StatusSeeOther)
+	u.setFlash(w, r, key)
+	http.Redirect(w, r, UIPath+"records", http.StatusSeeOther)
 }
 
 // keyDigest identifies a key in the log without writing it (keys can be

@@ -84,17 +84,18 @@ type serveOptions struct {
 	encryptionKeysFile                           string
 	encryptionAcceptPlaintext                    bool
 	readTimeout, writeTimeout                    time.Duration
-	adminTokenFile                               string
 	scopeLimits                                  scopeLimitFlags
 	scopeCookie, errorDialect                    string
 	allowEmptyScope                              bool
+	admin                                        adminFlags
+	ui                                           string
 }
 
 // flags defines serve's flags on fs. The first twelve are fixed by the
 // design (scripts depend on them).
 func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` the gateway listens on (port 0: any free port)")
-	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:9090", "`address` of /healthz, /readyz, /metrics and the operator page /ui/ (\"off\" disables); beyond loopback it needs --admin-token-file")
+	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:9090", "`address` of /healthz, /readyz, /metrics and the operator page /ui/ (\"off\" disables; --ui says to whom the page is served)")
 	fs.StringVar(&o.upstream, "upstream", "", "`URL` of the service behind the gateway (required), e.g. http://127.0.0.1:3000")
 	fs.StringVar(&o.store, "store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
 	fs.DurationVar(&o.ttl, "ttl", retrysafe.DefaultTTL, "how long a completed response is replayed")
@@ -121,10 +122,11 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.encryptionKeysFile, "encryption-keys-file", "", encryptionKeysUsage)
 	fs.BoolVar(&o.encryptionAcceptPlaintext, "encryption-accept-plaintext", false, "with encryption on, also replay responses stored before it was turned on (for one TTL after turning it on)")
 	fs.DurationVar(&o.readTimeout, "read-timeout", gateway.DefaultReadTimeout, "bound on reading a whole request, body included; a client that stalls mid-body is cut off and nothing runs")
-	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", adminTokenUsage)
 	fs.StringVar(&o.scopeCookie, "scope-cookie", "", "`name` of a cookie whose value (hashed) identifies the caller too, e.g. a session cookie; other cookies do not count")
 	fs.BoolVar(&o.allowEmptyScope, "allow-empty-scope", false, "let keyed requests without any scope header or cookie run, all in one shared key space (default: 400 empty-scope, nothing runs)")
 	fs.StringVar(&o.errorDialect, "error-dialect", string(retrysafe.DialectProblem), "`dialect` of the gateway's own errors: problem (RFC 9457) or stripe (adds Stripe's \"error\" member, for Stripe's SDKs)")
+	o.admin.define(fs)
+	fs.StringVar(&o.ui, "ui", string(gateway.UILoopback), uiModeUsage)
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
 	o.scopeLimits.define(fs)
 }
@@ -306,9 +308,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 	}
 
-	adminTokens, err := loadAdminTokens(o.adminTokenFile)
+	adminTokens, err := loadAdminTokens(o.admin.tokenFile)
 	if err != nil {
 		return err
+	}
+	uiMode, err := gateway.ParseUIMode(o.ui)
+	if err != nil {
+		return usagef("--ui %v", err)
 	}
 	ring, err := loadKeyRing(o.encryptionKeysFile, os.Getenv)
 	if err != nil {
@@ -357,6 +363,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		ReadTimeout:         o.readTimeout,
 		WriteTimeout:        o.writeTimeout,
 		AdminTokens:         adminTokens,
+		AdminHosts:          o.admin.hosts,
+		UI:                  uiMode,
 	}
 	tracingDesc := "off"
 	if tracer != nil {
@@ -381,7 +389,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			ln.Close()
 			return fmt.Errorf("--admin-listen: %w", err)
 		}
-		if err := requireTokenBeyondLoopback("--admin-listen", aln.Addr(), adminTokens); err != nil {
+		// With --ui loopback (the default) or off, other machines reach
+		// only the probes and /metrics: no token is needed.
+		if err := requireTokenBeyondLoopback("--admin-listen", aln.Addr(), adminTokens); err != nil && uiMode == gateway.UIOn {
 			ln.Close()
 			aln.Close()
 			return err
@@ -400,7 +410,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fmt.Fprintf(stdout, "retrysafe: listening on http://%s, forwarding to %s (store %s)\n",
 		ln.Addr(), upstream.Redacted(), storeurl.Redact(o.store))
 	if len(listeners) > 1 {
-		fmt.Fprintf(stdout, "retrysafe: admin on http://%s (/healthz, /readyz, /metrics; operator page /ui/, %s)\n", listeners[1].Addr(), describeAuth(adminTokens))
+		fmt.Fprintf(stdout, "retrysafe: admin on http://%s (/healthz, /readyz, /metrics; %s)\n", listeners[1].Addr(), describeUI(uiMode, adminTokens))
 	}
 	logger.Info("gateway started", "listen", ln.Addr().String(), "upstream", upstream.Redacted(),
 		"store", storeurl.Redact(o.store), "routes", len(routes), "encryption", describeKeyRing(ring),

@@ -25,7 +25,9 @@ filters; one record's detail; and a delete that lets the client run the
 operation again. Live request rates need a gateway's own admin listener.
 
 The page listens on loopback by default; on any other address it requires
---admin-token-file. Stored responses encrypted by the gateways are shown
+--admin-token-file. It answers only requests addressed to localhost, a
+loopback address, the address it listens on, or an --admin-host name
+(421 otherwise), which defeats DNS rebinding. Stored responses encrypted by the gateways are shown
 decrypted only with the same keys (--encryption-keys-file or
 RETRYSAFE_ENCRYPTION_KEYS). See docs/operator-page.md.`
 
@@ -43,7 +45,8 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer, open st
 	fs := newFlagSet("ui", "--store URL [flags]", uiDescription, uiExamples, stdout, stderr)
 	storeURL := fs.String("store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
 	listen := fs.String("listen", "127.0.0.1:9091", "`address` of the operator page (port 0: any free port); beyond loopback it needs --admin-token-file")
-	tokenFile := fs.String("admin-token-file", "", adminTokenUsage)
+	var admin adminFlags
+	admin.define(fs)
 	keysFile := fs.String("encryption-keys-file", "", "decrypt stored responses with the keys in this `file` (the gateways'); or set "+encryptionKeysEnv)
 	logFormat := fs.String("log-format", "json", "log `format` on stderr: json or text")
 	if err := parseFlags(fs, args); err != nil {
@@ -56,7 +59,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer, open st
 	if err != nil {
 		return err
 	}
-	tokens, err := loadAdminTokens(*tokenFile)
+	tokens, err := loadAdminTokens(admin.tokenFile)
 	if err != nil {
 		return err
 	}
@@ -75,7 +78,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer, open st
 			return err
 		}
 	}
-	ui, err := gateway.NewUI(gateway.UIConfig{Store: store, Tokens: tokens, Logger: logger, Title: "store " + storeurl.Redact(*storeURL)})
+	ui, err := gateway.NewUI(gateway.UIConfig{Store: store, Tokens: tokens, Hosts: admin.hosts, Logger: logger, Title: "store " + storeurl.Redact(*storeURL)})
 	if err != nil {
 		return err
 	}

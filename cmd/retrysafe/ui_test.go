@@ -68,16 +68,27 @@ func TestUICommand(t *testing.T) {
 	}
 }
 
-// The operator page refuses to listen beyond loopback without tokens, in
-// serve and in ui; with a token file it starts.
+// The operator page refuses to be served beyond loopback without tokens:
+// serve with --ui on, and ui; with a token file it starts. (serve's
+// default, --ui loopback, starts on any address: TestShippedCommandsStart.)
 func TestAdminBeyondLoopbackNeedsToken(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	db := "sqlite:" + testenv.SQLitePath(t)
 	code := run(t.Context(), []string{"serve", "--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:0",
-		"--admin-listen", "0.0.0.0:0", "--store", db}, &stdout, &stderr)
+		"--admin-listen", "0.0.0.0:0", "--ui", "on", "--store", db}, &stdout, &stderr)
 	if code != 2 || !strings.Contains(stderr.String(), "not a loopback address") || !strings.Contains(stderr.String(), "--admin-token-file") {
-		t.Errorf("serve --admin-listen 0.0.0.0:0 without a token: exit %d, stderr %q; want 2 and a refusal", code, stderr.String())
+		t.Errorf("serve --admin-listen 0.0.0.0:0 --ui on without a token: exit %d, stderr %q; want 2 and a refusal", code, stderr.String())
+	}
+	stderr.Reset()
+	code = run(t.Context(), []string{"serve", "--upstream", "http://127.0.0.1:1", "--ui", "public", "--store", db}, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--ui \"public\": want off, loopback or on") {
+		t.Errorf("serve --ui public: exit %d, stderr %q; want 2 naming the values", code, stderr.String())
+	}
+	stderr.Reset()
+	code = run(t.Context(), []string{"serve", "--upstream", "http://127.0.0.1:1", "--admin-host", "http://ops.example.com/", "--store", db}, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "want a host name") {
+		t.Errorf("serve --admin-host URL: exit %d, stderr %q; want 2 asking for a name", code, stderr.String())
 	}
 	stderr.Reset()
 	code = run(t.Context(), []string{"ui", "--store", db, "--listen", "0.0.0.0:0"}, &stdout, &stderr)

@@ -326,8 +326,16 @@ func operatorPageScenario(t *testing.T, store retrysafe.Store, screenshot bool) 
 	}
 
 	// 3. The <script> key is text, in the list and on its page.
-	do("find the <script> key", chromedp.Navigate(base+"records?"+url.Values{"identity": {"Bearer mallory"}}.Encode()),
-		chromedp.WaitVisible("#records"))
+	// The identity is posted: the address the browser shows holds its
+	// scope, never the credential.
+	filter("find the <script> key", `input[name="identity"]`, "Bearer mallory")
+	loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(loc, "mallory") || !strings.Contains(loc, "scope="+retrysafe.HashScope("Bearer mallory")) {
+		t.Errorf("after the identity filter the address is %s: want its scope, never the credential", loc)
+	}
 	if got := keys(); len(got) != 1 || got[0] != evilKey {
 		t.Fatalf("identity Bearer mallory: %q, want the literal %q", got, evilKey)
 	}
