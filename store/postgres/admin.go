@@ -2,9 +2,10 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/sweep"
 )
 
 // DefaultSweepBatch is the number of records Sweep deletes per statement
@@ -22,55 +23,21 @@ const DefaultSweepBatch = 1000
 // on lease_until_ns of processing rows. Each kind stops at its first short
 // batch; Sweep stops when ctx is done, and returns how many it deleted.
 func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
-	if p == nil {
-		return 0, errors.New("postgres: sweep: nil params")
-	}
-	retention, err := p.Retention()
+	plan, err := sweep.New(p, DefaultSweepBatch)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("postgres: %w", err)
 	}
-	now, err := mustNanos(p.Now)
-	if err != nil {
-		return 0, err
-	}
-	// A lease bound before 1677 retires nothing that a later one would
-	// not: clamp it instead of failing.
-	leaseBound := p.Now.Add(-retention)
-	if leaseBound.Before(minTime) {
-		leaseBound = minTime
-	}
-	bound, err := mustNanos(leaseBound)
-	if err != nil {
-		return 0, err
-	}
-	batch := p.BatchSize
-	if batch <= 0 {
-		batch = DefaultSweepBatch
-	}
-	total, err := s.deleteBatches(ctx, s.sql.sweep, now, batch)
-	if err != nil {
-		return total, err
-	}
-	retired, err := s.deleteBatches(ctx, s.sql.retire, bound, batch)
-	return total + retired, err
-}
-
-// deleteBatches runs the batch DELETE statement (arguments: the time bound
-// in nanoseconds and the batch size) until a batch deletes fewer than
-// batch rows, and returns how many it deleted.
-func (s *Store) deleteBatches(ctx context.Context, sql string, bound int64, batch int) (int, error) {
-	total := 0
-	for {
-		tag, err := s.pool.Exec(ctx, sql, bound, batch)
+	return plan.Run(func(retire bool, bound int64) (int, error) {
+		sql := s.sql.sweep
+		if retire {
+			sql = s.sql.retire
+		}
+		tag, err := s.pool.Exec(ctx, sql, bound, plan.Batch)
 		if err != nil {
-			return total, s.wrap(ctx, "sweep", err)
+			return 0, s.wrap(ctx, "sweep", err)
 		}
-		n := int(tag.RowsAffected())
-		total += n
-		if n < batch {
-			return total, nil
-		}
-	}
+		return int(tag.RowsAffected()), nil
+	})
 }
 
 // List implements [retrysafe.Admin.List]: records ordered by (Scope, Key) in
