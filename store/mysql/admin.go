@@ -103,19 +103,11 @@ func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe
 	if p == nil {
 		return nil, errors.New("mysql: find: nil params")
 	}
-	args := []any{p.Key}
-	var query string
-	switch {
-	case !p.OneScope() && p.WithBodies:
-		query = s.q.find
-	case !p.OneScope():
-		query = s.q.findNoBody
-	case p.WithBodies:
-		query, args = s.q.findScope, append(args, p.Scope)
-	default:
-		query, args = s.q.findScopeNoBody, append(args, p.Scope)
+	sel := "SELECT " + selectColumns(p.WithBodies) + " FROM " + quote(s.cfg.Table)
+	if p.OneScope() {
+		return s.query(ctx, "find", sel+" WHERE idem_key = ? AND scope = ?", p.Key, p.Scope)
 	}
-	return s.query(ctx, "find", query, args...)
+	return s.query(ctx, "find", sel+" WHERE idem_key = ? ORDER BY scope", p.Key)
 }
 
 // query runs a SELECT of records and returns them.

@@ -47,25 +47,9 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	if p == nil {
 		p = &retrysafe.ListParams{}
 	}
-	if p.Filtered() {
-		sql, args, err := s.listQuery(p)
-		if err != nil {
-			return nil, err
-		}
-		return s.query(ctx, "list", sql, args...)
-	}
-	limit := p.PageSize()
-	args := []any{p.AfterScope, p.AfterKey, limit}
-	var sql string
-	switch {
-	case !p.OneScope() && p.WithBodies:
-		sql = s.sql.list
-	case !p.OneScope():
-		sql = s.sql.listNoBody
-	case p.WithBodies:
-		sql, args = s.sql.listScope, append(args, p.Scope)
-	default:
-		sql, args = s.sql.listScopeNoBody, append(args, p.Scope)
+	sql, args, err := s.listQuery(p)
+	if err != nil {
+		return nil, err
 	}
 	return s.query(ctx, "list", sql, args...)
 }
@@ -75,19 +59,11 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 // takes no time). Without a scope it reads the whole table (the primary
 // key leads with the scope): it is meant for operators.
 func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
-	args := []any{p.Key}
-	var sql string
-	switch {
-	case !p.OneScope() && p.WithBodies:
-		sql = s.sql.find
-	case !p.OneScope():
-		sql = s.sql.findNoBody
-	case p.WithBodies:
-		sql, args = s.sql.findScope, append(args, p.Scope)
-	default:
-		sql, args = s.sql.findScopeNoBody, append(args, p.Scope)
+	sel := "SELECT " + selectColumns(p.WithBodies) + " FROM " + s.table
+	if p.OneScope() {
+		return s.query(ctx, "find", sel+" WHERE key = $1 AND scope = $2", p.Key, p.Scope)
 	}
-	return s.query(ctx, "find", sql, args...)
+	return s.query(ctx, "find", sel+" WHERE key = $1 ORDER BY scope", p.Key)
 }
 
 // query runs a SELECT of records and returns them.
