@@ -10,6 +10,8 @@
 package migration
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -93,4 +95,29 @@ func Check(ms []Migration, applied map[int]string) (int, error) {
 		current = v
 	}
 	return current, nil
+}
+
+// ReadApplied runs query, which selects the version and name of each
+// applied migration, on q (a *sql.DB, *sql.Conn or *sql.Tx) and returns
+// them for [Check].
+func ReadApplied(ctx context.Context, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, query string) (map[int]string, error) {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	applied := map[int]string{}
+	for rows.Next() {
+		var (
+			v    int
+			name string
+		)
+		if err := rows.Scan(&v, &name); err != nil {
+			return nil, err
+		}
+		applied[v] = name
+	}
+	return applied, rows.Err()
 }

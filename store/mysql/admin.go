@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/sweep"
 )
 
 // Sweep implements [retrysafe.Sweeper]: it deletes completed records whose
@@ -20,61 +22,30 @@ import (
 // gap locks that would hold up claims. Each kind stops at its first short
 // batch; Sweep returns how many it deleted.
 func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
-	if p == nil {
-		return 0, errors.New("mysql: sweep: nil params")
-	}
-	retention, err := p.Retention()
+	plan, err := sweep.New(p, DefaultSweepBatch)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("mysql: %w", err)
 	}
-	now, err := nanos(p.Now)
-	if err != nil {
-		return 0, err
-	}
-	// A lease bound before 1677 retires nothing that a later one would
-	// not: clamp it instead of failing.
-	leaseBound := p.Now.Add(-retention)
-	if leaseBound.Before(minTime) {
-		leaseBound = minTime
-	}
-	bound, err := nanos(leaseBound)
-	if err != nil {
-		return 0, err
-	}
-	batch := p.BatchSize
-	if batch <= 0 {
-		batch = DefaultSweepBatch
-	}
-	total, err := s.deleteBatches(ctx, s.q.sweep, now, batch)
-	if err != nil {
-		return total, err
-	}
-	retired, err := s.deleteBatches(ctx, s.q.retire, bound, batch)
-	return total + retired, err
-}
-
-// deleteBatches runs the batch DELETE query (arguments: the time bound and
-// the batch size) until a batch deletes fewer than batch rows, and returns
-// how many it deleted.
-func (s *Store) deleteBatches(ctx context.Context, query string, bound int64, batch int) (int, error) {
-	total := 0
-	for {
+	return plan.Run(func(retire bool, bound int64) (int, error) {
+		query := s.q.sweep
+		if retire {
+			query = s.q.retire
+		}
 		var n int64
 		err := s.retryDeadlock(ctx, func() error {
 			var err error
-			n, err = s.deleteBatch(ctx, query, bound, batch)
+			n, err = s.deleteBatch(ctx, query, bound, plan.Batch)
 			return err
 		})
 		if err != nil {
-			return total, s.wrap(ctx, "sweep", err)
+			return 0, s.wrap(ctx, "sweep", err)
 		}
-		total += int(n)
-		if n < int64(batch) {
-			return total, nil
-		}
-	}
+		return int(n), nil
+	})
 }
 
+// deleteBatch runs the batch DELETE query (arguments: the time bound and
+// the batch size) in a READ COMMITTED transaction of its own.
 func (s *Store) deleteBatch(ctx context.Context, query string, bound int64, batch int) (int64, error) {
 	st, err := s.stmt(ctx, query)
 	if err != nil {
@@ -132,19 +103,11 @@ func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe
 	if p == nil {
 		return nil, errors.New("mysql: find: nil params")
 	}
-	args := []any{p.Key}
-	var query string
-	switch {
-	case !p.OneScope() && p.WithBodies:
-		query = s.q.find
-	case !p.OneScope():
-		query = s.q.findNoBody
-	case p.WithBodies:
-		query, args = s.q.findScope, append(args, p.Scope)
-	default:
-		query, args = s.q.findScopeNoBody, append(args, p.Scope)
+	sel := "SELECT " + selectColumns(p.WithBodies) + " FROM " + quote(s.cfg.Table)
+	if p.OneScope() {
+		return s.query(ctx, "find", sel+" WHERE idem_key = ? AND scope = ?", p.Key, p.Scope)
 	}
-	return s.query(ctx, "find", query, args...)
+	return s.query(ctx, "find", sel+" WHERE idem_key = ? ORDER BY scope", p.Key)
 }
 
 // query runs a SELECT of records and returns them.

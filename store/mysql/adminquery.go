@@ -14,16 +14,12 @@ import (
 // selected the primary key (scope, idem_key) bounds the scan. The columns
 // are binary, so LENGTH counts bytes and the comparisons are byte-wise.
 func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any, error) {
-	cols := recordColumns
-	if !p.WithBodies {
-		cols = strings.Replace(recordColumns, ", body", ", NULL", 1)
-	}
 	var b strings.Builder
 	args := []any{p.AfterScope, p.AfterScope, p.AfterKey}
 	// The cursor condition is spelled out instead of a row comparison
 	// (scope, idem_key) > (?, ?), so that every server version uses the
 	// primary key's range.
-	b.WriteString("SELECT " + cols + " FROM " + quote(s.cfg.Table) + " WHERE (scope > ? OR (scope = ? AND idem_key > ?))")
+	b.WriteString("SELECT " + selectColumns(p.WithBodies) + " FROM " + quote(s.cfg.Table) + " WHERE (scope > ? OR (scope = ? AND idem_key > ?))")
 	add := func(clause string, a ...any) {
 		b.WriteString(" AND " + clause)
 		args = append(args, a...)

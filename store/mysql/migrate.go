@@ -171,23 +171,8 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 func (s *Store) schemaVersion(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }, ms []migration.Migration) (int, error) {
-	rows, err := q.QueryContext(ctx, "SELECT version, name FROM "+quote(s.cfg.Table+"_migrations"))
+	applied, err := migration.ReadApplied(ctx, q, "SELECT version, name FROM "+quote(s.cfg.Table+"_migrations"))
 	if err != nil {
-		return 0, s.wrap(ctx, "migrate", err)
-	}
-	defer rows.Close()
-	applied := map[int]string{}
-	for rows.Next() {
-		var (
-			v    int
-			name string
-		)
-		if err := rows.Scan(&v, &name); err != nil {
-			return 0, s.wrap(ctx, "migrate", err)
-		}
-		applied[v] = name
-	}
-	if err := rows.Err(); err != nil {
 		return 0, s.wrap(ctx, "migrate", err)
 	}
 	v, err := migration.Check(ms, applied)

@@ -5,16 +5,15 @@ import "strings"
 // queries holds the SQL of every operation, with the table's names filled
 // in once by buildQueries.
 type queries struct {
-	claim, get, extend, complete, release, del   string
-	sweep, retire                                string
-	find, findScope, findNoBody, findScopeNoBody string
-	statsCounts, statsOldest, statsUnknown       string
+	claim, get, extend, complete, release, del string
+	sweep, retire                              string
+	statsCounts, statsOldest, statsUnknown     string
 }
 
 func buildQueries(table string) queries {
 	t := quote(table)
 	sel := "SELECT " + recordColumns + " FROM " + t
-	selNoBody := "SELECT " + strings.Replace(recordColumns, ", body", ", NULL", 1) + " FROM " + t
+	selNoBody := "SELECT " + selectColumns(false) + " FROM " + t
 	return queries{
 		// scope, key, fingerprint, token, now, lease until, route: the
 		// claim procedure of procedures.sql.
@@ -43,11 +42,6 @@ func buildQueries(table string) queries {
 		// now minus the processing retention, batch size: abandoned
 		// attempts, through the (state, lease_until_ns) index.
 		retire: "DELETE FROM " + t + " WHERE state = 'processing' AND lease_until_ns <= ? LIMIT ?",
-		// key [, scope].
-		find:            sel + " WHERE idem_key = ? ORDER BY scope",
-		findScope:       sel + " WHERE idem_key = ? AND scope = ?",
-		findNoBody:      selNoBody + " WHERE idem_key = ? ORDER BY scope",
-		findScopeNoBody: selNoBody + " WHERE idem_key = ? AND scope = ?",
 		// now (three times): the counts of Admin.Stats, in one pass.
 		statsCounts: "SELECT" +
 			" COALESCE(SUM(CASE WHEN state = 'processing' THEN 1 ELSE 0 END), 0)," +
@@ -64,4 +58,13 @@ func buildQueries(table string) queries {
 		statsUnknown: selNoBody + " WHERE state = 'processing' AND lease_until_ns <= ?" +
 			" ORDER BY lease_until_ns, scope, idem_key LIMIT ?",
 	}
+}
+
+// selectColumns are recordColumns, with the body read as NULL unless
+// withBodies (Admin's List, Find and Stats).
+func selectColumns(withBodies bool) string {
+	if withBodies {
+		return recordColumns
+	}
+	return strings.Replace(recordColumns, ", body", ", NULL", 1)
 }

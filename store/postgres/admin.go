@@ -2,9 +2,10 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/sweep"
 )
 
 // DefaultSweepBatch is the number of records Sweep deletes per statement
@@ -22,55 +23,21 @@ const DefaultSweepBatch = 1000
 // on lease_until_ns of processing rows. Each kind stops at its first short
 // batch; Sweep stops when ctx is done, and returns how many it deleted.
 func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
-	if p == nil {
-		return 0, errors.New("postgres: sweep: nil params")
-	}
-	retention, err := p.Retention()
+	plan, err := sweep.New(p, DefaultSweepBatch)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("postgres: %w", err)
 	}
-	now, err := mustNanos(p.Now)
-	if err != nil {
-		return 0, err
-	}
-	// A lease bound before 1677 retires nothing that a later one would
-	// not: clamp it instead of failing.
-	leaseBound := p.Now.Add(-retention)
-	if leaseBound.Before(minTime) {
-		leaseBound = minTime
-	}
-	bound, err := mustNanos(leaseBound)
-	if err != nil {
-		return 0, err
-	}
-	batch := p.BatchSize
-	if batch <= 0 {
-		batch = DefaultSweepBatch
-	}
-	total, err := s.deleteBatches(ctx, s.sql.sweep, now, batch)
-	if err != nil {
-		return total, err
-	}
-	retired, err := s.deleteBatches(ctx, s.sql.retire, bound, batch)
-	return total + retired, err
-}
-
-// deleteBatches runs the batch DELETE statement (arguments: the time bound
-// in nanoseconds and the batch size) until a batch deletes fewer than
-// batch rows, and returns how many it deleted.
-func (s *Store) deleteBatches(ctx context.Context, sql string, bound int64, batch int) (int, error) {
-	total := 0
-	for {
-		tag, err := s.pool.Exec(ctx, sql, bound, batch)
+	return plan.Run(func(retire bool, bound int64) (int, error) {
+		sql := s.sql.sweep
+		if retire {
+			sql = s.sql.retire
+		}
+		tag, err := s.pool.Exec(ctx, sql, bound, plan.Batch)
 		if err != nil {
-			return total, s.wrap(ctx, "sweep", err)
+			return 0, s.wrap(ctx, "sweep", err)
 		}
-		n := int(tag.RowsAffected())
-		total += n
-		if n < batch {
-			return total, nil
-		}
-	}
+		return int(tag.RowsAffected()), nil
+	})
 }
 
 // List implements [retrysafe.Admin.List]: records ordered by (Scope, Key) in
@@ -80,25 +47,9 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	if p == nil {
 		p = &retrysafe.ListParams{}
 	}
-	if p.Filtered() {
-		sql, args, err := s.listQuery(p)
-		if err != nil {
-			return nil, err
-		}
-		return s.query(ctx, "list", sql, args...)
-	}
-	limit := p.PageSize()
-	args := []any{p.AfterScope, p.AfterKey, limit}
-	var sql string
-	switch {
-	case !p.OneScope() && p.WithBodies:
-		sql = s.sql.list
-	case !p.OneScope():
-		sql = s.sql.listNoBody
-	case p.WithBodies:
-		sql, args = s.sql.listScope, append(args, p.Scope)
-	default:
-		sql, args = s.sql.listScopeNoBody, append(args, p.Scope)
+	sql, args, err := s.listQuery(p)
+	if err != nil {
+		return nil, err
 	}
 	return s.query(ctx, "list", sql, args...)
 }
@@ -108,19 +59,11 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 // takes no time). Without a scope it reads the whole table (the primary
 // key leads with the scope): it is meant for operators.
 func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
-	args := []any{p.Key}
-	var sql string
-	switch {
-	case !p.OneScope() && p.WithBodies:
-		sql = s.sql.find
-	case !p.OneScope():
-		sql = s.sql.findNoBody
-	case p.WithBodies:
-		sql, args = s.sql.findScope, append(args, p.Scope)
-	default:
-		sql, args = s.sql.findScopeNoBody, append(args, p.Scope)
+	sel := "SELECT " + selectColumns(p.WithBodies) + " FROM " + s.table
+	if p.OneScope() {
+		return s.query(ctx, "find", sel+" WHERE key = $1 AND scope = $2", p.Key, p.Scope)
 	}
-	return s.query(ctx, "find", sql, args...)
+	return s.query(ctx, "find", sel+" WHERE key = $1 ORDER BY scope", p.Key)
 }
 
 // query runs a SELECT of records and returns them.

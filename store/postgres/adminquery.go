@@ -8,17 +8,14 @@ import (
 	"github.com/retrysafe/retrysafe"
 )
 
-// listQuery builds List's keyset query when p has filters: the cursor,
-// the scope and each filter set become a WHERE clause, so that with one
-// scope selected the primary key (scope, key) bounds the scan.
+// listQuery builds List's keyset query: the cursor, the scope and each
+// filter set become a WHERE clause, so that with one scope selected the
+// primary key (scope, key) bounds the scan. (pgx prepares and caches each
+// shape of it.)
 func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any, error) {
-	cols := recordColumns
-	if !p.WithBodies {
-		cols = strings.Replace(recordColumns, ", body", ", NULL::bytea", 1)
-	}
 	var b strings.Builder
 	args := []any{p.AfterScope, p.AfterKey}
-	b.WriteString("SELECT " + cols + " FROM " + s.table + " WHERE (scope, key) > ($1, $2)")
+	b.WriteString("SELECT " + selectColumns(p.WithBodies) + " FROM " + s.table + " WHERE (scope, key) > ($1, $2)")
 	add := func(clause string, a any) {
 		args = append(args, a)
 		b.WriteString(" AND " + strings.ReplaceAll(clause, "$", "$"+strconv.Itoa(len(args))))
@@ -85,7 +82,7 @@ FROM `+s.table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.F
 	if err != nil {
 		return nil, s.wrap(ctx, "stats", err)
 	}
-	cols := strings.Replace(recordColumns, ", body", ", NULL::bytea", 1)
+	cols := selectColumns(false)
 	oldest, err := s.query(ctx, "stats", "SELECT "+cols+" FROM "+s.table+
 		" WHERE state = 'processing' AND lease_until_ns > $1 ORDER BY created_at_ns, scope, key LIMIT 1", now)
 	if err != nil {

@@ -125,8 +125,8 @@ func (s *Store) migrateTx(ctx context.Context, ms []migration.Migration) error {
 		return fmt.Errorf("postgres: migrate: create %s: %w", versions, retrysafe.Unavailable("migrate", err))
 	}
 	current, err := s.schemaVersion(ctx, tx, ms)
-	if err != nil {
-		return err
+	if err != nil || current == len(ms) {
+		return err // or nothing to do: another process migrated meanwhile
 	}
 	r := strings.NewReplacer(
 		"{{records}}", s.table,

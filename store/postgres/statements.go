@@ -9,19 +9,24 @@ const recordColumns = "scope, key, fingerprint, state, token, attempt, created_a
 // statements holds the SQL of every operation, with the table name filled in
 // once by buildStatements.
 type statements struct {
-	claim, get, extend, complete, release        string
-	batch                                        string
-	subscribe                                    string
-	sweep, list, listScope, delete, listNoBody   string
-	retire                                       string
-	pollOne, pollMany                            string
-	listScopeNoBody                              string
-	find, findScope, findNoBody, findScopeNoBody string
+	claim, get, extend, complete, release string
+	batch                                 string
+	subscribe                             string
+	sweep, retire, delete                 string
+	pollOne, pollMany                     string
+}
+
+// selectColumns are recordColumns, with the body read as NULL unless
+// withBodies (Admin's List, Find and Stats).
+func selectColumns(withBodies bool) string {
+	if withBodies {
+		return recordColumns
+	}
+	return strings.Replace(recordColumns, ", body", ", NULL::bytea", 1)
 }
 
 func buildStatements(table, claimFn, batchFn string) statements {
 	sel := "SELECT " + recordColumns + " FROM " + table
-	listCols := strings.Replace(recordColumns, ", body", ", NULL::bytea", 1)
 	return statements{
 		// $1 scope, $2 key, $3 fingerprint, $4 token, $5 now, $6 lease
 		// until, $7 route: one statement, one round trip, exactly one row.
@@ -72,16 +77,6 @@ func buildStatements(table, claimFn, batchFn string) statements {
 		// owner token if it is processing, else NULL (poll.go).
 		pollMany: "SELECT s.i, r.token FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS s(scope, key, i)" +
 			" LEFT JOIN " + table + " AS r ON r.scope = s.scope AND r.key = s.key AND r.state = 'processing'",
-		// $1 after scope, $2 after key, $3 limit [, $4 scope].
-		list:            sel + " WHERE (scope, key) > ($1, $2) ORDER BY scope, key LIMIT $3",
-		listScope:       sel + " WHERE (scope, key) > ($1, $2) AND scope = $4 ORDER BY scope, key LIMIT $3",
-		listNoBody:      "SELECT " + listCols + " FROM " + table + " WHERE (scope, key) > ($1, $2) ORDER BY scope, key LIMIT $3",
-		listScopeNoBody: "SELECT " + listCols + " FROM " + table + " WHERE (scope, key) > ($1, $2) AND scope = $4 ORDER BY scope, key LIMIT $3",
-		// $1 key [, $2 scope].
-		find:            sel + " WHERE key = $1 ORDER BY scope",
-		findScope:       sel + " WHERE key = $1 AND scope = $2",
-		findNoBody:      "SELECT " + listCols + " FROM " + table + " WHERE key = $1 ORDER BY scope",
-		findScopeNoBody: "SELECT " + listCols + " FROM " + table + " WHERE key = $1 AND scope = $2",
 		// $1 scope, $2 key, $3 channel, $4 payload.
 		delete: "WITH d AS (DELETE FROM " + table + " WHERE scope = $1 AND key = $2 RETURNING notify)" +
 			" SELECT CASE WHEN notify THEN pg_notify($3, $4)::text END FROM d",

@@ -17,13 +17,6 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	if params != nil {
 		p = *params
 	}
-	if !p.Filtered() {
-		query := s.q.listNoBody
-		if p.WithBodies {
-			query = s.q.list
-		}
-		return s.query(ctx, "list", query, p.Scope, p.AfterScope, p.AfterKey, p.PageSize(), p.OneScope())
-	}
 	query, args := s.listQuery(&p)
 	return s.query(ctx, "list", query, args...)
 }

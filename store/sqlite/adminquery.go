@@ -11,13 +11,9 @@ import (
 // filter of p that is set become a WHERE clause, so that with one scope
 // selected the primary key (scope, idem_key) bounds the scan.
 func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any) {
-	cols := recordColumns
-	if !p.WithBodies {
-		cols = strings.Replace(recordColumns, "body", "NULL", 1)
-	}
 	var b strings.Builder
 	args := []any{p.AfterScope, p.AfterKey}
-	b.WriteString("SELECT " + cols + " FROM " + quoteIdent(s.cfg.Table) + " WHERE (scope, idem_key) > (?, ?)")
+	b.WriteString("SELECT " + selectColumns(p.WithBodies) + " FROM " + quoteIdent(s.cfg.Table) + " WHERE (scope, idem_key) > (?, ?)")
 	add := func(clause string, a ...any) {
 		b.WriteString(" AND " + clause)
 		args = append(args, a...)
@@ -72,7 +68,7 @@ FROM `+table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.Fai
 	if err != nil {
 		return nil, err
 	}
-	cols := strings.Replace(recordColumns, "body", "NULL", 1)
+	cols := selectColumns(false)
 	oldest, err := s.query(ctx, "stats", "SELECT "+cols+" FROM "+table+
 		" WHERE state = 'processing' AND lease_until > ?1 ORDER BY created_at, scope, idem_key LIMIT 1", now)
 	if err != nil {

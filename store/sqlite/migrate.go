@@ -125,28 +125,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return err
 }
 
-// applied returns the migrations the version table records, version to
-// name.
+// applied returns the migrations the version table records.
 func (s *Store) applied(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }) (map[int]string, error) {
-	rows, err := q.QueryContext(ctx, "SELECT version, name FROM "+quoteIdent(s.cfg.Table+"_migrations"))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	applied := map[int]string{}
-	for rows.Next() {
-		var (
-			v    int
-			name string
-		)
-		if err := rows.Scan(&v, &name); err != nil {
-			return nil, err
-		}
-		applied[v] = name
-	}
-	return applied, rows.Err()
+	return migration.ReadApplied(ctx, q, "SELECT version, name FROM "+quoteIdent(s.cfg.Table+"_migrations"))
 }
 
 // check returns the version applied migrations bring the database to,

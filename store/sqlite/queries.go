@@ -10,8 +10,16 @@ const recordColumns = `scope, idem_key, fingerprint, state, token, attempt,
 type queries struct {
 	claimNew, claim, get, extend, complete, release, sweep, del string
 	retire                                                      string
-	list, listNoBody                                            string
 	find, findNoBody                                            string
+}
+
+// selectColumns are recordColumns, with the body read as NULL unless
+// withBodies (Admin's List, Find and Stats).
+func selectColumns(withBodies bool) string {
+	if withBodies {
+		return recordColumns
+	}
+	return strings.Replace(recordColumns, "body", "NULL", 1)
 }
 
 // quoteIdent quotes an identifier already validated by Config (so that a
@@ -80,18 +88,10 @@ WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND state = 'processing'`),
 
 		del: r.Replace(`DELETE FROM {{table}} WHERE scope = ?1 AND idem_key = ?2`),
 
-		// ?1 scope, ?2 after scope, ?3 after key, ?4 limit, ?5 whether
-		// ?1 selects one scope.
-		list: r.Replace(`SELECT {{columns}} FROM {{table}}
-WHERE (NOT ?5 OR scope = ?1) AND (scope, idem_key) > (?2, ?3)
-ORDER BY scope, idem_key LIMIT ?4`),
-		listNoBody: r.Replace(`SELECT ` + strings.Replace(recordColumns, "body", "NULL", 1) + ` FROM {{table}}
-WHERE (NOT ?5 OR scope = ?1) AND (scope, idem_key) > (?2, ?3)
-ORDER BY scope, idem_key LIMIT ?4`),
 		// ?1 key, ?2 scope, ?3 whether ?2 selects one scope.
 		find: r.Replace(`SELECT {{columns}} FROM {{table}}
 WHERE idem_key = ?1 AND (NOT ?3 OR scope = ?2) ORDER BY scope`),
-		findNoBody: r.Replace(`SELECT ` + strings.Replace(recordColumns, "body", "NULL", 1) + ` FROM {{table}}
+		findNoBody: r.Replace(`SELECT ` + selectColumns(false) + ` FROM {{table}}
 WHERE idem_key = ?1 AND (NOT ?3 OR scope = ?2) ORDER BY scope`),
 	}
 }

@@ -2,9 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/sweep"
 )
 
 // Sweep deletes completed records with ExpiresAt <= params.Now, then
@@ -22,49 +23,24 @@ import (
 // absent whether or not a sweeper runs. A processing record is kept until a
 // sweep retires it.
 func (s *Store) Sweep(ctx context.Context, params *retrysafe.SweepParams) (int, error) {
-	if params == nil {
-		return 0, errors.New("sqlite: sweep: nil params")
-	}
-	if params.Now.IsZero() {
-		return 0, errors.New("sqlite: sweep: params.Now is zero")
-	}
-	retention, err := params.Retention()
+	plan, err := sweep.New(params, DefaultSweepBatch)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("sqlite: %w", err)
 	}
-	batch := params.BatchSize
-	if batch <= 0 {
-		batch = DefaultSweepBatch
-	}
-	total, err := s.deleteBatches(ctx, s.q.sweep, toNanos(params.Now), batch)
-	if err != nil {
-		return total, err
-	}
-	retired, err := s.deleteBatches(ctx, s.q.retire, toNanos(params.Now.Add(-retention)), batch)
-	return total + retired, err
-}
-
-// deleteBatches runs the batch DELETE query (arguments: the time bound and
-// the batch size) until a batch deletes fewer than batch records, and
-// returns how many it deleted.
-func (s *Store) deleteBatches(ctx context.Context, query string, bound int64, batch int) (int, error) {
-	total := 0
-	for {
+	return plan.Run(func(retire bool, bound int64) (int, error) {
+		query := s.q.sweep
+		if retire {
+			query = s.q.retire
+		}
 		var n int64
 		err := s.write(ctx, "sweep", func(b *batchTx) error {
-			res, err := b.stmt(query).Exec(bound, batch)
+			res, err := b.stmt(query).Exec(bound, plan.Batch)
 			if err != nil {
 				return err
 			}
 			n, err = res.RowsAffected()
 			return err
 		})
-		if err != nil {
-			return total, err
-		}
-		total += int(n)
-		if n < int64(batch) {
-			return total, nil
-		}
-	}
+		return int(n), err
+	})
 }
