@@ -87,8 +87,8 @@ func ParseScopeRate(s string) (float64, error) {
 	return n / d.Seconds(), nil
 }
 
-// maxTrackedScopes bounds the scopes a route's limiter remembers. When
-// it is full, it forgets the scopes whose state says nothing (a full
+// maxTrackedScopes bounds the scopes a route's limiter remembers (each
+// in a few hundred bytes, whatever the limits). When it is full, it forgets the scopes whose state says nothing (a full
 // bucket, no live keys) and, if too few were, arbitrary ones, whose
 // limits then start afresh.
 const maxTrackedScopes = 100_000
@@ -96,24 +96,33 @@ const maxTrackedScopes = 100_000
 // scopeLimiter applies one route's ScopeLimits to its scopes.
 type scopeLimiter struct {
 	limits ScopeLimits
-	ttl    time.Duration // how long an admitted key counts toward MaxLive
+	width  time.Duration // of one slot of scopeState.live: ttl/liveSlots
 	max    int           // scopes tracked at most
 
 	mu     sync.Mutex
 	scopes map[string]*scopeState
 }
 
+// liveSlots is the number of time slots a scope's live keys are counted
+// in: a key counts for the TTL plus at most one slot (ttl/liveSlots), and
+// a scope's state has the same size whatever MaxLive is.
+const liveSlots = 64
+
 // scopeState is what a limiter knows of one scope.
 type scopeState struct {
 	tokens float64   // in the bucket at `at`
 	at     time.Time // when tokens was last brought up to date
-	live   []time.Time
-	// live holds, oldest first, when each key admitted within the TTL
-	// stops counting.
+	// live[k % len(live)] counts the keys admitted in slot k (Unix time /
+	// width) for the slots from newest-liveSlots to newest; n is their
+	// sum. A key admitted in slot k counts until slot k+liveSlots+1
+	// begins, which is after its TTL.
+	live   [liveSlots + 1]int32
+	newest int64
+	n      int
 }
 
 func newScopeLimiter(l ScopeLimits, ttl time.Duration) *scopeLimiter {
-	return &scopeLimiter{limits: l, ttl: ttl, max: maxTrackedScopes, scopes: make(map[string]*scopeState)}
+	return &scopeLimiter{limits: l, width: max(ttl/liveSlots, 1), max: maxTrackedScopes, scopes: make(map[string]*scopeState)}
 }
 
 // Limit names, the values of the metric's limit label.
@@ -123,9 +132,10 @@ const (
 )
 
 // admit decides whether scope may start a new key at now. When it may,
-// it takes a token and counts the key live, and returns "". Otherwise it
-// returns the limit that refused it and how long until it could pass.
-func (l *scopeLimiter) admit(scope string, now time.Time) (refused string, retryAfter time.Duration) {
+// it takes a token and counts the key live, and returns "" and the slot
+// it counted the key in (for unadmit). Otherwise it returns the limit that
+// refused it and how long until it could pass.
+func (l *scopeLimiter) admit(scope string, now time.Time) (refused string, retryAfter time.Duration, slot int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.scopes[scope]
@@ -133,34 +143,53 @@ func (l *scopeLimiter) admit(scope string, now time.Time) (refused string, retry
 		if len(l.scopes) >= l.max {
 			l.makeRoom(now)
 		}
-		st = &scopeState{tokens: l.limits.burst(), at: now}
+		st = &scopeState{tokens: l.limits.burst(), at: now, newest: l.slot(now)}
 		l.scopes[scope] = st
 	}
 	l.update(st, now)
-	if l.limits.MaxLive > 0 && len(st.live) >= l.limits.MaxLive {
-		return limitLive, st.live[0].Sub(now)
+	if l.limits.MaxLive > 0 && st.n >= l.limits.MaxLive {
+		// The oldest slot that counts a key: it stops counting when slot
+		// oldest+liveSlots+1 begins.
+		oldest := st.newest - liveSlots
+		for st.live[l.index(oldest)] == 0 {
+			oldest++
+		}
+		return limitLive, time.Unix(0, (oldest+liveSlots+1)*int64(l.width)).Sub(now), 0
 	}
 	if l.limits.Rate > 0 {
 		if st.tokens < 1 {
-			return limitRate, time.Duration((1 - st.tokens) / l.limits.Rate * float64(time.Second))
+			return limitRate, time.Duration((1 - st.tokens) / l.limits.Rate * float64(time.Second)), 0
 		}
 		st.tokens--
 	}
 	if l.limits.MaxLive > 0 {
-		st.live = append(st.live, now.Add(l.ttl))
+		st.live[l.index(st.newest)]++
+		st.n++
 	}
-	return "", 0
+	return "", 0, st.newest
 }
 
-// unadmit stops counting a key admitted for scope that turned out not to
-// be stored (nothing ran, the record was released). Its token stays
-// spent: the rate counts attempts.
-func (l *scopeLimiter) unadmit(scope string) {
+// unadmit stops counting a key admitted for scope in slot that turned out
+// not to be stored (nothing ran, the record was released). Its token
+// stays spent: the rate counts attempts.
+func (l *scopeLimiter) unadmit(scope string, slot int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st := l.scopes[scope]; st != nil && len(st.live) > 0 {
-		st.live = st.live[:len(st.live)-1]
+	st := l.scopes[scope]
+	if st == nil || l.limits.MaxLive == 0 || slot < st.newest-liveSlots || slot > st.newest {
+		return
 	}
+	if i := l.index(slot); st.live[i] > 0 {
+		st.live[i]--
+		st.n--
+	}
+}
+
+func (l *scopeLimiter) slot(now time.Time) int64 { return now.UnixNano() / int64(l.width) }
+
+func (l *scopeLimiter) index(slot int64) int {
+	n := int64(len(scopeState{}.live))
+	return int((slot%n + n) % n)
 }
 
 // update refills st's bucket and drops the keys that no longer count, at
@@ -170,11 +199,15 @@ func (l *scopeLimiter) update(st *scopeState, now time.Time) {
 		st.tokens = min(l.limits.burst(), st.tokens+now.Sub(st.at).Seconds()*l.limits.Rate)
 	}
 	st.at = now
-	n := 0
-	for n < len(st.live) && !now.Before(st.live[n]) {
-		n++
+	cur := l.slot(now)
+	// Each slot passed since the newest reuses the place of one that
+	// stops counting (all of them after a long pause).
+	for k := st.newest + 1; k <= cur && k <= st.newest+liveSlots+1; k++ {
+		i := l.index(k)
+		st.n -= int(st.live[i])
+		st.live[i] = 0
 	}
-	st.live = st.live[n:]
+	st.newest = max(st.newest, cur)
 }
 
 // makeRoom forgets idle scopes and, if that freed less than an eighth of
@@ -183,7 +216,7 @@ func (l *scopeLimiter) update(st *scopeState, now time.Time) {
 func (l *scopeLimiter) makeRoom(now time.Time) {
 	for scope, st := range l.scopes {
 		l.update(st, now)
-		if len(st.live) == 0 && (l.limits.Rate == 0 || st.tokens >= l.limits.burst()) {
+		if st.n == 0 && (l.limits.Rate == 0 || st.tokens >= l.limits.burst()) {
 			delete(l.scopes, scope)
 		}
 	}
@@ -232,11 +265,11 @@ func (g *Gateway) limitScope(w http.ResponseWriter, rh *routeHandler, op *retrys
 		return true, func() {}
 	}
 	scope := op.Scope()
-	refused, wait := rh.limiter.admit(scope, g.cfg.Now())
+	refused, wait, slot := rh.limiter.admit(scope, g.cfg.Now())
 	if refused == "" {
 		return true, func() {
 			if op.Disposition() == retrysafe.DispositionRelease {
-				rh.limiter.unadmit(scope)
+				rh.limiter.unadmit(scope, slot)
 			}
 		}
 	}

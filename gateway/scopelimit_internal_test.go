@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-var limitBase = time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+var limitBase = time.Date(2031, 1, 2, 3, 4, 0, 0, time.UTC) // on a whole minute
 
 func TestParseScopeRate(t *testing.T) {
 	t.Parallel()
@@ -33,31 +33,31 @@ func TestScopeRate(t *testing.T) {
 	t.Parallel()
 	l := newScopeLimiter(ScopeLimits{Rate: 2, Burst: 3}, time.Hour)
 	for n := range 3 {
-		if refused, _ := l.admit("a", limitBase); refused != "" {
+		if refused, _, _ := l.admit("a", limitBase); refused != "" {
 			t.Fatalf("key %d of the burst refused by %s", n, refused)
 		}
 	}
-	refused, wait := l.admit("a", limitBase)
+	refused, wait, _ := l.admit("a", limitBase)
 	if refused != limitRate || wait != 500*time.Millisecond {
 		t.Fatalf("fourth key at once: %q, wait %s; want refused by rate, 500ms", refused, wait)
 	}
-	if refused, _ := l.admit("b", limitBase); refused != "" {
+	if refused, _, _ := l.admit("b", limitBase); refused != "" {
 		t.Fatalf("another scope refused by %s", refused)
 	}
-	if refused, _ := l.admit("a", limitBase.Add(499*time.Millisecond)); refused != limitRate {
+	if refused, _, _ := l.admit("a", limitBase.Add(499*time.Millisecond)); refused != limitRate {
 		t.Fatalf("1ms before the next token: %q, want refused", refused)
 	}
-	if refused, _ := l.admit("a", limitBase.Add(999*time.Millisecond)); refused != "" {
+	if refused, _, _ := l.admit("a", limitBase.Add(999*time.Millisecond)); refused != "" {
 		t.Fatalf("after the next token: refused by %s", refused)
 	}
 	// A long pause refills to the burst, not beyond.
 	later := limitBase.Add(time.Hour)
 	for n := range 3 {
-		if refused, _ := l.admit("a", later); refused != "" {
+		if refused, _, _ := l.admit("a", later); refused != "" {
 			t.Fatalf("key %d after the pause refused by %s", n, refused)
 		}
 	}
-	if refused, _ := l.admit("a", later); refused != limitRate {
+	if refused, _, _ := l.admit("a", later); refused != limitRate {
 		t.Fatalf("the bucket held more than its burst after a pause: %q", refused)
 	}
 }
@@ -70,7 +70,7 @@ func TestScopeDefaultBurst(t *testing.T) {
 		l := newScopeLimiter(ScopeLimits{Rate: rate}, time.Hour)
 		n := 0
 		for ; n < 100; n++ {
-			if refused, _ := l.admit("a", limitBase); refused != "" {
+			if refused, _, _ := l.admit("a", limitBase); refused != "" {
 				break
 			}
 		}
@@ -80,34 +80,45 @@ func TestScopeDefaultBurst(t *testing.T) {
 	}
 }
 
-// TestScopeMaxLive: at most MaxLive keys count within the TTL; one stops
-// counting once its TTL has passed (the refusal says when the oldest
-// does), and a key that was released (unadmit) stops at once.
+// TestScopeMaxLive: at most MaxLive keys count; a key counts for the
+// TTL and at most one slot (TTL/64) more, never less; the refusal says
+// when the oldest stops counting; a released key (unadmit) stops at once.
 func TestScopeMaxLive(t *testing.T) {
 	t.Parallel()
-	l := newScopeLimiter(ScopeLimits{MaxLive: 2}, time.Hour)
-	if refused, _ := l.admit("a", limitBase); refused != "" {
+	l := newScopeLimiter(ScopeLimits{MaxLive: 2}, 64*time.Minute) // slots of one minute
+	if refused, _, _ := l.admit("a", limitBase.Add(30*time.Second)); refused != "" {
 		t.Fatal(refused)
 	}
-	if refused, _ := l.admit("a", limitBase.Add(10*time.Minute)); refused != "" {
+	if refused, _, _ := l.admit("a", limitBase.Add(10*time.Minute)); refused != "" {
 		t.Fatal(refused)
 	}
-	refused, wait := l.admit("a", limitBase.Add(20*time.Minute))
-	if refused != limitLive || wait != 40*time.Minute {
-		t.Fatalf("third live key: %q, wait %s; want refused by live, 40m (the oldest's TTL)", refused, wait)
+	refused, wait, _ := l.admit("a", limitBase.Add(20*time.Minute))
+	if refused != limitLive || wait != 45*time.Minute {
+		t.Fatalf("third live key: %q, wait %s; want refused by live, 45m (the oldest slot's end: 64m + one slot)", refused, wait)
 	}
-	if refused, _ := l.admit("b", limitBase.Add(20*time.Minute)); refused != "" {
+	if refused, _, _ := l.admit("b", limitBase.Add(20*time.Minute)); refused != "" {
 		t.Fatalf("another scope refused by %s", refused)
 	}
-	if refused, _ := l.admit("a", limitBase.Add(time.Hour)); refused != "" {
-		t.Fatalf("once the oldest key's TTL passed: refused by %s", refused)
+	// The first key's TTL has passed, but not its slot's end.
+	if refused, _, _ := l.admit("a", limitBase.Add(64*time.Minute+30*time.Second)); refused != limitLive {
+		t.Fatalf("at the TTL of the first key: %q, want still refused (a key counts at least its TTL)", refused)
 	}
-	l.unadmit("a")
-	if refused, _ := l.admit("a", limitBase.Add(time.Hour)); refused != "" {
+	refused, _, slot := l.admit("a", limitBase.Add(65*time.Minute))
+	if refused != "" {
+		t.Fatalf("once the oldest key's slot ended: refused by %s", refused)
+	}
+	l.unadmit("a", slot)
+	if refused, _, _ := l.admit("a", limitBase.Add(65*time.Minute)); refused != "" {
 		t.Fatalf("after a released key stopped counting: refused by %s", refused)
 	}
-	if refused, _ := l.admit("a", limitBase.Add(time.Hour)); refused != limitLive {
+	if refused, _, _ := l.admit("a", limitBase.Add(65*time.Minute)); refused != limitLive {
 		t.Fatalf("a third live key again: %q, want refused", refused)
+	}
+	// After a pause longer than the TTL nothing counts.
+	for n := range 2 {
+		if refused, _, _ := l.admit("a", limitBase.Add(1000*time.Hour)); refused != "" {
+			t.Fatalf("key %d after a long pause refused by %s", n, refused)
+		}
 	}
 }
 
@@ -148,11 +159,11 @@ func TestScopeLimiterForgetsIdleFirst(t *testing.T) {
 	}
 	// The busy scope's count survived: two more fit, a third does not.
 	for n := range 2 {
-		if refused, _ := l.admit("busy", limitBase.Add(2*time.Minute+time.Duration(n+1)*time.Second)); refused != "" {
+		if refused, _, _ := l.admit("busy", limitBase.Add(2*time.Minute+time.Duration(n+1)*time.Second)); refused != "" {
 			t.Fatalf("busy key %d refused by %s", n, refused)
 		}
 	}
-	if refused, _ := l.admit("busy", limitBase.Add(2*time.Minute+5*time.Second)); refused != limitLive {
+	if refused, _, _ := l.admit("busy", limitBase.Add(2*time.Minute+5*time.Second)); refused != limitLive {
 		t.Fatalf("busy's fourth live key: %q, want refused by live (its count was kept)", refused)
 	}
 }
