@@ -61,7 +61,7 @@ func TestUIRefusesForeignHost(t *testing.T) {
 	port := e.gw.AdminURL[strings.LastIndex(e.gw.AdminURL, ":"):]
 	for _, host := range []string{"rebind.attacker.example" + port, "rebind.attacker.example", "localhost.attacker.example" + port,
 		"127.0.0.1.nip.io" + port, "0.0.0.0" + port, "LOCALHOST.evil" + port} {
-		for _, path := range []string{"/ui/", "/ui/records", "/ui/records.part", "/ui/record?scope=&key=card-4242&body=1", "/ui/login"} {
+		for _, path := range []string{"/ui/", "/ui/records", "/ui/records.part", "/ui/record?scope=" + testScope + "&key=card-4242&body=1", "/ui/login"} {
 			res, body := e.hostRequest(t, "GET", path, host, nil)
 			if res.StatusCode != http.StatusMisdirectedRequest || strings.Contains(body, "card-4242") || strings.Contains(body, "4242424242424242") {
 				t.Errorf("GET %s with Host %s: %d, want 421 and no record\n%s", path, host, res.StatusCode, body)
@@ -75,16 +75,16 @@ func TestUIRefusesForeignHost(t *testing.T) {
 		}
 		// The attacker's page reads the delete form on its own origin
 		// (its CSRF cookie and token), then posts it.
-		_, confirm := e.hostRequest(t, "GET", "/ui/delete?scope=&key=card-4242", host, nil)
+		_, confirm := e.hostRequest(t, "GET", "/ui/delete?scope="+testScope+"&key=card-4242", host, nil)
 		csrf := ""
 		if m := csrfField.FindStringSubmatch(confirm); m != nil {
 			csrf = m[1]
 		}
-		res, _ := e.hostRequest(t, "POST", "/ui/delete", host, url.Values{"csrf": {csrf}, "scope": {""}, "key": {"card-4242"}, "confirm": {"yes"}})
+		res, _ := e.hostRequest(t, "POST", "/ui/delete", host, url.Values{"csrf": {csrf}, "scope": {testScope}, "key": {"card-4242"}, "confirm": {"yes"}})
 		if res.StatusCode != http.StatusMisdirectedRequest {
 			t.Errorf("POST /ui/delete with Host %s: %d, want 421", host, res.StatusCode)
 		}
-		if !e.exists(t, "", "card-4242") {
+		if !e.exists(t, testScope, "card-4242") {
 			t.Fatalf("a delete with Host %s deleted the record", host)
 		}
 	}
@@ -300,8 +300,8 @@ func TestUIFlashNotForgeable(t *testing.T) {
 	if r := send(t, e.gw.URL, "POST", "/payments", "order-9", `{"amount":1}`); r.Status != 201 {
 		t.Fatalf("POST: %s", r)
 	}
-	_, confirm := e.get(t, "/ui/delete?scope=&key=order-9")
-	req, _ := http.NewRequest("POST", e.gw.AdminURL+"/ui/delete", strings.NewReader(url.Values{"csrf": {csrfOf(t, confirm)}, "scope": {""}, "key": {"order-9"}, "confirm": {"yes"}}.Encode()))
+	_, confirm := e.get(t, "/ui/delete?scope="+testScope+"&key=order-9")
+	req, _ := http.NewRequest("POST", e.gw.AdminURL+"/ui/delete", strings.NewReader(url.Values{"csrf": {csrfOf(t, confirm)}, "scope": {testScope}, "key": {"order-9"}, "confirm": {"yes"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	res, err := e.c.Do(req)
 	if err != nil {
