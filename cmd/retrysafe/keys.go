@@ -169,7 +169,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 			return err
 		}
 	}
-	admin, ok := store.(retrysafe.Admin)
+	admin, ok := retrysafe.As[retrysafe.Admin](store)
 	if !ok {
 		return fmt.Errorf("store %s cannot list records (it does not implement retrysafe.Admin)", storeurl.Redact(o.store))
 	}
@@ -479,7 +479,9 @@ func (k *keysCmd) printRecord(r *retrysafe.Record, full bool) {
 func (k *keysCmd) printEncrypted(row func(name, format string, args ...any), r *retrysafe.Record, keyID string) {
 	names := make([]string, 0, len(r.Response.Header))
 	for name := range r.Response.Header {
-		names = append(names, name)
+		if name != sealed.MarkerHeader {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	if len(names) > 0 {

@@ -20,7 +20,9 @@
 // What stays in the clear, because the store needs it or operators do:
 // scope, idempotency key, fingerprint, state, status code, times, and the
 // header names (each sealed header keeps one placeholder value,
-// [HeaderPlaceholder]). The length of the body is visible, give or take the
+// [HeaderPlaceholder]). A sealed response also carries [MarkerHeader],
+// with the id of its key: that header, which only the wrapper writes, is
+// what makes a response sealed, never the look of its body. The length of the body is visible, give or take the
 // fixed overhead.
 //
 // # Keys and rotation

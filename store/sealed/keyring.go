@@ -14,7 +14,7 @@ import (
 // KeySize is the size in bytes of every key: AES-256.
 const KeySize = 32
 
-// maxKeyIDLen bounds a key id, which is stored in every sealed body.
+// maxKeyIDLen bounds a key id, which is stored with every sealed response.
 const maxKeyIDLen = 64
 
 // Key is one key of a [KeyRing].

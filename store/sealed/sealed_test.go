@@ -193,10 +193,27 @@ func TestTampering(t *testing.T) {
 			t.Fatalf("status changed to %d: got %v, want ErrCannotDecrypt", status, err)
 		}
 	}
+	// The marker names the key: another id of the ring fails to open, and
+	// a response without the marker is not sealed.
+	two := testRing(t, "k1", "k2")
+	resealed, err := two.Seal(scopeA, "k", payment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ids := range [][]string{{"k1"}, nil, {"k2", "k2"}} {
+		other := resealed.Clone()
+		other.Header[sealed.MarkerHeader] = ids
+		if ids == nil {
+			delete(other.Header, sealed.MarkerHeader)
+		}
+		if _, err := two.Open(scopeA, "k", other); !errors.Is(err, sealed.ErrCannotDecrypt) {
+			t.Fatalf("marker %q instead of k2: got %v, want ErrCannotDecrypt", ids, err)
+		}
+	}
 	// The stored header placeholders are not what is replayed: changing
 	// them changes nothing.
 	renamed := sealedResp.Clone()
-	renamed.Header = http.Header{"X-Injected": {"evil"}}
+	renamed.Header = http.Header{"X-Injected": {"evil"}, sealed.MarkerHeader: sealedResp.Header[sealed.MarkerHeader]}
 	got, err := ring.Open(scopeA, "k", renamed)
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +279,7 @@ func TestList(t *testing.T) {
 	s := wrap(t, raw, ringOf(t, cur), sealed.Config{})
 	complete(t, s, scopeA, "b-cur", payment())
 
-	admin := s.(retrysafe.Admin)
+	admin, _ := retrysafe.As[retrysafe.Admin](s)
 	for _, bodies := range []bool{true, false} {
 		recs, err := admin.List(t.Context(), &retrysafe.ListParams{WithBodies: bodies})
 		if err != nil {
@@ -288,8 +305,9 @@ func TestList(t *testing.T) {
 	}
 }
 
-// TestOptionalInterfaces: the wrapper implements exactly the optional
-// interfaces of the store it wraps.
+// TestOptionalInterfaces: retrysafe.As finds exactly the optional
+// abilities of the wrapped store on the wrapper, and the Admin it finds is
+// the wrapper's, which opens what it lists.
 func TestOptionalInterfaces(t *testing.T) {
 	t.Parallel()
 	mem := memory.New(memory.Config{})
@@ -304,7 +322,7 @@ func TestOptionalInterfaces(t *testing.T) {
 			retrysafe.Sweeper
 			retrysafe.Admin
 		}{mem, mem, mem},
-		"pinger+sweeper+notifier (redis-like: no sweeper)": struct {
+		"pinger+notifier+admin (redis-like: no sweeper)": struct {
 			retrysafe.Store
 			retrysafe.Pinger
 			retrysafe.Notifier
@@ -312,17 +330,31 @@ func TestOptionalInterfaces(t *testing.T) {
 		}{mem, mem, mem, mem},
 		"all": mem,
 	}
+	has := map[string]func(retrysafe.Store) bool{
+		"Pinger":   func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Pinger](s); return ok },
+		"Sweeper":  func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Sweeper](s); return ok },
+		"Notifier": func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Notifier](s); return ok },
+		"Admin":    func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Admin](s); return ok },
+	}
 	for name, inner := range cases {
-		s := wrap(t, inner, testRing(t, "k"), sealed.Config{})
-		for _, iface := range []reflect.Type{
-			reflect.TypeFor[retrysafe.Pinger](), reflect.TypeFor[retrysafe.Sweeper](),
-			reflect.TypeFor[retrysafe.Notifier](), reflect.TypeFor[retrysafe.Admin](),
-		} {
-			want := reflect.TypeOf(inner).Implements(iface)
-			if got := reflect.TypeOf(s).Implements(iface); got != want {
-				t.Errorf("%s: wrapper implements %s = %v, want %v", name, iface, got, want)
+		ring := testRing(t, "k")
+		s := wrap(t, inner, ring, sealed.Config{})
+		for ability, found := range has {
+			if got, want := found(s), found(inner); got != want {
+				t.Errorf("%s: As finds %s on the wrapper = %v, want %v", name, ability, got, want)
 			}
 		}
+		admin, ok := retrysafe.As[retrysafe.Admin](s)
+		if !ok {
+			continue
+		}
+		scope := "scope-" + name
+		complete(t, s, scope, "k", payment())
+		recs, err := admin.List(t.Context(), &retrysafe.ListParams{Scope: scope, WithBodies: true})
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("%s: List: %d records, %v", name, len(recs), err)
+		}
+		wantResponse(t, name+": listed through the Admin As finds", recs[0].Response, payment())
 	}
 	if _, err := sealed.New(nil, nil, sealed.Config{}); err == nil {
 		t.Error("New(nil) succeeded")
@@ -389,7 +421,9 @@ func TestReplaysLeaveTheStoredRecordSealed(t *testing.T) {
 			t.Fatalf("replay %d through Get: %v", i, err)
 		}
 		wantResponse(t, "replay through Get", rec.Response, payment())
-		if _, err := s.(retrysafe.Admin).List(ctx, &retrysafe.ListParams{}); err != nil {
+		if admin, _ := retrysafe.As[retrysafe.Admin](s); admin == nil {
+			t.Fatal("no Admin")
+		} else if _, err := admin.List(ctx, &retrysafe.ListParams{}); err != nil {
 			t.Fatal(err)
 		}
 	}

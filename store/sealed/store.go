@@ -29,10 +29,10 @@ type store struct {
 var _ retrysafe.Store = (*store)(nil)
 
 // New returns a Store that seals every response it completes with ring and
-// opens every response it reads. The returned Store implements exactly the
-// optional interfaces (retrysafe.Pinger, Sweeper, Notifier, Admin) that
-// inner implements; its Admin.List opens the records it can and leaves the
-// others sealed (see [KeyID]).
+// opens every response it reads. The returned Store has exactly the
+// optional abilities that inner has, found with [retrysafe.As]; its
+// Admin.List opens the records it can and leaves the others sealed (see
+// [KeyID]).
 //
 // A nil ring writes in the clear and refuses to return a sealed response
 // (with [ErrCannotDecrypt]), so a gateway started without its keys never
@@ -104,11 +104,22 @@ func (s *store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 }
 
 // Complete seals the response and completes through the inner store.
+// Without a ring it stores the response in the clear, without
+// [MarkerHeader] should a handler have set it, so that only the wrapper
+// ever marks a response sealed.
 func (s *store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
 	if s.ring != nil {
 		var err error
 		if p, err = s.ring.SealComplete(p); err != nil {
 			return err
+		}
+	} else if p.Response != nil {
+		if _, marked := p.Response.Header[MarkerHeader]; marked {
+			c, resp := *p, *p.Response
+			resp.Header = p.Response.Header.Clone()
+			delete(resp.Header, MarkerHeader)
+			c.Response = &resp
+			p = &c
 		}
 	}
 	return s.inner.Complete(ctx, p)
@@ -119,7 +130,7 @@ func (s *store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	return s.inner.Release(ctx, p)
 }
 
-// Unwrap returns the store this one wraps, so that what it does not
-// forward (such as [retrysafe.Batcher], which the gateway's metrics read)
-// can still be found.
+// Unwrap returns the store this one wraps, so that [retrysafe.As] finds
+// the abilities the wrapper does not change (Pinger, Sweeper, Notifier,
+// Batcher, …).
 func (s *store) Unwrap() retrysafe.Store { return s.inner }
