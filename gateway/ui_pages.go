@@ -279,6 +279,9 @@ func (u *UI) recordsData(r *http.Request) (map[string]any, int, error) {
 		data["Problem"] = err.Error()
 		return data, http.StatusBadRequest, nil
 	}
+	if k, ok := u.admin.(interface{ StoredScope(string) string }); ok && f.Identity != "" {
+		p.Scope = k.StoredScope(p.Scope) // encrypted at rest: kept under the HMAC
+	}
 	if p.OneScope() {
 		data["ScopeShown"] = p.Scope
 		data["ScopeSelected"] = true

@@ -36,7 +36,9 @@ Inspects idempotency records, for support and operations.
 A record is identified by scope + key. The gateway's scope is the SHA-256 (hex)
 of the caller's credential (the Authorization header by default): pass it with
 --scope (a unique prefix of it is enough), or pass the credential itself with
---identity to have it hashed the same way. Without either, show and delete
+--identity to have it hashed the same way. With encryption at rest the store
+keeps the HMAC of the scope instead (the scope list shows): --identity then
+needs the keys (--encryption-keys-file) to compute it. Without either, show and delete
 look for the key in every scope (on SQL stores a scan of the table, on Redis
 a SCAN of the store's keys).
 
@@ -144,13 +146,17 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	if o.scope != "" && o.identity != "" {
 		return usagef("give --scope or --identity, not both")
 	}
-	if o.identity != "" {
-		o.scope = retrysafe.HashScope(o.identity)
-	}
-
 	ring, err := loadKeyRing(o.keysFile, os.Getenv)
 	if err != nil {
 		return err
+	}
+	if o.identity != "" {
+		o.scope = retrysafe.HashScope(o.identity)
+		if ring != nil {
+			// Encrypted at rest, records are kept under the HMAC of
+			// their scope: the scope keys list shows.
+			o.scope = ring.Scope(o.scope)
+		}
 	}
 	// keys never creates a store: a mistyped SQLite path is an error, not
 	// a new, empty database with "no records".

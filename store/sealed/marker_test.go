@@ -47,6 +47,7 @@ func TestPlainBodyLikeCiphertext(t *testing.T) {
 	}
 	wantResponse(t, "replay with AcceptPlaintext", rec.Response, magicBody())
 
+	complete(t, inner, ring.Scope(scopeA), "magic", magicBody())
 	_, err = claimExisting(wrap(t, inner, ring, sealed.Config{}), ctx, scopeA, "magic")
 	wantCannotDecrypt(t, "strict replay of a plain record", err)
 

@@ -6,26 +6,39 @@ import (
 	"github.com/retrysafe/retrysafe"
 )
 
-// The optional abilities the wrapper must change: Admin, whose records it
-// opens. Every other ability of the inner store (Pinger, ReadyChecker,
-// Sweeper, Notifier, Batcher) touches no stored response and is found
-// through Unwrap by [retrysafe.As].
+// The optional abilities the wrapper must change: Notifier, whose scope
+// is the stored one, and Admin, whose records it opens. Every other
+// ability of the inner store (Pinger, ReadyChecker, Sweeper, Batcher)
+// touches no record and is found through Unwrap by [retrysafe.As].
 //
 // Each changed ability is a layer over the *store, present only when the
 // inner store has that ability, so the wrapper has exactly the abilities
 // of what it wraps.
-type adminLayer struct {
-	retrysafe.Store // the layer below: the *store
-	s               *store
-	a               retrysafe.Admin
-}
+type (
+	notifierLayer struct {
+		retrysafe.Store // the layer below
+		s               *store
+		n               retrysafe.Notifier
+	}
+	adminLayer struct {
+		retrysafe.Store // the layer below
+		s               *store
+		a               retrysafe.Admin
+	}
+)
 
-var _ retrysafe.Admin = (*adminLayer)(nil)
+var (
+	_ retrysafe.Notifier = (*notifierLayer)(nil)
+	_ retrysafe.Admin    = (*adminLayer)(nil)
+)
 
 // withOptional returns s with the layers of the abilities of s.inner that
 // the wrapper changes.
 func (s *store) withOptional() retrysafe.Store {
 	var out retrysafe.Store = s
+	if n, ok := retrysafe.As[retrysafe.Notifier](s.inner); ok {
+		out = &notifierLayer{Store: out, s: s, n: n}
+	}
 	if a, ok := retrysafe.As[retrysafe.Admin](s.inner); ok {
 		out = &adminLayer{Store: out, s: s, a: a}
 	}
@@ -34,7 +47,26 @@ func (s *store) withOptional() retrysafe.Store {
 
 // Unwrap returns the layer below, so that [retrysafe.As] finds the other
 // abilities.
+func (l *notifierLayer) Unwrap() retrysafe.Store { return l.Store }
+
+// Subscribe subscribes through the inner store, under the stored scope.
+func (l *notifierLayer) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
+	return l.n.Subscribe(ctx, l.s.scope(scope), key)
+}
+
+// Unwrap returns the layer below, so that [retrysafe.As] finds the other
+// abilities.
 func (l *adminLayer) Unwrap() retrysafe.Store { return l.Store }
+
+// Admin's methods take and return scopes as the inner store keeps them:
+// with a ring, the HMAC of [KeyRing.Scope], which is what operators see;
+// fingerprints are shown as stored.
+
+// StoredScope returns the scope under which the inner store keeps the
+// records of scope (with a ring [KeyRing.Scope], without one scope
+// itself), for an operator who looks a caller up by its credential (the
+// operator page's identity filter).
+func (l *adminLayer) StoredScope(scope string) string { return l.s.scope(scope) }
 
 // List lists through the inner store and opens each record's response it
 // can. Sealed headers can only be opened with the body, so with a key ring

@@ -113,21 +113,29 @@ func (r *KeyRing) Open(scope, key string, resp *retrysafe.Response) (*retrysafe.
 	return &retrysafe.Response{Status: resp.Status, Header: h, Body: body}, nil
 }
 
-// SealComplete returns a copy of p whose Response is sealed for p's scope
-// and key, for a store's CompleteTx (which writes what it is given) when
-// the store is read through [New] with this ring.
+// SealComplete returns a copy of p for a store's CompleteTx (which writes
+// what it is given) when the store is read through [New] with this ring:
+// its Scope is the stored one ([KeyRing.Scope]) and its Response sealed
+// for it and p's key.
 func (r *KeyRing) SealComplete(p *retrysafe.CompleteParams) (*retrysafe.CompleteParams, error) {
 	if p == nil {
 		return nil, errors.New("sealed: nil CompleteParams")
 	}
+	return r.sealCompleteAt(p, r.index.scope(p.Scope))
+}
+
+// sealCompleteAt returns a copy of p for the record kept under scope,
+// its Response sealed for it.
+func (r *KeyRing) sealCompleteAt(p *retrysafe.CompleteParams, scope string) (*retrysafe.CompleteParams, error) {
 	c := *p
+	c.Scope = scope
 	resp := p.Response
 	if resp == nil {
 		// Stores keep a nil response as an empty one: seal that, so it
 		// reads back like any other.
 		resp = &retrysafe.Response{}
 	}
-	resp, err := r.Seal(p.Scope, p.Key, resp)
+	resp, err := r.Seal(scope, p.Key, resp)
 	if err != nil {
 		return nil, err
 	}

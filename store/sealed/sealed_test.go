@@ -99,11 +99,11 @@ func TestRotation(t *testing.T) {
 	complete(t, after, scopeA, "new", payment())
 
 	for key, wantID := range map[string]string{"old": "2026-06", "new": "2026-11"} {
-		stored, err := get(raw, t.Context(), scopeA, key)
+		kept, err := get(raw, t.Context(), stored(t, scopeA), key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id, _ := sealed.KeyID(stored.Response); id != wantID {
+		if id, _ := sealed.KeyID(kept.Response); id != wantID {
 			t.Errorf("%s: sealed with key %q, want %q", key, id, wantID)
 		}
 		rec, err := claimExisting(after, t.Context(), scopeA, key)
@@ -133,7 +133,7 @@ func TestMovedRecord(t *testing.T) {
 	raw := memory.New(memory.Config{})
 	s := wrap(t, raw, ring, sealed.Config{})
 	complete(t, s, scopeA, "original", payment())
-	stored, err := get(raw, t.Context(), scopeA, "original")
+	original, err := get(raw, t.Context(), stored(t, scopeA), "original")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +146,9 @@ func TestMovedRecord(t *testing.T) {
 		"other scope": {scopeB, "original", http.StatusCreated},
 	}
 	for name, c := range cases {
-		moved := stored.Response.Clone()
+		moved := original.Response.Clone()
 		moved.Status = c.status
-		complete(t, raw, c.scope, c.key, moved)
+		complete(t, raw, stored(t, c.scope), c.key, moved)
 		_, err := get(s, t.Context(), c.scope, c.key)
 		wantCannotDecrypt(t, name+": Get", err)
 		_, err = claimExisting(s, t.Context(), c.scope, c.key)
@@ -234,17 +234,20 @@ func TestWrongKey(t *testing.T) {
 	}
 }
 
-// TestPlaintextRecords: a record stored before encryption was turned on is
-// refused by default and returned as is with AcceptPlaintext; a wrapper
+// TestPlaintextRecords: a record in the clear where a sealed one belongs
+// (planted by whoever can write to the store) is refused by default; with
+// AcceptPlaintext, records stored before encryption was turned on (under
+// their scope in the clear) are found and returned as they are; a wrapper
 // without a ring refuses sealed records.
 func TestPlaintextRecords(t *testing.T) {
 	t.Parallel()
 	ring := testRing(t, "k1")
 	raw := memory.New(memory.Config{})
 	complete(t, raw, scopeA, "clear", payment())
+	complete(t, raw, stored(t, scopeA), "planted", payment())
 	complete(t, wrap(t, raw, ring, sealed.Config{}), scopeA, "sealed", payment())
 
-	_, err := get(wrap(t, raw, ring, sealed.Config{}), t.Context(), scopeA, "clear")
+	_, err := get(wrap(t, raw, ring, sealed.Config{}), t.Context(), scopeA, "planted")
 	wantCannotDecrypt(t, "plaintext record, strict", err)
 
 	lenient := wrap(t, raw, ring, sealed.Config{AcceptPlaintext: true})
@@ -257,7 +260,7 @@ func TestPlaintextRecords(t *testing.T) {
 	}
 
 	noRing := wrap(t, raw, nil, sealed.Config{})
-	_, err = claimExisting(noRing, t.Context(), scopeA, "sealed")
+	_, err = claimExisting(noRing, t.Context(), stored(t, scopeA), "sealed")
 	wantCannotDecrypt(t, "sealed record without a ring", err)
 	if !strings.Contains(err.Error(), `"k1"`) {
 		t.Errorf("error %q does not name the key id", err)
@@ -350,7 +353,7 @@ func TestOptionalInterfaces(t *testing.T) {
 		}
 		scope := "scope-" + name
 		complete(t, s, scope, "k", payment())
-		recs, err := admin.List(t.Context(), &retrysafe.ListParams{Scope: scope, WithBodies: true})
+		recs, err := admin.List(t.Context(), &retrysafe.ListParams{Scope: ring.Scope(scope), WithBodies: true})
 		if err != nil || len(recs) != 1 {
 			t.Fatalf("%s: List: %d records, %v", name, len(recs), err)
 		}
@@ -427,7 +430,7 @@ func TestReplaysLeaveTheStoredRecordSealed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw, err := get(inner, ctx, scopeA, "order-1")
+	raw, err := get(inner, ctx, stored(t, scopeA), "order-1")
 	if err != nil {
 		t.Fatal(err)
 	}
