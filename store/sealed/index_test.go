@@ -217,3 +217,22 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("Stats: %+v, %v; want 2 completed", st, err)
 	}
 }
+
+// TestEmptyScopeFingerprint: the empty scope is kept as it is, but its
+// fingerprints are still keyed and given back: a duplicate of an
+// anonymous request in flight is not taken for another request.
+func TestEmptyScopeFingerprint(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := wrap(t, memory.New(memory.Config{}), testRing(t, "k1"), sealed.Config{})
+	p := &retrysafe.ClaimParams{Scope: "", Key: "anon", Fingerprint: "fp-anon", Token: retrysafe.NewToken(), Now: now, Lease: time.Minute}
+	if res, err := s.Claim(ctx, p); err != nil || !res.Claimed || res.Record.Fingerprint != "fp-anon" {
+		t.Fatalf("claim in the empty scope: %+v, %v", res, err)
+	}
+	dup := *p
+	dup.Token = retrysafe.NewToken()
+	res, err := s.Claim(ctx, &dup)
+	if err != nil || res.Claimed || res.Record.Fingerprint != "fp-anon" || res.Record.Scope != "" {
+		t.Fatalf("duplicate in the empty scope: %+v, %v; want the in-flight record with the caller's fingerprint", res, err)
+	}
+}

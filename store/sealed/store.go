@@ -17,7 +17,9 @@ type Config struct {
 	// goes to it). Turn it on for one TTL after enabling encryption over
 	// a store that already holds records, so their retries still replay;
 	// leave it off otherwise, since anyone who can write to the store
-	// could then plant a response of their own.
+	// could then plant a response of their own. While it is on, every
+	// Claim first reads the record under the scope in the clear (one more
+	// round trip).
 	AcceptPlaintext bool
 }
 
@@ -104,7 +106,7 @@ func (s *store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	if err != nil || res == nil || res.Record == nil {
 		return res, err
 	}
-	if res.Record.Fingerprint == q.Fingerprint && res.Record.Scope == q.Scope && res.Record.Response == nil && q.Scope == p.Scope {
+	if s.ring == nil && res.Record.Response == nil {
 		return res, nil // nothing to map or open
 	}
 	rec, err := s.opened(res.Record, p.Scope)
@@ -204,6 +206,6 @@ func (s *store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 }
 
 // Unwrap returns the store this one wraps, so that [retrysafe.As] finds
-// the abilities the wrapper does not change (Pinger, Sweeper, Notifier,
-// Batcher, …).
+// the abilities the wrapper does not change (Pinger, ReadyChecker,
+// Sweeper, Batcher, …).
 func (s *store) Unwrap() retrysafe.Store { return s.inner }
