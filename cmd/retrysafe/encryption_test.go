@@ -149,6 +149,9 @@ func TestKeysShowEncrypted(t *testing.T) {
 	if j.Encrypted == nil || j.Encrypted.KeyID != "k-new" || j.Body != nil {
 		t.Errorf("--json without keys: encrypted = %+v, body = %v", j.Encrypted, j.Body)
 	}
+	if _, ok := j.Headers[sealed.MarkerHeader]; ok || len(j.Headers) == 0 {
+		t.Errorf("--json without keys: headers %q; want the answer's names, without the marker", j.Headers)
+	}
 
 	out := show("--bodies", "--encryption-keys-file", keysPath)
 	for _, want := range []string{plaintext, "Content-Type: application/json"} {

@@ -562,6 +562,11 @@ func (k *keysCmd) jsonRecord(r *retrysafe.Record, full bool) keysJSONRecord {
 		j.Status = r.Response.Status
 		if full {
 			j.Headers = r.Response.Header
+			if _, marked := r.Response.Header[sealed.MarkerHeader]; marked {
+				h := r.Response.Header.Clone() // the marker is no header of the answer
+				delete(h, sealed.MarkerHeader)
+				j.Headers = h
+			}
 		}
 		if id, ok := sealed.KeyID(r.Response); ok && full {
 			j.Encrypted = &keysJSONEncrypted{KeyID: id, Reason: k.whyEncrypted(r)}
