@@ -26,7 +26,7 @@ type engine struct {
 }
 
 func newEngine(cfg *Config) *engine {
-	n, _ := cfg.Store.(Notifier)
+	n, _ := As[Notifier](cfg.Store)
 	nb, _ := cfg.Store.(NonBlocking)
 	_, nop := cfg.Observer.(nopObserver)
 	tr, _ := cfg.Observer.(Tracer)

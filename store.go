@@ -257,6 +257,28 @@ type Store interface {
 	Release(ctx context.Context, params *ReleaseParams) error
 }
 
+// As finds the optional ability T (such as [Admin], [Notifier] or
+// [Sweeper]) of s: s itself when it implements T, else the first store
+// down its chain of wrappers that does. A wrapper (such as store/sealed)
+// is a Store with a method Unwrap() Store returning the store it wraps; it
+// implements only the abilities it must change and lets As find the
+// others below it. Callers look abilities up with As rather than a type
+// assertion, so that a wrapped store keeps them.
+func As[T any](s Store) (T, bool) {
+	for range 16 { // wrappers do not nest deeper; a cycle must not hang
+		if v, ok := s.(T); ok {
+			return v, true
+		}
+		u, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
 // Pinger is implemented by stores that can check that their backend answers.
 // The gateway's /readyz uses it unless the store implements [ReadyChecker].
 type Pinger interface {

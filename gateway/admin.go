@@ -98,9 +98,9 @@ func (g *Gateway) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	var err error
-	if rc, ok := optionalOf[retrysafe.ReadyChecker](g.cfg.Store); ok {
+	if rc, ok := retrysafe.As[retrysafe.ReadyChecker](g.cfg.Store); ok {
 		err = rc.CheckReady(ctx)
-	} else if p, ok := g.cfg.Store.(retrysafe.Pinger); ok {
+	} else if p, ok := retrysafe.As[retrysafe.Pinger](g.cfg.Store); ok {
 		err = p.Ping(ctx)
 	} else {
 		_, err = g.cfg.Store.Get(ctx, &retrysafe.GetParams{Scope: "retrysafe:readyz", Key: "readyz", Now: g.cfg.Now()})
@@ -121,7 +121,7 @@ func (g *Gateway) Ready(ctx context.Context) error {
 // or when interval <= 0. Sweeping only reclaims space: expiry is enforced on
 // read regardless.
 func (g *Gateway) RunSweeper(ctx context.Context, interval time.Duration) {
-	sw, ok := g.cfg.Store.(retrysafe.Sweeper)
+	sw, ok := retrysafe.As[retrysafe.Sweeper](g.cfg.Store)
 	if !ok || interval <= 0 {
 		return
 	}

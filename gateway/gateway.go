@@ -206,7 +206,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.scopeLimited, err = newScopeLimitMetric(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	if b, ok := optionalOf[retrysafe.Batcher](cfg.Store); ok {
+	if b, ok := retrysafe.As[retrysafe.Batcher](cfg.Store); ok {
 		if err := registerBatchMetrics(g.registry, b); err != nil {
 			return nil, fmt.Errorf("gateway: metrics: %w", err)
 		}
@@ -224,7 +224,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := g.checkLease("the default lease", g.def); err != nil {
 		return nil, err
 	}
-	if _, ok := cfg.Store.(retrysafe.Admin); ok {
+	if _, ok := retrysafe.As[retrysafe.Admin](cfg.Store); ok {
 		var patterns []string
 		for _, rt := range cfg.Routes {
 			if !rt.Policy.Bypass {

@@ -122,28 +122,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// unwrapper is a store that wraps another (the sealed store).
-type unwrapper interface{ Unwrap() retrysafe.Store }
-
-// optionalOf returns the optional ability T of store or of a store it
-// wraps (through Unwrap), for abilities that a wrapper need not forward
-// because they touch no record ([retrysafe.Batcher],
-// [retrysafe.ReadyChecker]).
-func optionalOf[T any](store retrysafe.Store) (T, bool) {
-	for range 8 { // wrappers do not nest deeper; a cycle must not hang
-		if v, ok := store.(T); ok {
-			return v, true
-		}
-		u, ok := store.(unwrapper)
-		if !ok {
-			break
-		}
-		store = u.Unwrap()
-	}
-	var zero T
-	return zero, false
-}
-
 // registerBatchMetrics exports the group commit's counts of a store that
 // batches (SQLite, PostgreSQL), read at each scrape: the mean batch size
 // is rate(..._batch_items_total) / rate(..._batches_total).

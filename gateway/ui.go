@@ -149,7 +149,7 @@ type UI struct {
 
 // NewUI returns the operator page for cfg.
 func NewUI(cfg UIConfig) (*UI, error) {
-	admin, ok := cfg.Store.(retrysafe.Admin)
+	admin, ok := retrysafe.As[retrysafe.Admin](cfg.Store)
 	if !ok {
 		return nil, errors.New("gateway: the operator page needs a store that implements retrysafe.Admin")
 	}

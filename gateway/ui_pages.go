@@ -325,6 +325,9 @@ func (u *UI) recordsFilter(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.Scope = retrysafe.HashScope(id)
+		if k, ok := u.admin.(interface{ StoredScope(string) string }); ok {
+			f.Scope = k.StoredScope(f.Scope) // encrypted at rest: kept under the HMAC
+		}
 	}
 	http.Redirect(w, r, UIPath+"records?"+f.query().Encode(), http.StatusSeeOther)
 }

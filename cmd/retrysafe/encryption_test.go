@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +20,21 @@ import (
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
-// writeKeyFile writes a key file with fresh keys of the given ids and
-// returns its path and contents.
+// testHMACSecret is the hmac entry of every key file writeKeyFile writes:
+// one deployment keeps one across rotations.
+var testHMACSecret = func() []byte {
+	b := make([]byte, sealed.KeySize)
+	_, _ = rand.Read(b)
+	return b
+}()
+
+// writeKeyFile writes a key file with fresh keys of the given ids (and
+// the hmac entry) and returns its path and contents.
 func writeKeyFile(t *testing.T, ids ...string) (string, string) {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("# test keys, oldest first\n")
+	b.WriteString(sealed.HMACKeyID + ":" + base64.StdEncoding.EncodeToString(testHMACSecret) + "\n")
 	for _, id := range ids {
 		secret := make([]byte, sealed.KeySize)
 		_, _ = rand.Read(secret)
@@ -111,7 +121,8 @@ func TestKeysShowEncrypted(t *testing.T) {
 
 	show := func(args ...string) string {
 		t.Helper()
-		out, _, err := cliRun(t, b, keysCmdForTest, append([]string{"show", "pay-1", "--scope", aliceScope}, args...)...)
+		// The scope as stored (and as keys list shows it): the HMAC.
+		out, _, err := cliRun(t, b, keysCmdForTest, append([]string{"show", "pay-1", "--scope", ring.Scope(aliceScope)}, args...)...)
 		if err != nil {
 			t.Fatalf("keys show %v: %v", args, err)
 		}
@@ -137,6 +148,9 @@ func TestKeysShowEncrypted(t *testing.T) {
 	}
 	if j.Encrypted == nil || j.Encrypted.KeyID != "k-new" || j.Body != nil {
 		t.Errorf("--json without keys: encrypted = %+v, body = %v", j.Encrypted, j.Body)
+	}
+	if _, ok := j.Headers[sealed.MarkerHeader]; ok || len(j.Headers) == 0 {
+		t.Errorf("--json without keys: headers %q; want the answer's names, without the marker", j.Headers)
 	}
 
 	out := show("--bodies", "--encryption-keys-file", keysPath)
@@ -167,8 +181,9 @@ func TestKeysShowEncrypted(t *testing.T) {
 
 // TestServeEncrypted runs serve with --encryption-keys-file on a SQLite
 // file: the retry replays the first answer, the file holds no plaintext,
-// and a gateway started on the same file without the keys answers 503 to
-// the retry and never forwards it.
+// and a gateway started on the same file without the keys, or with
+// another hmac entry, refuses to start (it would find none of the records,
+// kept under the HMAC of their scope) and never forwards the retry.
 func TestServeEncrypted(t *testing.T) {
 	t.Parallel()
 	up := newChargeUpstream(t, nil)
@@ -225,27 +240,35 @@ func TestServeEncrypted(t *testing.T) {
 	}
 	recs, err := raw.(retrysafe.Admin).List(ctx, &retrysafe.ListParams{WithBodies: true})
 	closeRaw()
+	recs = slices.DeleteFunc(recs, func(r *retrysafe.Record) bool { return r.Scope == sealed.CheckScope })
 	if err != nil || len(recs) != 1 {
-		t.Fatalf("List = %d records, %v", len(recs), err)
+		t.Fatalf("List = %d records besides the check record, %v", len(recs), err)
 	}
 	if id, ok := sealed.KeyID(recs[0].Response); !ok || id != "k1" || bytes.Contains(recs[0].Response.Body, []byte(first.body)) {
 		t.Fatalf("stored response: KeyID %q %v, body %q; want sealed with k1", id, ok, recs[0].Response.Body)
 	}
 
-	// Without the keys, even with --fail-open: 503, nothing forwarded.
-	for _, extra := range [][]string{nil, {"--fail-open"}} {
-		proxy, stop = serve(t, extra...)
+	// Without the keys (even with --fail-open), or with another hmac
+	// entry, the gateway would find none of the stored records: it
+	// refuses to start, and nothing is forwarded.
+	otherHMAC := writeText(t, "hmac:"+base64.StdEncoding.EncodeToString(make([]byte, sealed.KeySize))+"\nk1:"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, sealed.KeySize))+"\n")
+	for _, tc := range []struct {
+		extra []string
+		want  string
+	}{
+		{nil, "no key ring is configured"},
+		{[]string{"--fail-open"}, "no key ring is configured"},
+		{[]string{"--encryption-keys-file", otherHMAC}, "another hmac key"},
+	} {
 		calls := up.calls.Load()
-		lost, err := post(ctx, proxy+"/payments", "enc-1", `{"amount":1}`)
-		stop()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if lost.status != 503 || lost.header.Get("Content-Type") != retrysafe.ContentTypeProblem {
-			t.Fatalf("retry without the keys %v = %+v, want a 503 problem", extra, lost)
+		var stdout, stderr lockedBuffer
+		code := run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "off",
+			"--upstream", up.URL, "--store", storeURL}, tc.extra...), &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), tc.want) {
+			t.Fatalf("serve %v over encrypted records: exit %d, stderr:\n%s\nwant a refusal saying %q", tc.extra, code, &stderr, tc.want)
 		}
 		if n := up.calls.Load(); n != calls {
-			t.Fatalf("the retry without the keys %v reached the upstream (%d calls, want %d)", extra, n, calls)
+			t.Fatalf("serve %v reached the upstream", tc.extra)
 		}
 	}
 }

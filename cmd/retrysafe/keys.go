@@ -36,7 +36,9 @@ Inspects idempotency records, for support and operations.
 A record is identified by scope + key. The gateway's scope is the SHA-256 (hex)
 of the caller's credential (the Authorization header by default): pass it with
 --scope (a unique prefix of it is enough), or pass the credential itself with
---identity to have it hashed the same way. Without either, show and delete
+--identity to have it hashed the same way. With encryption at rest the store
+keeps the HMAC of the scope instead (the scope list shows): --identity then
+needs the keys (--encryption-keys-file) to compute it. Without either, show and delete
 look for the key in every scope (on SQL stores a scan of the table, on Redis
 a SCAN of the store's keys).
 
@@ -144,13 +146,17 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	if o.scope != "" && o.identity != "" {
 		return usagef("give --scope or --identity, not both")
 	}
-	if o.identity != "" {
-		o.scope = retrysafe.HashScope(o.identity)
-	}
-
 	ring, err := loadKeyRing(o.keysFile, os.Getenv)
 	if err != nil {
 		return err
+	}
+	if o.identity != "" {
+		o.scope = retrysafe.HashScope(o.identity)
+		if ring != nil {
+			// Encrypted at rest, records are kept under the HMAC of
+			// their scope: the scope keys list shows.
+			o.scope = ring.Scope(o.scope)
+		}
 	}
 	// keys never creates a store: a mistyped SQLite path is an error, not
 	// a new, empty database with "no records".
@@ -169,7 +175,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 			return err
 		}
 	}
-	admin, ok := store.(retrysafe.Admin)
+	admin, ok := retrysafe.As[retrysafe.Admin](store)
 	if !ok {
 		return fmt.Errorf("store %s cannot list records (it does not implement retrysafe.Admin)", storeurl.Redact(o.store))
 	}
@@ -479,7 +485,9 @@ func (k *keysCmd) printRecord(r *retrysafe.Record, full bool) {
 func (k *keysCmd) printEncrypted(row func(name, format string, args ...any), r *retrysafe.Record, keyID string) {
 	names := make([]string, 0, len(r.Response.Header))
 	for name := range r.Response.Header {
-		names = append(names, name)
+		if name != sealed.MarkerHeader {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	if len(names) > 0 {
@@ -554,6 +562,11 @@ func (k *keysCmd) jsonRecord(r *retrysafe.Record, full bool) keysJSONRecord {
 		j.Status = r.Response.Status
 		if full {
 			j.Headers = r.Response.Header
+			if _, marked := r.Response.Header[sealed.MarkerHeader]; marked {
+				h := r.Response.Header.Clone() // the marker is no header of the answer
+				delete(h, sealed.MarkerHeader)
+				j.Headers = h
+			}
 		}
 		if id, ok := sealed.KeyID(r.Response); ok && full {
 			j.Encrypted = &keysJSONEncrypted{KeyID: id, Reason: k.whyEncrypted(r)}

@@ -347,6 +347,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if store, err = sealed.New(store, ring, sealed.Config{AcceptPlaintext: o.encryptionAcceptPlaintext}); err != nil {
 		return err
 	}
+	if err := checkEncryption(ctx, store, logger); err != nil {
+		return err
+	}
 
 	gwCfg := gateway.Config{
 		Upstream:        upstream,

@@ -158,7 +158,7 @@ func Migrate(ctx context.Context, s retrysafe.Store) error {
 // [ErrNotSupported] for a store without a sweeper (Redis expires records
 // itself).
 func Sweep(ctx context.Context, s retrysafe.Store, params *retrysafe.SweepParams) (int, error) {
-	sw, ok := s.(retrysafe.Sweeper)
+	sw, ok := retrysafe.As[retrysafe.Sweeper](s)
 	if !ok {
 		return 0, ErrNotSupported
 	}

@@ -27,12 +27,12 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 		return nil, err
 	}
 	limit := params.PageSize()
-	// Any scope: the 32 hex digits of a scope hash must follow the prefix,
-	// so a store whose prefix extends this one ("p:" and "p:x:") is not
-	// listed.
-	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":*"
+	// Any scope: the 32 hex digits of a scope hash and a slot tag must
+	// follow the prefix, so a store whose prefix extends this one ("p:"
+	// and "p:x:") is not listed.
+	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":" + slotTagMatch + "*"
 	if params.OneScope() {
-		match = globEscape(s.prefix+scopeHash(params.Scope)+":") + "*"
+		match = globEscape(s.prefix+scopeHash(params.Scope)+":") + slotTagMatch + "*"
 	}
 	keys, err := s.scan(ctx, match)
 	if err != nil {
@@ -44,9 +44,9 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 	type entry struct{ redisKey, scope, key string }
 	entries := make([]entry, 0, len(keys))
 	if params.OneScope() {
-		p := s.prefix + scopeHash(params.Scope) + ":"
+		n := len(s.prefix) + scopeHashLen + 1 + slotTagLen
 		for _, k := range keys {
-			entries = append(entries, entry{k, params.Scope, strings.TrimPrefix(k, p)})
+			entries = append(entries, entry{k, params.Scope, k[n:]})
 		}
 	} else {
 		cmds := make([]*goredis.SliceCmd, len(keys))
@@ -125,7 +125,7 @@ func (s *Store) Stats(ctx context.Context, params *retrysafe.StatsParams) (*retr
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":*"
+	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":" + slotTagMatch + "*"
 	keys, err := s.scan(ctx, match)
 	if err != nil {
 		return nil, s.fail(ctx, "stats", err)
@@ -162,7 +162,7 @@ func (s *Store) Find(ctx context.Context, params *retrysafe.FindParams) ([]*retr
 	if params.OneScope() {
 		return s.fetch(ctx, "find", []string{s.recordKey(params.Scope, params.Key)}, fields)
 	}
-	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":" + globEscape(params.Key)
+	match := globEscape(s.prefix) + strings.Repeat("[0-9a-f]", scopeHashLen) + ":" + slotTagMatch + globEscape(params.Key)
 	keys, err := s.scan(ctx, match)
 	if err != nil {
 		return nil, s.fail(ctx, "find", err)

@@ -199,6 +199,50 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("client hash tags", func(t *testing.T) {
+		t.Parallel()
+		// Keys that carry a hash tag of their own ("{x}") must not pick
+		// the slot: the records of 3 tenants spread over every master.
+		prefix := testenv.Name("rs-cluster-") + ":"
+		s := newClusterStore(t, newCC(t), prefix)
+		ctx := t.Context()
+		now := time.Now()
+		const tenants, perTenant = 3, 100
+		for tn := range tenants {
+			for i := range perTenant {
+				key := fmt.Sprintf("{x}order-%d", i)
+				if i%2 == 1 {
+					key = fmt.Sprintf("order-{x}-%d", i)
+				}
+				scope := fmt.Sprint("tenant-", tn)
+				if res, err := s.Claim(ctx, claimParams(scope, key, now, time.Minute)); err != nil || !res.Claimed {
+					t.Fatalf("claim %s/%s: %+v, %v", scope, key, res, err)
+				}
+			}
+		}
+		total := 0
+		for _, node := range c.Nodes {
+			got := len(strings.Fields(node.CLI("--scan", "--pattern", prefix+"*")))
+			t.Logf("%s holds %d of %d records", node.Addr, got, tenants*perTenant)
+			if got < tenants*perTenant/3/2 {
+				t.Errorf("%s holds %d of %d records, want about a third: the client's {x} picked the slot", node.Addr, got, tenants*perTenant)
+			}
+			total += got
+		}
+		if total != tenants*perTenant {
+			t.Errorf("masters hold %d records in all, want %d", total, tenants*perTenant)
+		}
+		recs, err := s.List(ctx, &retrysafe.ListParams{Scope: "tenant-1", Limit: 1000})
+		if err != nil || len(recs) != perTenant {
+			t.Fatalf("List of tenant-1: %d records, %v; want %d", len(recs), err, perTenant)
+		}
+		for _, key := range []string{"{x}order-0", "order-{x}-1"} {
+			if found, err := s.Find(ctx, &retrysafe.FindParams{Key: key}); err != nil || len(found) != tenants {
+				t.Fatalf("Find %s: %d records, %v; want one per tenant", key, len(found), err)
+			}
+		}
+	})
+
 	t.Run("reshard under traffic", func(t *testing.T) {
 		t.Parallel()
 		// A cluster of its own: the move carries every key of the slot,

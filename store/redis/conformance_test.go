@@ -12,33 +12,11 @@ import (
 	"github.com/retrysafe/retrysafe/store/storetest"
 )
 
-// TestConformance runs the suite on each of Claim's paths, forced, on the
-// adaptive choice between them, and with a server that refuses RESTORE.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	for _, order := range append(claimOrders, struct {
-		name  string
-		order int
-	}{"adaptive", redisstore.ClaimAdaptive}) {
-		t.Run(order.name, func(t *testing.T) {
-			t.Parallel()
-			storetest.Run(t, func(t *testing.T) retrysafe.Store {
-				s, _, _ := newStore(t)
-				redisstore.ForceClaimOrder(s, order.order)
-				return s
-			})
-		})
-	}
-	t.Run("RESTORE refused", func(t *testing.T) {
-		t.Parallel()
-		storetest.Run(t, func(t *testing.T) retrysafe.Store {
-			s, err := redisstore.New(restrictedClient(t), redisstore.Config{Prefix: testPrefix(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
-		})
+	storetest.Run(t, func(t *testing.T) retrysafe.Store {
+		s, _, _ := newStore(t)
+		return s
 	})
 }
 

@@ -5,46 +5,45 @@
 //
 // Each idempotency record is one Redis HASH under one key:
 //
-//	<prefix><hex(sha256(scope))[:32]>:<key>
+//	<prefix><hex(sha256(scope))[:32]>:{<hex(fnv1a(scope, key))>}<key>
 //
 // The scope is hashed to a fixed-width 32-hex-digit field, so no scope or key
 // can forge another scope's key name: whatever the key contains, the part
-// before the first ':' after the prefix is always the scope's hash. The raw
-// key stays readable for operators (redis-cli --scan). The hash holds plain
-// fields (scope, key, fp, state, token, attempt, created, updated, lease,
-// expires, and once completed status, header and body); the response body is
-// stored as a binary-safe field, the headers in a length-prefixed binary
-// encoding that keeps every byte (earlier releases wrote JSON, which turned
-// bytes that are not UTF-8 into U+FFFD; such records still decode).
+// before the first ':' after the prefix is always the scope's hash. The
+// "{…}" after it is the store's own Redis Cluster hash tag, 8 hex digits
+// derived from scope and key: it is the first "{…}" of the name, so braces
+// in a client's key never choose the slot, and records spread over all
+// slots. The raw key stays readable for operators (redis-cli --scan). The
+// hash holds plain fields (scope, key, fp, state, token, attempt, created,
+// updated, lease, expires, and once completed status, header and body);
+// the response body is stored as a binary-safe field, the headers in the
+// length-prefixed binary encoding of internal/headercodec, which keeps
+// every byte.
 //
 // Every operation touches exactly one key, so the store works unchanged on a
-// Redis Cluster without hash tags, with the same key names as on one server
-// ([Open] takes redis+cluster://HOST:PORT,HOST:PORT seed URLs; listing scans
-// every master). A *redis.Ring is refused: it moves keys between shards
-// when one looks down (see [New]).
+// Redis Cluster, with the same key names as on one server ([Open] takes
+// redis+cluster://HOST:PORT,HOST:PORT seed URLs; listing scans every
+// master). A *redis.Ring is refused: it moves keys between shards when one
+// looks down (see [New]).
 //
 // # Atomicity and round trips
 //
-// While recent claims mostly met a record, Claim first reads the record
-// with one plain HGETALL; a record that blocks the claim (a replay, an
-// in-flight or a mismatching duplicate) is returned from that read, without
-// a script. While they were mostly new keys, Claim writes first. A key
-// that is (believed) absent is written with RESTORE, which creates the
-// whole hash with its expiry only if the key is absent and runs no Lua
-// (on Redis 7.0 and later the payload is the listpack HSET would build, which
-// the server takes over as it is);
-// otherwise (an expired result, a takeover, or RESTORE finding the key)
-// Claim runs the claim script, which re-checks the record atomically. A
-// server that refuses RESTORE (an ACL without @dangerous) gets the claim
-// script instead. Extend, Complete and Release are
-// Lua scripts, one round trip each. All of them run with EVALSHA (falling
-// back to EVAL, which caches the script, when the server answers
-// NOSCRIPT). Complete, Release and Extend are fenced by the owner token
-// inside the script. Get is one HGETALL. With a *redis.Client, concurrent
-// calls share round trips through the client's autopipeliner (see
-// [Config.DisableAutoPipeline]). The scripts only
-// use HGETALL, HGET, HMGET, HSET, DEL, PEXPIRE and PUBLISH, and nothing a real
-// Redis 7 rejects. See docs/redis.md for the round trips of each path.
+// Claim first reads the record with one plain HGETALL; a record that
+// blocks the claim (a replay, an in-flight or a mismatching duplicate) is
+// returned from that read, without a script. Otherwise (an absent key, an
+// expired result, a takeover) Claim runs the claim script, which re-checks
+// the record atomically. Extend, Complete and Release are Lua scripts, one
+// round trip each. All of them run with EVALSHA (falling back to EVAL,
+// which caches the script, when the server answers NOSCRIPT). Complete,
+// Release and Extend are fenced by the owner token inside the script. Get
+// is one HGETALL. With a *redis.Client, concurrent calls share round trips
+// through the client's autopipeliner (see [Config.DisableAutoPipeline]).
+// The scripts only use HGETALL, HGET, HMGET, HSET, DEL, PEXPIRE and
+// PUBLISH, and nothing a real Redis 7 rejects. See docs/redis.md for the
+// round trips of each path.
+//
+// A Redis that refuses a write with OOM (maxmemory under noeviction) is
+// full, not down: those errors match [retrysafe.ErrStoreFull].
 //
 // # Time and expiry
 //

@@ -15,7 +15,7 @@ func TestScopePrefix(t *testing.T) {
 		wg.Go(func() {
 			for range 200 {
 				for _, sc := range scopes {
-					if got, want := s.recordKey(sc, "k"), "p:"+scopeHash(sc)+":k"; got != want {
+					if got, want := s.recordKey(sc, "k"), "p:"+scopeHash(sc)+":"+slotTag(sc, "k")+"k"; got != want {
 						t.Errorf("recordKey(%q, k) = %q, want %q", sc, got, want)
 						return
 					}

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -18,27 +16,16 @@ import (
 // Claim claims (params.Scope, params.Key). See [retrysafe.Store] for the
 // rules.
 //
-// It takes one of two equally correct paths, chosen by what recent claims
-// met (see claimOrder):
-//
-//   - read first: one plain HGETALL. When that record blocks the claim
-//     (completed and unexpired, processing with a live lease, or processing
-//     with an expired lease and another fingerprint) Claim returns it
-//     without a write: a replay or an in-flight answer is one cheap round
-//     trip. A blocking outcome writes nothing, so it is exactly what the
-//     claim script would have answered at the moment of the read. When the
-//     key is absent, Claim writes the new record as below; when the result
-//     expired or the lease may be taken over, the claim script decides;
-//   - write first: the new record at once, with RESTORE (see dump.go),
-//     which creates the key only if it is absent, with its expiry, and
-//     runs no script. When the key exists (BUSYKEY), the claim script
-//     decides.
-//
-// The claim script checks everything atomically: the read is only a
-// shortcut, and a record that changed since cannot make it claim wrongly.
-// The loser of the script gets the blocking record in the same reply. A
-// server that refuses RESTORE (an ACL without it, a renamed command) gets
-// the claim script instead, from then on.
+// It first reads the record with one plain HGETALL. When that record
+// blocks the claim (completed and unexpired, processing with a live lease,
+// or processing with an expired lease and another fingerprint) Claim
+// returns it without a write: a replay or an in-flight answer is one cheap
+// round trip. A blocking outcome writes nothing, so it is exactly what the
+// claim script would have answered at the moment of the read. Otherwise
+// the claim script decides: it checks everything atomically, so the read
+// is only a shortcut, and a record that changed since cannot make it
+// claim wrongly. The loser of the script gets the blocking record in the
+// same reply.
 func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -53,52 +40,31 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		return nil, err
 	}
 	k := s.recordKey(params.Scope, params.Key)
-	readFirst := s.order.readFirst()
-	absent := !readFirst // absent as far as Claim knows: worth a RESTORE
-	if readFirst {
-		h, err := s.pipe.HGetAll(ctx, k).Result()
-		if err != nil && !errors.Is(err, goredis.Nil) {
-			return nil, s.fail(ctx, "claim", err)
-		}
-		if len(h) > 0 {
-			rec, err := decodeRecord(h)
-			if err != nil {
-				return nil, retrysafe.Unavailable("claim", err)
-			}
-			if blocksClaim(rec, params) {
-				s.order.observe(true)
-				return &retrysafe.ClaimResult{Record: rec}, nil
-			}
-		}
-		absent = len(h) == 0
-		s.order.observe(false)
-		if s.afterRead != nil {
-			s.afterRead()
-		}
+	h, err := s.pipe.HGetAll(ctx, k).Result()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, s.fail(ctx, "claim", err)
 	}
-	nonce := newNonce()
-	px := pxMillis(params.Lease) + pxMillis(s.retention)
-	if absent && s.waitReplicas == 0 && !s.noRestore.Load() {
-		won, err := s.restoreClaim(ctx, k, params, now, lease, px, nonce)
+	if len(h) > 0 {
+		rec, err := decodeRecord(h)
 		if err != nil {
-			return nil, s.fail(ctx, "claim", err)
+			return nil, retrysafe.Unavailable("claim", err)
 		}
-		if won {
-			if !readFirst {
-				s.order.observe(false)
-			}
-			return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(1, exactTime(params.Now), exactTime(params.Now), exactTime(leaseUntil))}, nil
+		if blocksClaim(rec, params) {
+			return &retrysafe.ClaimResult{Record: rec}, nil
 		}
 	}
+	if s.afterRead != nil {
+		s.afterRead()
+	}
+	px := pxMillis(params.Lease) + pxMillis(s.retention)
+	args := []any{params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route}
 	var reply []any
 	acked := 0
 	if s.waitReplicas == 0 {
-		reply, err = claimScript.Run(ctx, s.pipe, []string{k},
-			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, nonce, params.Route).Slice()
+		reply, err = claimScript.Run(ctx, s.pipe, []string{k}, args...).Slice()
 	} else {
 		var cmd *goredis.Cmd
-		cmd, acked, err = s.runWaited(ctx, claimScript, []string{k},
-			params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, nonce, params.Route)
+		cmd, acked, err = s.runWaited(ctx, claimScript, []string{k}, args...)
 		if err == nil {
 			reply, err = cmd.Slice()
 		}
@@ -122,13 +88,7 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		if err != nil {
 			return nil, retrysafe.Unavailable("claim", err)
 		}
-		if !readFirst {
-			s.order.observe(true)
-		}
 		return &retrysafe.ClaimResult{Record: rec}, nil
-	}
-	if !readFirst {
-		s.order.observe(false)
 	}
 	// {1}: a fresh record, attempt 1 created now; {1, attempt, created}:
 	// a takeover or a retry of this very call.
@@ -150,60 +110,6 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		return nil, s.unreplicatedClaim(ctx, k, params.Token, attempt, acked)
 	}
 	return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt, created, exactTime(params.Now), exactTime(leaseUntil))}, nil
-}
-
-// restoreClaim writes the fresh record of a claim with RESTORE: the same
-// fields the claim script writes for a new key, with PX px, only if the key
-// is absent. It reports whether it wrote the record; false, nil means the
-// key exists (BUSYKEY) or the server refuses RESTORE, and the claim script
-// has to decide.
-//
-// The payload is a listpack hash while the values allow (see dump.go). A
-// server that refuses it with an error (older than Redis 7.0, which cannot
-// read it) gets the plain hash payload at once and from then on. A refusal
-// of that one other than a transient error (an ACL without RESTORE, a
-// renamed command, a payload the server cannot read) switches RESTORE off
-// for the store.
-//
-// A RESTORE that go-redis sends again after a lost reply answers BUSYKEY;
-// the claim script then finds this call's token and nonce and lets it win,
-// as for its own retries.
-func (s *Store) restoreClaim(ctx context.Context, k string, params *retrysafe.ClaimParams, now, lease string, px int64, nonce string) (bool, error) {
-	fields := [...]string{fScope, params.Scope, fKey, params.Key, fFP, params.Fingerprint, fState, string(retrysafe.StateProcessing),
-		fToken, params.Token, fAttempt, "1", fCreated, now, fUpdated, now, fLease, lease, fNonce, nonce, fRoute, params.Route}
-	pairs := fields[:]
-	if params.Route == "" {
-		pairs = fields[:len(fields)-2]
-	}
-	for {
-		payload, listpack := "", false
-		if !s.plainDump.Load() {
-			payload, listpack = listpackDump(pairs...)
-		}
-		if !listpack {
-			payload = hashDump(pairs...)
-		}
-		err := s.pipe.Restore(ctx, k, time.Duration(px)*time.Millisecond, payload).Err()
-		var rerr goredis.Error
-		switch {
-		case err == nil:
-			return true, nil
-		case !errors.As(err, &rerr):
-			return false, err // the connection, the context: the claim fails
-		case goredis.HasErrorPrefix(err, "BUSYKEY"):
-			return false, nil
-		case listpack && strings.HasPrefix(rerr.Error(), "ERR "):
-			// Nothing was written; the plain payload decides.
-			s.plainDump.Store(true)
-			continue
-		case strings.HasPrefix(rerr.Error(), "ERR "), goredis.HasErrorPrefix(err, "NOPERM"):
-			// Not goredis.HasErrorPrefix(err, "ERR"): it strips "ERR "
-			// before it compares.
-			s.noRestore.Store(true)
-		}
-		// OOM, READONLY, LOADING, …: the script meets the same server.
-		return false, nil
-	}
 }
 
 // blocksClaim reports whether rec, read at params.Now, makes a claim with

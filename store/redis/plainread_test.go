@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,9 +18,9 @@ import (
 	redisstore "github.com/retrysafe/retrysafe/store/redis"
 )
 
-// commandCounts counts the script commands (EVAL, EVALSHA), the plain
-// reads (HGETALL) and the RESTOREs a client sends.
-type commandCounts struct{ scripts, reads, restores atomic.Int64 }
+// commandCounts counts the script commands (EVAL, EVALSHA) and the plain
+// reads (HGETALL) a client sends.
+type commandCounts struct{ scripts, reads atomic.Int64 }
 
 func countCommands(c *goredis.Client) *commandCounts {
 	var n commandCounts
@@ -31,79 +30,24 @@ func countCommands(c *goredis.Client) *commandCounts {
 			n.scripts.Add(1)
 		case name == "hgetall":
 			n.reads.Add(1)
-		case name == "restore":
-			n.restores.Add(1)
 		}
 	}})
 	return &n
 }
 
-func (n *commandCounts) reset() { n.scripts.Store(0); n.reads.Store(0); n.restores.Store(0) }
+func (n *commandCounts) reset() { n.scripts.Store(0); n.reads.Store(0) }
 
-// counts returns (reads, restores, scripts).
-func (n *commandCounts) counts() [3]int64 {
-	return [3]int64{n.reads.Load(), n.restores.Load(), n.scripts.Load()}
-}
+// counts returns (reads, scripts).
+func (n *commandCounts) counts() [2]int64 { return [2]int64{n.reads.Load(), n.scripts.Load()} }
 
-// claimOrders are Claim's two paths, forced, for tests that must cover
-// both.
-var claimOrders = []struct {
-	name  string
-	order int
-}{
-	{"read first", redisstore.ClaimReadFirst},
-	{"write first", redisstore.ClaimWriteFirst},
-}
-
-// restrictedClient returns a client of a user whom the server refuses
-// RESTORE (an ACL that lacks it, as some managed services have), deleted
-// at cleanup.
-func restrictedClient(t *testing.T) *goredis.Client {
-	t.Helper()
-	admin := newClient(t)
-	user := "retrysafe-norestore-" + strings.Trim(strings.TrimPrefix(testPrefix(t), "retrysafe-test:"), ":")
-	if err := admin.Do(t.Context(), "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-restore").Err(); err != nil {
-		t.Fatalf("ACL SETUSER: %v", err)
-	}
-	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
-	return newClient(t, func(o *goredis.Options) { o.Username, o.Password = user, "pw" })
-}
-
-// TestClaimEveryState claims a record in every state on each of Claim's
-// paths, and with a server that refuses RESTORE: every path gives the same
-// answer, the record as stored (response byte for byte). Read first, a
-// claim that a record blocks (a replay, an in-flight duplicate, a mismatch
-// on an expired lease) sends only the read, an absent key adds a RESTORE,
-// and an expired result or a takeover the claim script. Write first, every
-// claim starts with RESTORE, and the script runs when the key exists.
+// TestClaimEveryState claims a record in every state: the answer is the
+// record as stored (response byte for byte). A claim that a record blocks
+// (a replay, an in-flight duplicate, a mismatch on an expired lease) sends
+// only the plain read; an absent key, an expired result or a takeover adds
+// the claim script.
 func TestClaimEveryState(t *testing.T) {
 	t.Parallel()
-	for _, order := range claimOrders {
-		t.Run(order.name, func(t *testing.T) {
-			t.Parallel()
-			testClaimEveryState(t, order.order, false)
-		})
-	}
-	t.Run("write first, RESTORE refused", func(t *testing.T) {
-		t.Parallel()
-		testClaimEveryState(t, redisstore.ClaimWriteFirst, true)
-	})
-}
-
-func testClaimEveryState(t *testing.T, order int, refused bool) {
-	var s *redisstore.Store
-	var c *goredis.Client
-	if refused {
-		c = restrictedClient(t)
-		var err error
-		if s, err = redisstore.New(c, redisstore.Config{Prefix: testPrefix(t)}); err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-	} else {
-		s, c, _ = newStore(t)
-	}
-	redisstore.ForceClaimOrder(s, order)
+	s, c, _ := newStore(t)
 	ctx := t.Context()
 	now := time.Now()
 	resp := &retrysafe.Response{
@@ -147,9 +91,6 @@ func testClaimEveryState(t *testing.T, order int, refused bool) {
 			}
 		}
 	}
-	if redisstore.RestoreRefused(s) != refused {
-		t.Fatalf("RESTORE refused: %v, want %v", redisstore.RestoreRefused(s), refused)
-	}
 	n := countCommands(c)
 	for _, tc := range []struct {
 		name, key, fp string
@@ -158,19 +99,18 @@ func testClaimEveryState(t *testing.T, order int, refused bool) {
 		attempt       int
 		resp          *retrysafe.Response
 		route         string
-		exists        bool // the key exists (a RESTORE finds it)
 	}{
-		{"replay", "done", "fp", false, retrysafe.StateCompleted, 1, resp, "", true},
-		{"replay mismatch", "done", "other", false, retrysafe.StateCompleted, 1, resp, "", true},
-		{"replay without response", "empty", "fp", false, retrysafe.StateCompleted, 1, nil, "", true},
-		{"replay without body", "nobody", "fp", false, retrysafe.StateCompleted, 1, &retrysafe.Response{Status: 204, Header: http.Header{"A": {"b"}}}, "", true},
-		{"in flight", "busy", "fp", false, retrysafe.StateProcessing, 1, nil, "", true},
-		{"in flight mismatch", "busy", "other", false, retrysafe.StateProcessing, 1, nil, "", true},
-		{"in flight with route", "routed", "fp", false, retrysafe.StateProcessing, 1, nil, "POST /r", true},
-		{"expired lease mismatch", "stale", "other", false, retrysafe.StateProcessing, 1, nil, "", true},
-		{"absent", "new", "fp", true, retrysafe.StateProcessing, 1, nil, "", false},
-		{"expired result", "old", "fp", true, retrysafe.StateProcessing, 1, nil, "", true},
-		{"takeover", "stale", "fp", true, retrysafe.StateProcessing, 2, nil, "", true},
+		{"replay", "done", "fp", false, retrysafe.StateCompleted, 1, resp, ""},
+		{"replay mismatch", "done", "other", false, retrysafe.StateCompleted, 1, resp, ""},
+		{"replay without response", "empty", "fp", false, retrysafe.StateCompleted, 1, nil, ""},
+		{"replay without body", "nobody", "fp", false, retrysafe.StateCompleted, 1, &retrysafe.Response{Status: 204, Header: http.Header{"A": {"b"}}}, ""},
+		{"in flight", "busy", "fp", false, retrysafe.StateProcessing, 1, nil, ""},
+		{"in flight mismatch", "busy", "other", false, retrysafe.StateProcessing, 1, nil, ""},
+		{"in flight with route", "routed", "fp", false, retrysafe.StateProcessing, 1, nil, "POST /r"},
+		{"expired lease mismatch", "stale", "other", false, retrysafe.StateProcessing, 1, nil, ""},
+		{"absent", "new", "fp", true, retrysafe.StateProcessing, 1, nil, ""},
+		{"expired result", "old", "fp", true, retrysafe.StateProcessing, 1, nil, ""},
+		{"takeover", "stale", "fp", true, retrysafe.StateProcessing, 2, nil, ""},
 	} {
 		n.reset()
 		p := claimParams("scope", tc.key, now, time.Minute)
@@ -198,26 +138,15 @@ func testClaimEveryState(t *testing.T, order int, refused bool) {
 		if err != nil || !reflect.DeepEqual(got, rec) {
 			t.Errorf("%s: Get = %+v, %v; Claim returned %+v", tc.name, got, err, rec)
 		}
-		// reads, restores, scripts
-		var want [3]int64
-		switch {
-		case order == redisstore.ClaimReadFirst && !tc.claimed:
-			want = [3]int64{1, 0, 0}
-		case order == redisstore.ClaimReadFirst && !tc.exists:
-			want = [3]int64{1, 1, 0}
-		case order == redisstore.ClaimReadFirst:
-			want = [3]int64{1, 0, 1}
-		case refused:
-			want = [3]int64{0, 0, 1}
-		case !tc.exists:
-			want = [3]int64{0, 1, 0}
-		default:
-			want = [3]int64{0, 1, 1}
+		// reads, scripts
+		want := [2]int64{1, 1}
+		if !tc.claimed {
+			want = [2]int64{1, 0}
 		}
 		cnt := n.counts()
 		cnt[0]-- // the Get above
 		if cnt != want {
-			t.Errorf("%s: %d reads, %d RESTOREs, %d scripts; want %v", tc.name, cnt[0], cnt[1], cnt[2], want)
+			t.Errorf("%s: %d reads, %d scripts; want %v", tc.name, cnt[0], cnt[1], want)
 		}
 		if tc.state == retrysafe.StateCompleted {
 			got := rec.Response
@@ -230,176 +159,6 @@ func testClaimEveryState(t *testing.T, order int, refused bool) {
 			}
 		}
 	}
-}
-
-// TestClaimOrderAdapts: a store starts reading first; a run of new keys
-// moves it to the write first (one RESTORE, no read, per new key), and a
-// run of replays moves it back (one read, nothing else, per replay). Every
-// answer stays right along the way.
-func TestClaimOrderAdapts(t *testing.T) {
-	t.Parallel()
-	s, c, _ := newStore(t)
-	ctx := t.Context()
-	now := time.Now()
-	n := countCommands(c)
-	if !redisstore.ClaimReadsFirst(s) {
-		t.Fatal("a new store writes first; want the plain read")
-	}
-	newKeys := 0
-	for redisstore.ClaimReadsFirst(s) {
-		if newKeys++; newKeys > 100 {
-			t.Fatal("still reading first after 100 new keys")
-		}
-		p := claimParams("scope", fmt.Sprint("new-", newKeys), now, time.Minute)
-		mustClaim(t, s, p)
-		mustComplete(t, s, p, now, time.Minute)
-	}
-	t.Logf("write first after %d new keys", newKeys)
-	// More new keys settle the estimate well below the threshold.
-	for i := range 40 {
-		n.reset()
-		mustClaim(t, s, claimParams("scope", fmt.Sprint("more-", i), now, time.Minute))
-		if got := n.counts(); got != [3]int64{0, 1, 0} {
-			t.Fatalf("new key %d after the switch: %d reads, %d RESTOREs, %d scripts; want 0, 1, 0", i, got[0], got[1], got[2])
-		}
-	}
-	replays := 0
-	for !redisstore.ClaimReadsFirst(s) {
-		if replays++; replays > 100 {
-			t.Fatal("still writing first after 100 replays")
-		}
-		res, err := s.Claim(ctx, claimParams("scope", "new-1", now, time.Minute))
-		if err != nil || res.Claimed || res.Record.State != retrysafe.StateCompleted {
-			t.Fatalf("replay %d: %+v, %v", replays, res, err)
-		}
-	}
-	t.Logf("read first again after %d replays", replays)
-	n.reset()
-	res, err := s.Claim(ctx, claimParams("scope", "new-2", now, time.Minute))
-	if err != nil || res.Claimed || res.Record.State != retrysafe.StateCompleted {
-		t.Fatalf("replay: %+v, %v", res, err)
-	}
-	if got := n.counts(); got != [3]int64{1, 0, 0} {
-		t.Fatalf("a replay after the switch back: %d reads, %d RESTOREs, %d scripts; want 1, 0, 0", got[0], got[1], got[2])
-	}
-}
-
-// TestRestoreRecord: the record RESTORE writes for a new key is the one the
-// claim script writes (a server that refuses RESTORE gets the script):
-// the same fields and values, the same expiry and the same encoding, also
-// for a key too long for a listpack and with a route.
-func TestRestoreRecord(t *testing.T) {
-	t.Parallel()
-	prefix := testPrefix(t)
-	admin := newClient(t)
-	viaRestore, err := redisstore.New(newClient(t), redisstore.Config{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer viaRestore.Close()
-	viaScript, err := redisstore.New(restrictedClient(t), redisstore.Config{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer viaScript.Close()
-	ctx := t.Context()
-	now := time.Now()
-	for _, tc := range []struct{ name, scope, key, route string }{
-		{"short", "scope", "k", ""},
-		{"route", "tenant/ü", "order-17", "POST /orders"},
-		{"long key", "scope", strings.Repeat("long-", 30), "PUT /x"},
-		{"binary", "s\x00\xff", "k\r\n\x00", ""},
-	} {
-		type stored struct {
-			fields   map[string]string
-			pttl     time.Duration
-			encoding string
-		}
-		var got [2]stored
-		for i, s := range []*redisstore.Store{viaRestore, viaScript} {
-			redisstore.ForceClaimOrder(s, redisstore.ClaimWriteFirst)
-			p := &retrysafe.ClaimParams{Scope: tc.scope, Key: tc.key, Fingerprint: "fp-" + tc.name, Token: "token-" + tc.name,
-				Now: now, Lease: time.Minute, Route: tc.route}
-			if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
-				t.Fatalf("%s: claim %d: %+v, %v", tc.name, i, res, err)
-			}
-			k := redisstore.RecordKey(s, tc.scope, tc.key)
-			got[i] = stored{admin.HGetAll(ctx, k).Val(), admin.PTTL(ctx, k).Val().Round(time.Hour), admin.ObjectEncoding(ctx, k).Val()}
-			if nonce := got[i].fields["nonce"]; len(nonce) != 16 {
-				t.Errorf("%s: claim %d: nonce %q", tc.name, i, nonce)
-			}
-			delete(got[i].fields, "nonce") // one per call
-			if err := admin.Del(ctx, k).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if !redisstore.RestoreRefused(viaScript) || redisstore.RestoreRefused(viaRestore) {
-			t.Fatal("the restricted user's store sent RESTORE, or the other one stopped")
-		}
-		if !reflect.DeepEqual(got[0], got[1]) {
-			t.Errorf("%s: RESTORE wrote %+v, the script %+v", tc.name, got[0], got[1])
-		}
-	}
-}
-
-// TestRestoreRetried: when go-redis resends a RESTORE whose reply was lost
-// (here: a hook sends it twice, and the second answers BUSYKEY), the claim
-// script finds this call's token and nonce and the claim still wins, on
-// both paths.
-func TestRestoreRetried(t *testing.T) {
-	t.Parallel()
-	for _, order := range claimOrders {
-		t.Run(order.name, func(t *testing.T) {
-			t.Parallel()
-			c := newClient(t)
-			var twice atomic.Int64
-			c.AddHook(resendRestore{&twice})
-			s, err := redisstore.New(c, redisstore.Config{Prefix: testPrefix(t), DisableAutoPipeline: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			redisstore.ForceClaimOrder(s, order.order)
-			now := time.Now()
-			p := claimParams("scope", "k", now, time.Minute)
-			res, err := s.Claim(t.Context(), p)
-			if err != nil || !res.Claimed || res.Record.Token != p.Token || res.Record.Attempt != 1 {
-				t.Fatalf("claim with a resent RESTORE: %+v, %v; want claimed, attempt 1", res, err)
-			}
-			if twice.Load() != 1 {
-				t.Fatalf("%d RESTOREs resent, want 1", twice.Load())
-			}
-			// And the record is the claim's, ready for its Complete.
-			mustComplete(t, s, p, now, time.Minute)
-			// A second claim of the key with another token loses.
-			if res, err := s.Claim(t.Context(), claimParams("scope", "k", now, time.Minute)); err != nil || res.Claimed {
-				t.Fatalf("second claim: %+v, %v", res, err)
-			}
-		})
-	}
-}
-
-// resendRestore is a goredis.Hook that sends every RESTORE twice and
-// returns the second answer, as go-redis's retry after a lost reply would.
-type resendRestore struct{ n *atomic.Int64 }
-
-func (resendRestore) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-
-func (r resendRestore) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if cmd.Name() != "restore" {
-			return next(ctx, cmd)
-		}
-		if err := next(ctx, cmd); err != nil {
-			return err
-		}
-		r.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (resendRestore) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
 }
 
 // TestClaimStaleRead: a record that changes between Claim's plain read and
@@ -457,7 +216,6 @@ func TestClaimStaleRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, _, prefix := newStore(t)
-			redisstore.ForceClaimOrder(s, redisstore.ClaimReadFirst) // the window is on this path
 			other, err := redisstore.New(newClient(t), redisstore.Config{Prefix: prefix})
 			if err != nil {
 				t.Fatal(err)
@@ -491,23 +249,13 @@ func TestClaimStaleRead(t *testing.T) {
 	}
 }
 
-// TestClaimReadRacesCompletion overlaps, on each of Claim's paths, many claims of keys whose lease has
-// run out (so every plain read may lead to a takeover) with the owner's
-// Complete: either the owner completes and nobody takes over, or exactly
-// one claimant takes over and the owner is fenced.
+// TestClaimReadRacesCompletion overlaps many claims of keys whose lease
+// has run out (so every plain read may lead to a takeover) with the
+// owner's Complete: either the owner completes and nobody takes over, or
+// exactly one claimant takes over and the owner is fenced.
 func TestClaimReadRacesCompletion(t *testing.T) {
 	t.Parallel()
-	for _, order := range claimOrders {
-		t.Run(order.name, func(t *testing.T) {
-			t.Parallel()
-			testClaimRacesCompletion(t, order.order)
-		})
-	}
-}
-
-func testClaimRacesCompletion(t *testing.T, order int) {
 	s, _, prefix := newStore(t, func(o *goredis.Options) { o.PoolSize = 16 })
-	redisstore.ForceClaimOrder(s, order)
 	owner, err := redisstore.New(newClient(t), redisstore.Config{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -161,23 +160,13 @@ func encodeHeader(h http.Header) string {
 	return string(headercodec.Encode(h))
 }
 
-// decodeHeader reads a header field. "" is a nil header and a field that
-// starts with headercodec.Version the binary encoding; anything else is the
-// JSON that earlier releases wrote (JSON text starts with '{' or "null",
-// never with that byte), decoded as before so records stored by them stay
-// readable.
+// decodeHeader reads a header field: "" is a nil header, anything else
+// the binary encoding of internal/headercodec.
 func decodeHeader(field string) (http.Header, error) {
 	if field == "" {
 		return nil, nil
 	}
-	if headercodec.IsEncoded([]byte(field)) {
-		return headercodec.Decode([]byte(field))
-	}
-	var h http.Header
-	if err := json.Unmarshal([]byte(field), &h); err != nil {
-		return nil, err
-	}
-	return h, nil
+	return headercodec.Decode([]byte(field))
 }
 
 // flatToMap turns a flat [field, value, …] reply into a map.

@@ -46,9 +46,9 @@ func TestOpen(t *testing.T) {
 		t.Error("Open of a non-redis URL succeeded")
 	}
 
-	// Open loaded the scripts: a takeover claim and a Complete, through any
-	// store, are one EVALSHA each that finds its script (a broken digest
-	// would cost NOSCRIPT + EVAL on every call).
+	// Open loaded the scripts: a new claim, a takeover claim and a
+	// Complete, through any store, are one EVALSHA each that finds its
+	// script (a broken digest would cost NOSCRIPT + EVAL on every call).
 	c := newClient(t)
 	var names []string
 	var mu sync.Mutex
@@ -68,8 +68,8 @@ func TestOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	// The first claim writes a new key with RESTORE; the second takes the
-	// expired lease over with the claim script.
+	// The first claim writes a new key; the second takes the expired
+	// lease over.
 	p = claimParams("scope", "after-open", now.Add(-time.Minute), time.Second)
 	for _, p := range []*retrysafe.ClaimParams{p, claimParams("scope", "after-open", now, time.Minute)} {
 		if res, err := s2.Claim(ctx, p); err != nil || !res.Claimed {
@@ -81,8 +81,8 @@ func TestOpen(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got := strings.Join(names, ","); got != "evalsha,evalsha" {
-		t.Errorf("a takeover and a Complete after Open sent %q, want \"evalsha,evalsha\"", got)
+	if got := strings.Join(names, ","); got != "evalsha,evalsha,evalsha" {
+		t.Errorf("a claim, a takeover and a Complete after Open sent %q, want \"evalsha,evalsha,evalsha\"", got)
 	}
 }
 
@@ -104,7 +104,8 @@ func TestNewValidates(t *testing.T) {
 }
 
 // TestKeyLayout: one readable key per record, the scope hashed to a fixed
-// width, so no key of one scope can name another scope's record.
+// width and the store's own hash tag after it, so no key of one scope can
+// name another scope's record, nor pick its Redis Cluster slot.
 func TestKeyLayout(t *testing.T) {
 	t.Parallel()
 	s, c, prefix := newStore(t)
@@ -126,14 +127,15 @@ func TestKeyLayout(t *testing.T) {
 	}
 	for _, k := range keys {
 		rest := strings.TrimPrefix(k, prefix)
-		if len(rest) < 33 || rest[32] != ':' || strings.Trim(rest[:32], "0123456789abcdef") != "" {
-			t.Errorf("key %q: want prefix + 32 hex digits + ':' + key", k)
+		if len(rest) < 43 || rest[32] != ':' || strings.Trim(rest[:32], "0123456789abcdef") != "" ||
+			rest[33] != '{' || rest[42] != '}' || strings.Trim(rest[34:42], "0123456789abcdef") != "" {
+			t.Errorf("key %q: want prefix + 32 hex digits + ':{' + 8 hex digits + '}' + key", k)
 		}
 		if typ := c.Type(ctx, k).Val(); typ != "hash" {
 			t.Errorf("key %q has type %q, want hash", k, typ)
 		}
 	}
-	if !slicesContainsSuffix(keys, ":b:c") || !slicesContainsSuffix(keys, ":a:b:c") {
+	if !slicesContainsSuffix(keys, "}b:c") || !slicesContainsSuffix(keys, "}a:b:c") {
 		t.Errorf("keys %q do not end with the readable record keys", keys)
 	}
 }
@@ -165,7 +167,7 @@ func TestNativeTTL(t *testing.T) {
 	now := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
 
 	keyOf := func(key string) string {
-		keys, err := c.Keys(ctx, prefix+"*:"+key).Result()
+		keys, err := c.Keys(ctx, prefix+"*}"+key).Result()
 		if err != nil || len(keys) != 1 {
 			t.Fatalf("key of %q: %q, %v", key, keys, err)
 		}
@@ -224,7 +226,7 @@ func TestNativeTTL(t *testing.T) {
 	if n, _ := c.Exists(ctx, prefix+"*").Result(); n != 0 {
 		t.Errorf("EXISTS after release: %d", n)
 	}
-	if keys, _ := c.Keys(ctx, prefix+"*:released").Result(); len(keys) != 0 {
+	if keys, _ := c.Keys(ctx, prefix+"*}released").Result(); len(keys) != 0 {
 		t.Errorf("released record's key still exists: %q", keys)
 	}
 }
@@ -262,8 +264,8 @@ func TestScriptFlush(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	c.AddHook(recorder{func(name string, err error) {
-		if name == "hgetall" || name == "hello" || name == "client" || name == "restore" {
-			return // Claim's plain read and RESTORE, connection setup: this test is about the scripts
+		if name == "hgetall" || name == "hello" || name == "client" {
+			return // Claim's plain read, connection setup: this test is about the scripts
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -293,11 +295,6 @@ func TestScriptFlush(t *testing.T) {
 		call func(key string) error
 	}{
 		{"claim", func(key string) error {
-			// A takeover: writing the new key before it needs no script
-			// (RESTORE).
-			if _, err := s.Claim(ctx, claimParams("scope", key, now.Add(-time.Minute), time.Second)); err != nil {
-				return err
-			}
 			res, err := s.Claim(ctx, claimParams("scope", key, now, time.Minute))
 			if err == nil && !res.Claimed {
 				err = fmt.Errorf("not claimed: %+v", res.Record)

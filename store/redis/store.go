@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -94,14 +95,6 @@ type Store struct {
 	afterRead func()
 	// lastScope caches the key prefix of the last scope (scopePrefix).
 	lastScope atomic.Pointer[scopedPrefix]
-	// noRestore is set when the server refused RESTORE (restoreClaim).
-	noRestore atomic.Bool
-	// plainDump is set when the server refused a listpack payload
-	// (restoreClaim).
-	plainDump atomic.Bool
-	// order chooses whether a Claim reads the record or runs the claim
-	// script first.
-	order claimOrder
 	// pipe sends the commands of Claim, Get, Complete, Release and
 	// Extend: the client's autopipeliner (see Config.DisableAutoPipeline),
 	// or the client itself.
@@ -117,7 +110,6 @@ type Store struct {
 type pipe interface {
 	goredis.Scripter
 	HGetAll(ctx context.Context, key string) *goredis.MapStringStringCmd
-	Restore(ctx context.Context, key string, ttl time.Duration, value string) *goredis.StatusCmd
 }
 
 var (
@@ -171,12 +163,6 @@ func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("retrysafe/redis: WaitTimeout %s must be below the client's ReadTimeout %s", cfg.WaitTimeout, rt)
 		}
 		s.waitClient, s.waitReplicas, s.waitTimeout = c, cfg.WaitReplicas, cfg.WaitTimeout
-	}
-	s.order.init()
-	if s.waitReplicas > 0 {
-		// A script carries a WAIT here, which a claim that a record
-		// blocks should not pay: always read first.
-		s.order.force = orderReadFirst
 	}
 	s.notify = newNotifier(client)
 	s.pipe = client
@@ -332,11 +318,35 @@ func scopeHash(scope string) string {
 	return hex.EncodeToString(sum[:])[:scopeHashLen]
 }
 
-// recordKey returns the Redis key of the record (scope, key). Its name is
-// also the record's pub/sub channel.
+// recordKey returns the Redis key of the record (scope, key):
+// scopePrefix(scope) + slotTag(scope, key) + key. Its name is also the
+// record's pub/sub channel.
 func (s *Store) recordKey(scope, key string) string {
-	return s.scopePrefix(scope) + key
+	return s.scopePrefix(scope) + slotTag(scope, key) + key
 }
+
+// slotTagLen is the length of a slot tag: '{', 8 hex digits, '}'.
+const slotTagLen = 10
+
+// slotTag returns the store's own Redis Cluster hash tag of a record,
+// "{" + 8 hex digits of FNV-1a(scope, key) + "}". It comes before the
+// idempotency key in the key name, and neither the prefix nor the scope
+// hash holds a brace, so it is the first "{…}" of every name: Redis Cluster
+// hashes only it, and a "{…}" in a client's key can never choose the slot.
+// It spreads the records of every scope over all the slots.
+func slotTag(scope, key string) string {
+	h := fnv.New32a()
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	var b [slotTagLen]byte
+	b[0], b[slotTagLen-1] = '{', '}'
+	hex.Encode(b[1:slotTagLen-1], h.Sum(nil))
+	return string(b[:])
+}
+
+// slotTagMatch matches any slot tag in a SCAN MATCH pattern.
+var slotTagMatch = "{" + strings.Repeat("[0-9a-f]", slotTagLen-2) + "}"
 
 // scopedPrefix is the part of a key name before the idempotency key.
 type scopedPrefix struct{ scope, prefix string }
@@ -356,11 +366,17 @@ func (s *Store) scopePrefix(scope string) string {
 
 // fail translates a client error. A context that ended wins: the caller
 // gets an error matching ctx.Err(), even when go-redis reports a network
-// timeout. Everything else, including server errors such as OOM or a
-// script error, means the store failed.
+// timeout. An OOM reply (maxmemory reached under a noeviction policy, also
+// from a script's first write, which then wrote nothing) means the store
+// is full: [retrysafe.Full]. Everything else, including other server
+// errors and script errors, means the store failed.
 func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("retrysafe/redis: %s: %w (%v)", op, cerr, err)
+	}
+	var rerr goredis.Error
+	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "OOM ") {
+		return retrysafe.Full(op, err)
 	}
 	return retrysafe.Unavailable(op, err)
 }

@@ -17,10 +17,21 @@
 // with [ErrCannotDecrypt]; it is never replayed. Header values are sealed
 // together with their names, so they cannot be swapped between headers.
 //
+// The scope and the fingerprint are kept keyed with the ring's
+// [HMACKeyID] secret (see [KeyRing.Scope]): the scope as its HMAC, the
+// fingerprint encrypted deterministically, so that equal values stay
+// equal (claims, takeovers and mismatches work as before) but neither
+// can be reversed with a word list. Claim and Get give the caller's
+// values back; Admin shows and takes the stored scopes. That secret is
+// never rotated; [Check] makes an instance without it, or with another
+// one, refuse to start.
+//
 // What stays in the clear, because the store needs it or operators do:
-// scope, idempotency key, fingerprint, state, status code, times, and the
+// idempotency key, state, status code, times, and the
 // header names (each sealed header keeps one placeholder value,
-// [HeaderPlaceholder]). The length of the body is visible, give or take the
+// [HeaderPlaceholder]). A sealed response also carries [MarkerHeader],
+// with the id of its key: that header, which only the wrapper writes, is
+// what makes a response sealed, never the look of its body. The length of the body is visible, give or take the
 // fixed overhead.
 //
 // # Keys and rotation

@@ -13,9 +13,12 @@ import (
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
-// A key file: one ID:BASE64 key per line, oldest first. Generate a key
+// A key file: one ID:BASE64 key per line, oldest first, and the hmac
+// entry. Generate a key
 // with: head -c 32 /dev/urandom | base64. (Never put real keys in code.)
 const exampleKeys = `
+# keys the scopes and fingerprints: generated once, never rotated
+hmac:QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWY=
 # retired in December
 2026-06:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=
 # seals new responses
@@ -55,19 +58,20 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	get := &retrysafe.GetParams{Scope: "customer-42", Key: "order-7", Now: now}
-	raw, err := inner.Get(ctx, get)
+	// The inner store keeps the record under the HMAC of its scope.
+	raw, err := inner.Get(ctx, &retrysafe.GetParams{Scope: ring.Scope("customer-42"), Key: "order-7", Now: now})
 	if err != nil {
 		log.Fatal(err)
 	}
 	id, _ := sealed.KeyID(raw.Response)
-	fmt.Println("stored: sealed with key", id, "holds the name:", strings.Contains(string(raw.Response.Body), "Jane"))
-	rec, err := store.Get(ctx, get)
+	fmt.Println("stored: sealed with key", id, "holds the name:", strings.Contains(string(raw.Response.Body), "Jane"),
+		"holds the fingerprint:", strings.Contains(raw.Fingerprint, "POST"))
+	rec, err := store.Get(ctx, &retrysafe.GetParams{Scope: "customer-42", Key: "order-7", Now: now})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("read back:", rec.Response.Status, string(rec.Response.Body))
 	// Output:
-	// stored: sealed with key 2026-11 holds the name: false
+	// stored: sealed with key 2026-11 holds the name: false holds the fingerprint: false
 	// read back: 201 {"order":"ord_7","name":"Jane Doe"}
 }

@@ -34,7 +34,7 @@ func FuzzSealOpen(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != status || !bytes.Equal(got.Body, body) || len(got.Header) != len(resp.Header) {
+		if got.Status != status || !bytes.Equal(got.Body, body) || len(got.Header) != len(resp.Header) || got.Header[sealed.MarkerHeader] != nil {
 			t.Fatalf("round trip: got %+v, want %+v", got, resp)
 		}
 		for n, vs := range resp.Header {
@@ -48,9 +48,14 @@ func FuzzSealOpen(f *testing.F) {
 		if _, err := ring.Open(scope, key+"x", s); !errors.Is(err, sealed.ErrCannotDecrypt) {
 			t.Fatalf("opened for another key: %v", err)
 		}
-		// Opening arbitrary bytes never panics and never succeeds unsealed.
+		// Opening arbitrary bytes never panics and never succeeds, with or
+		// without the marker.
 		if _, err := ring.Open(scope, key, &retrysafe.Response{Status: status, Body: body}); err == nil {
 			t.Fatalf("opened a body that was never sealed: %q", body)
+		}
+		marked := &retrysafe.Response{Status: status, Header: http.Header{sealed.MarkerHeader: {"new"}}, Body: body}
+		if _, err := ring.Open(scope, key, marked); err == nil {
+			t.Fatalf("opened a marked body that was never sealed: %q", body)
 		}
 	})
 }

@@ -22,12 +22,17 @@ func keyLine(k sealed.Key) string {
 	return k.ID + ":" + base64.StdEncoding.EncodeToString(k.Secret)
 }
 
-// testRing returns a ring of fresh keys with the given ids, oldest first.
+// testHMAC is the HMAC key of the rings the helpers make: one for the
+// whole test binary, as one deployment keeps one across rotations.
+var testHMAC = newKey(sealed.HMACKeyID)
+
+// testRing returns a ring of fresh keys with the given ids, oldest first,
+// and testHMAC.
 func testRing(t testing.TB, ids ...string) *sealed.KeyRing {
 	t.Helper()
-	keys := make([]sealed.Key, len(ids))
-	for i, id := range ids {
-		keys[i] = newKey(id)
+	keys := []sealed.Key{testHMAC}
+	for _, id := range ids {
+		keys = append(keys, newKey(id))
 	}
 	ring, err := sealed.NewKeyRing(keys...)
 	if err != nil {
@@ -36,12 +41,12 @@ func testRing(t testing.TB, ids ...string) *sealed.KeyRing {
 	return ring
 }
 
-// ringOf parses key file lines into a ring.
+// ringOf parses key file lines into a ring, with testHMAC first.
 func ringOf(t testing.TB, keys ...sealed.Key) *sealed.KeyRing {
 	t.Helper()
-	lines := make([]string, len(keys))
-	for i, k := range keys {
-		lines[i] = keyLine(k)
+	lines := []string{keyLine(testHMAC)}
+	for _, k := range keys {
+		lines = append(lines, keyLine(k))
 	}
 	ring, err := sealed.ParseKeyRing([]byte(strings.Join(lines, "\n")))
 	if err != nil {
@@ -57,4 +62,11 @@ func wrap(t testing.TB, inner retrysafe.Store, ring *sealed.KeyRing, cfg sealed.
 		t.Fatal(err)
 	}
 	return s
+}
+
+// stored is the scope under which the rings of the helpers (testHMAC)
+// keep scope.
+func stored(t testing.TB, scope string) string {
+	t.Helper()
+	return testRing(t, "any").Scope(scope)
 }

@@ -14,7 +14,7 @@ import (
 // KeySize is the size in bytes of every key: AES-256.
 const KeySize = 32
 
-// maxKeyIDLen bounds a key id, which is stored in every sealed body.
+// maxKeyIDLen bounds a key id, which is stored with every sealed response.
 const maxKeyIDLen = 64
 
 // Key is one key of a [KeyRing].
@@ -26,30 +26,39 @@ type Key struct {
 	Secret []byte
 }
 
-// KeyRing holds the keys that seal and open stored responses. The newest
-// key (the last one given) seals; every key opens what it sealed. Make one
-// with [NewKeyRing] or [ParseKeyRing] (the zero value holds no key). A
-// KeyRing is immutable and safe for concurrent use.
+// HMACKeyID is the id of the one entry of a key ring that is not an
+// encryption key: its secret keys the HMAC under which the store keeps
+// scopes and fingerprints (see [KeyRing.Scope]). Unlike the encryption
+// keys it is never rotated: records are found by it, so a new one would
+// make every stored record unreachable (a retry of a request made before
+// would run again). Generate it once, like a key, and keep it in the ring
+// for good.
+const HMACKeyID = "hmac"
+
+// KeyRing holds the keys that seal and open stored responses, and the
+// secret that keys the HMAC of scopes and fingerprints. The newest
+// encryption key (the last one given) seals; every key opens what it
+// sealed. Make one with [NewKeyRing] or [ParseKeyRing] (the zero value
+// holds no key). A KeyRing is immutable and safe for concurrent use.
 type KeyRing struct {
-	ids    []string // in the order given; the last one seals
+	ids    []string // of the encryption keys, in the order given; the last one seals
 	aeads  map[string]cipher.AEAD
 	newest cipher.AEAD
+	index  *index // from the HMACKeyID entry
 }
 
 // NewKeyRing returns a ring of keys, oldest first: the last key seals new
-// responses. It fails when there is no key, when an id is invalid or
-// repeated, when a secret is not [KeySize] bytes, or when two ids share a
-// secret.
+// responses. Exactly one key has the id [HMACKeyID]; it keys the HMAC of
+// scopes and fingerprints and seals nothing. NewKeyRing fails when there
+// is no encryption key or no HMAC key, when an id is invalid or repeated,
+// when a secret is not [KeySize] bytes, or when two ids share a secret.
 func NewKeyRing(keys ...Key) (*KeyRing, error) {
-	if len(keys) == 0 {
-		return nil, errors.New("sealed: the key ring is empty: give at least one key")
-	}
 	r := &KeyRing{aeads: make(map[string]cipher.AEAD, len(keys))}
 	for i, k := range keys {
 		if err := validKeyID(k.ID); err != nil {
 			return nil, fmt.Errorf("sealed: key %d: %w", i+1, err)
 		}
-		if _, dup := r.aeads[k.ID]; dup {
+		if _, dup := r.aeads[k.ID]; dup || (k.ID == HMACKeyID && r.index != nil) {
 			return nil, fmt.Errorf("sealed: key id %q appears twice: every key needs its own id", k.ID)
 		}
 		if len(k.Secret) != KeySize {
@@ -59,6 +68,10 @@ func NewKeyRing(keys ...Key) (*KeyRing, error) {
 			if bytes.Equal(prev.Secret, k.Secret) {
 				return nil, fmt.Errorf("sealed: keys %q and %q have the same secret: a new key must be new random bytes", prev.ID, k.ID)
 			}
+		}
+		if k.ID == HMACKeyID {
+			r.index = newIndex(k.Secret)
+			continue
 		}
 		block, err := aes.NewCipher(k.Secret)
 		if err != nil {
@@ -72,10 +85,22 @@ func NewKeyRing(keys ...Key) (*KeyRing, error) {
 		r.aeads[k.ID] = aead
 		r.newest = aead
 	}
+	switch {
+	case len(r.ids) == 0:
+		return nil, errors.New("sealed: the key ring has no encryption key: give at least one key besides " + HMACKeyID)
+	case r.index == nil:
+		return nil, errors.New(noHMACKey)
+	}
 	return r, nil
 }
 
-// IDs returns the ids of the ring's keys, oldest first; the last one seals.
+// noHMACKey says how to add the HMAC key to a ring that lacks it.
+const noHMACKey = "sealed: the key ring has no " + HMACKeyID + " entry: add one line " + HMACKeyID + ":BASE64 " +
+	"(32 random bytes: head -c 32 /dev/urandom | base64), once; it keys the HMAC of scopes and fingerprints, " +
+	"is never rotated, and must be the same on every instance sharing a store"
+
+// IDs returns the ids of the ring's encryption keys, oldest first; the
+// last one seals. The [HMACKeyID] entry is not among them.
 func (r *KeyRing) IDs() []string { return slices.Clone(r.ids) }
 
 // Newest returns the id of the key that seals new responses.
@@ -102,12 +127,16 @@ func validKeyID(id string) error {
 //
 //	# retrysafe response encryption keys, oldest first.
 //	# The last key seals new responses; every key opens what it sealed.
+//	# hmac keys the scopes and fingerprints: generated once, never rotated.
+//	hmac:nB0c7mTq2ZK4yVd1Ls9Xw6Re3Hf8Ja5Up0Gi2Ok7Qz4=
 //	2026-06:q3v7A0h2d1mYb4c8Lx9u2Rk5Z1s0Wn6Ee3Tf7Gp8Jy4=
 //	2026-11:Xw3M9f0R1qk5s7PZ2c8bN4vL6yH0tG1dJ5eA9uK3oQw=
 //
 // Each entry is ID:SECRET, where ID is 1 to 64 letters, digits, '.', '_'
 // or '-', and SECRET is 32 bytes in standard base64 (with or without
-// padding). Entries are separated by newlines, commas or spaces (so an
+// padding). The entry with the id [HMACKeyID] ("hmac") is required: it
+// keys the HMAC of scopes and fingerprints, and stays when the encryption
+// keys rotate. Entries are separated by newlines, commas or spaces (so an
 // environment variable can hold several on one line); '#' starts a comment
 // that runs to the end of the line. Entries come oldest first: the last
 // one seals. Errors name the line and say what to fix; they never quote a
@@ -129,7 +158,7 @@ func ParseKeyRing(data []byte) (*KeyRing, error) {
 		}
 	}
 	if len(keys) == 0 {
-		return nil, errors.New("no keys: write one key per line as ID:BASE64 (32 random bytes, e.g. from: head -c 32 /dev/urandom | base64)")
+		return nil, errors.New("no keys: write one key per line as ID:BASE64 (32 random bytes, e.g. from: head -c 32 /dev/urandom | base64), and one line " + HMACKeyID + ":BASE64")
 	}
 	return NewKeyRing(keys...)
 }

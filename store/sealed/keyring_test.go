@@ -12,16 +12,16 @@ import (
 
 func TestParseKeyRing(t *testing.T) {
 	t.Parallel()
-	a, b := newKey("2026-06"), newKey("2026-11")
-	padless := b.ID + ":" + base64.RawStdEncoding.EncodeToString(b.Secret)
+	a, b, h := newKey("2026-06"), newKey("2026-11"), newKey(sealed.HMACKeyID)
+	padless := keyLine(h) + "\n" + b.ID + ":" + base64.RawStdEncoding.EncodeToString(b.Secret)
 	valid := map[string]struct {
 		file string
 		ids  []string
 	}{
-		"one per line, comments": {"# keys\n" + keyLine(a) + "  # the old one\n\n" + keyLine(b) + "\n", []string{"2026-06", "2026-11"}},
-		"CRLF":                   {keyLine(a) + "\r\n" + keyLine(b) + "\r\n", []string{"2026-06", "2026-11"}},
-		"commas on one line":     {keyLine(a) + "," + keyLine(b), []string{"2026-06", "2026-11"}},
-		"spaces on one line":     {keyLine(a) + " \t" + keyLine(b), []string{"2026-06", "2026-11"}},
+		"one per line, comments": {"# keys\n" + keyLine(h) + "\n" + keyLine(a) + "  # the old one\n\n" + keyLine(b) + "\n", []string{"2026-06", "2026-11"}},
+		"CRLF":                   {keyLine(a) + "\r\n" + keyLine(b) + "\r\n" + keyLine(h) + "\r\n", []string{"2026-06", "2026-11"}},
+		"commas on one line":     {keyLine(a) + "," + keyLine(h) + "," + keyLine(b), []string{"2026-06", "2026-11"}},
+		"spaces on one line":     {keyLine(h) + " " + keyLine(a) + " \t" + keyLine(b), []string{"2026-06", "2026-11"}},
 		"base64 without padding": {padless, []string{"2026-11"}},
 	}
 	for name, c := range valid {
@@ -53,6 +53,10 @@ func TestParseKeyRing(t *testing.T) {
 		"duplicate id":          {keyLine(a) + "\n" + a.ID + ":" + base64.StdEncoding.EncodeToString(b.Secret), `key id "2026-06" appears twice`},
 		"same secret twice":     {keyLine(a) + "\nother:" + base64.StdEncoding.EncodeToString(a.Secret), "have the same secret"},
 		"hex instead of base64": {"k1:" + strings.Repeat("ab", 32), "bytes, want 32"},
+		"no hmac entry":         {keyLine(a) + "\n" + keyLine(b), "no hmac entry: add one line hmac:BASE64"},
+		"only the hmac entry":   {keyLine(h), "no encryption key"},
+		"two hmac entries":      {keyLine(h) + "\n" + keyLine(a) + "\nhmac:" + base64.StdEncoding.EncodeToString(b.Secret), `key id "hmac" appears twice`},
+		"hmac secret reused":    {keyLine(h) + "\nk1:" + base64.StdEncoding.EncodeToString(h.Secret), "have the same secret"},
 	}
 	for name, c := range invalid {
 		t.Run(name, func(t *testing.T) {
@@ -63,7 +67,7 @@ func TestParseKeyRing(t *testing.T) {
 			if !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %q does not say %q", err, c.want)
 			}
-			for _, k := range []sealed.Key{a, b} {
+			for _, k := range []sealed.Key{a, b, h} {
 				if s := base64.StdEncoding.EncodeToString(k.Secret); strings.Contains(err.Error(), s[:16]) {
 					t.Fatalf("error %q quotes a secret", err)
 				}

@@ -6,78 +6,107 @@ import (
 	"github.com/retrysafe/retrysafe"
 )
 
-// The optional abilities, each forwarded to the inner store. withOptional
-// embeds those the inner store has next to *store, so the wrapper
-// implements exactly the optional interfaces of what it wraps.
+// The optional abilities the wrapper must change: Notifier, whose scope
+// is the stored one, and Admin, whose records it opens. Every other
+// ability of the inner store (Pinger, ReadyChecker, Sweeper, Batcher)
+// touches no record and is found through Unwrap by [retrysafe.As].
+//
+// Each changed ability is a layer over the *store, present only when the
+// inner store has that ability, so the wrapper has exactly the abilities
+// of what it wraps.
 type (
-	pinger   struct{ p retrysafe.Pinger }
-	sweeper  struct{ sw retrysafe.Sweeper }
-	notifier struct{ n retrysafe.Notifier }
-	admin    struct {
-		s *store
-		a retrysafe.Admin
+	notifierLayer struct {
+		retrysafe.Store // the layer below
+		s               *store
+		n               retrysafe.Notifier
+	}
+	adminLayer struct {
+		retrysafe.Store // the layer below
+		s               *store
+		a               retrysafe.Admin
 	}
 )
 
 var (
-	_ retrysafe.Pinger   = pinger{}
-	_ retrysafe.Sweeper  = sweeper{}
-	_ retrysafe.Notifier = notifier{}
-	_ retrysafe.Admin    = admin{}
+	_ retrysafe.Notifier = (*notifierLayer)(nil)
+	_ retrysafe.Admin    = (*adminLayer)(nil)
 )
 
-// Ping is the inner store's Ping.
-func (f pinger) Ping(ctx context.Context) error { return f.p.Ping(ctx) }
-
-// Sweep is the inner store's Sweep.
-func (f sweeper) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
-	return f.sw.Sweep(ctx, p)
+// withOptional returns s with the layers of the abilities of s.inner that
+// the wrapper changes.
+func (s *store) withOptional() retrysafe.Store {
+	var out retrysafe.Store = s
+	if n, ok := retrysafe.As[retrysafe.Notifier](s.inner); ok {
+		out = &notifierLayer{Store: out, s: s, n: n}
+	}
+	if a, ok := retrysafe.As[retrysafe.Admin](s.inner); ok {
+		out = &adminLayer{Store: out, s: s, a: a}
+	}
+	return out
 }
 
-// Subscribe is the inner store's Subscribe.
-func (f notifier) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
-	return f.n.Subscribe(ctx, scope, key)
+// Unwrap returns the layer below, so that [retrysafe.As] finds the other
+// abilities.
+func (l *notifierLayer) Unwrap() retrysafe.Store { return l.Store }
+
+// Subscribe subscribes through the inner store, under the stored scope.
+func (l *notifierLayer) Subscribe(ctx context.Context, scope, key string) (<-chan struct{}, func(), error) {
+	return l.n.Subscribe(ctx, l.s.scope(scope), key)
 }
+
+// Unwrap returns the layer below, so that [retrysafe.As] finds the other
+// abilities.
+func (l *adminLayer) Unwrap() retrysafe.Store { return l.Store }
+
+// Admin's methods take and return scopes as the inner store keeps them:
+// with a ring, the HMAC of [KeyRing.Scope], which is what operators see;
+// fingerprints are shown as stored.
+
+// StoredScope returns the scope under which the inner store keeps the
+// records of scope (with a ring [KeyRing.Scope], without one scope
+// itself), for an operator who looks a caller up by its credential (the
+// operator page's identity filter).
+func (l *adminLayer) StoredScope(scope string) string { return l.s.scope(scope) }
 
 // List lists through the inner store and opens each record's response it
 // can. Sealed headers can only be opened with the body, so with a key ring
 // List always reads bodies and drops them afterwards when p.WithBodies is
 // false. A response it cannot open (key not in the ring, altered) is left
 // as stored; [KeyID] tells that it is sealed when its body is listed.
-func (f admin) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+func (l *adminLayer) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
 	q := *p
-	q.WithBodies = p.WithBodies || f.s.ring != nil
-	recs, err := f.a.List(ctx, &q)
+	q.WithBodies = p.WithBodies || l.s.ring != nil
+	recs, err := l.a.List(ctx, &q)
 	if err != nil {
 		return nil, err
 	}
-	f.openAll(recs, p.WithBodies)
+	l.openAll(recs, p.WithBodies)
 	return recs, nil
 }
 
 // Find finds through the inner store and opens each record's response it
 // can, as List does.
-func (f admin) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+func (l *adminLayer) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
 	q := *p
-	q.WithBodies = p.WithBodies || f.s.ring != nil
-	recs, err := f.a.Find(ctx, &q)
+	q.WithBodies = p.WithBodies || l.s.ring != nil
+	recs, err := l.a.Find(ctx, &q)
 	if err != nil {
 		return nil, err
 	}
-	f.openAll(recs, p.WithBodies)
+	l.openAll(recs, p.WithBodies)
 	return recs, nil
 }
 
 // openAll opens the responses of recs that it can, and drops their bodies
 // unless withBodies.
-func (f admin) openAll(recs []*retrysafe.Record, withBodies bool) {
+func (l *adminLayer) openAll(recs []*retrysafe.Record, withBodies bool) {
 	// Records a store returns are read-only: each changed one is a copy.
 	for i, rec := range recs {
 		if rec.Response == nil {
 			continue
 		}
 		c := *rec
-		if resp, err := f.s.open(rec.Scope, rec.Key, rec.Response); err == nil {
+		if resp, err := l.s.open(rec.Scope, rec.Key, rec.Response); err == nil {
 			c.Response = resp
 		}
 		if !withBodies {
@@ -91,117 +120,11 @@ func (f admin) openAll(recs []*retrysafe.Record, withBodies bool) {
 
 // Stats is the inner store's Stats: its records are processing ones,
 // which hold no response to open.
-func (f admin) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
-	return f.a.Stats(ctx, p)
+func (l *adminLayer) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+	return l.a.Stats(ctx, p)
 }
 
 // Delete is the inner store's Delete.
-func (f admin) Delete(ctx context.Context, scope, key string) error {
-	return f.a.Delete(ctx, scope, key)
-}
-
-// withOptional returns s with the optional interfaces of s.inner.
-func (s *store) withOptional() retrysafe.Store {
-	p, hasP := s.inner.(retrysafe.Pinger)
-	sw, hasS := s.inner.(retrysafe.Sweeper)
-	n, hasN := s.inner.(retrysafe.Notifier)
-	a, hasA := s.inner.(retrysafe.Admin)
-	fp, fs, fn, fa := pinger{p}, sweeper{sw}, notifier{n}, admin{s, a}
-	type mask struct{ p, s, n, a bool }
-	switch (mask{hasP, hasS, hasN, hasA}) {
-	case mask{false, false, false, false}:
-		return s
-	case mask{true, false, false, false}:
-		return struct {
-			*store
-			pinger
-		}{s, fp}
-	case mask{false, true, false, false}:
-		return struct {
-			*store
-			sweeper
-		}{s, fs}
-	case mask{true, true, false, false}:
-		return struct {
-			*store
-			pinger
-			sweeper
-		}{s, fp, fs}
-	case mask{false, false, true, false}:
-		return struct {
-			*store
-			notifier
-		}{s, fn}
-	case mask{true, false, true, false}:
-		return struct {
-			*store
-			pinger
-			notifier
-		}{s, fp, fn}
-	case mask{false, true, true, false}:
-		return struct {
-			*store
-			sweeper
-			notifier
-		}{s, fs, fn}
-	case mask{true, true, true, false}:
-		return struct {
-			*store
-			pinger
-			sweeper
-			notifier
-		}{s, fp, fs, fn}
-	case mask{false, false, false, true}:
-		return struct {
-			*store
-			admin
-		}{s, fa}
-	case mask{true, false, false, true}:
-		return struct {
-			*store
-			pinger
-			admin
-		}{s, fp, fa}
-	case mask{false, true, false, true}:
-		return struct {
-			*store
-			sweeper
-			admin
-		}{s, fs, fa}
-	case mask{true, true, false, true}:
-		return struct {
-			*store
-			pinger
-			sweeper
-			admin
-		}{s, fp, fs, fa}
-	case mask{false, false, true, true}:
-		return struct {
-			*store
-			notifier
-			admin
-		}{s, fn, fa}
-	case mask{true, false, true, true}:
-		return struct {
-			*store
-			pinger
-			notifier
-			admin
-		}{s, fp, fn, fa}
-	case mask{false, true, true, true}:
-		return struct {
-			*store
-			sweeper
-			notifier
-			admin
-		}{s, fs, fn, fa}
-	default:
-		return struct {
-			*store
-			pinger
-			sweeper
-			notifier
-			admin
-		}{s, fp, fs, fn, fa}
-	}
+func (l *adminLayer) Delete(ctx context.Context, scope, key string) error {
+	return l.a.Delete(ctx, scope, key)
 }

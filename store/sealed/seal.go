@@ -23,40 +23,40 @@ var ErrCannotDecrypt = errors.New("sealed: stored response cannot be decrypted")
 // values are in the sealed body.
 const HeaderPlaceholder = "(sealed)"
 
-// A sealed body is
+// MarkerHeader is the stored header that marks a sealed response; its one
+// value is the id of the key that sealed it. Only the wrapper sets it:
+// its name holds parentheses, which no HTTP header field name may hold,
+// so no upstream answer carries it (Go's HTTP client refuses such a
+// response), and the wrapper drops it from any response it stores in the
+// clear. A response is sealed because it carries this header, never
+// because of what its body looks like.
+const MarkerHeader = "(retrysafe sealed)"
+
+// A sealed response keeps its status, one [HeaderPlaceholder] value per
+// header name and [MarkerHeader]; its body is
 //
-//	magic(4) | len(id)(1) | id | nonce(12) | AES-256-GCM(plaintext, aad)
+//	nonce(12) | AES-256-GCM(plaintext, aad)
 //
 // where plaintext is the header (names and values) followed by the body,
-// and aad binds the key id, scope, idempotency key and status. The magic
-// starts with 0xFF, which no UTF-8 text (JSON, HTML) starts with.
-var magic = []byte{0xFF, 'R', 'S', 1}
-
+// and aad binds the key id, scope, idempotency key and status.
 const nonceSize = 12
 
-// KeyID reports whether resp holds a sealed response, and the id of the key
-// that sealed it. It reads only the format, without a key ring, so it tells
-// an operator that a body is encrypted rather than letting ciphertext pass
-// for the body.
+// KeyID reports whether resp holds a sealed response (it carries
+// [MarkerHeader]), and the id of the key that sealed it. It needs no key
+// ring, so it tells an operator that a body is encrypted rather than
+// letting ciphertext pass for the body.
 func KeyID(resp *retrysafe.Response) (string, bool) {
 	if resp == nil {
 		return "", false
 	}
-	id, _, ok := splitSealed(resp.Body)
-	return id, ok
-}
-
-// splitSealed returns the key id and the nonce+ciphertext of a sealed body.
-func splitSealed(body []byte) (id string, rest []byte, ok bool) {
-	if len(body) < len(magic)+1 || string(body[:len(magic)]) != string(magic) {
-		return "", nil, false
+	v, ok := resp.Header[MarkerHeader]
+	if !ok {
+		return "", false
 	}
-	n := int(body[len(magic)])
-	body = body[len(magic)+1:]
-	if n == 0 || n > maxKeyIDLen || len(body) < n {
-		return "", nil, false
+	if len(v) != 1 {
+		return "", true // marked, but not by this format: Open refuses it
 	}
-	return string(body[:n]), body[n:], true
+	return v[0], true
 }
 
 // Seal returns a copy of resp whose header values and body are encrypted
@@ -67,24 +67,18 @@ func (r *KeyRing) Seal(scope, key string, resp *retrysafe.Response) (*retrysafe.
 	}
 	id := r.Newest()
 	names := headerNames(resp.Header)
-	prefix := len(magic) + 1 + len(id) + nonceSize
-	body := make([]byte, prefix, prefix+plainSize(names, resp.Header, resp.Body)+r.newest.Overhead())
-	copy(body, magic)
-	body[len(magic)] = byte(len(id))
-	copy(body[len(magic)+1:], id)
-	nonce := body[prefix-nonceSize : prefix]
+	body := make([]byte, nonceSize, nonceSize+plainSize(names, resp.Header, resp.Body)+r.newest.Overhead())
+	nonce := body[:nonceSize]
 	_, _ = rand.Read(nonce) // crypto/rand.Read never fails on supported platforms
 	body = appendPlain(body, names, resp.Header, resp.Body)
-	// Encrypt in place: the ciphertext overwrites the plaintext after the prefix.
-	body = r.newest.Seal(body[:prefix], nonce, body[prefix:], aad(id, scope, key, resp.Status))
+	// Encrypt in place: the ciphertext overwrites the plaintext after the nonce.
+	body = r.newest.Seal(body[:nonceSize], nonce, body[nonceSize:], aad(id, scope, key, resp.Status))
 
-	out := &retrysafe.Response{Status: resp.Status, Body: body}
-	if len(names) > 0 {
-		out.Header = make(http.Header, len(names))
-		for _, name := range names {
-			out.Header[name] = []string{HeaderPlaceholder}
-		}
+	out := &retrysafe.Response{Status: resp.Status, Header: make(http.Header, len(names)+1), Body: body}
+	for _, name := range names {
+		out.Header[name] = []string{HeaderPlaceholder}
 	}
+	out.Header[MarkerHeader] = []string{id}
 	return out, nil
 }
 
@@ -96,7 +90,7 @@ func (r *KeyRing) Open(scope, key string, resp *retrysafe.Response) (*retrysafe.
 	if resp == nil {
 		return nil, nil
 	}
-	id, rest, ok := splitSealed(resp.Body)
+	id, ok := KeyID(resp)
 	if !ok {
 		return nil, fmt.Errorf("%w: the stored response is not encrypted", ErrCannotDecrypt)
 	}
@@ -104,8 +98,9 @@ func (r *KeyRing) Open(scope, key string, resp *retrysafe.Response) (*retrysafe.
 	if !ok {
 		return nil, fmt.Errorf("%w: it was sealed with key %q, which is not in the key ring (%s): add that key to the ring", ErrCannotDecrypt, id, strings.Join(r.ids, ", "))
 	}
+	rest := resp.Body
 	if len(rest) < nonceSize+aead.Overhead() {
-		return nil, fmt.Errorf("%w: the sealed body is truncated (%d bytes after the key id)", ErrCannotDecrypt, len(rest))
+		return nil, fmt.Errorf("%w: the sealed body is truncated (%d bytes)", ErrCannotDecrypt, len(rest))
 	}
 	plain, err := aead.Open(nil, rest[:nonceSize], rest[nonceSize:], aad(id, scope, key, resp.Status))
 	if err != nil {
@@ -118,21 +113,29 @@ func (r *KeyRing) Open(scope, key string, resp *retrysafe.Response) (*retrysafe.
 	return &retrysafe.Response{Status: resp.Status, Header: h, Body: body}, nil
 }
 
-// SealComplete returns a copy of p whose Response is sealed for p's scope
-// and key, for a store's CompleteTx (which writes what it is given) when
-// the store is read through [New] with this ring.
+// SealComplete returns a copy of p for a store's CompleteTx (which writes
+// what it is given) when the store is read through [New] with this ring:
+// its Scope is the stored one ([KeyRing.Scope]) and its Response sealed
+// for it and p's key.
 func (r *KeyRing) SealComplete(p *retrysafe.CompleteParams) (*retrysafe.CompleteParams, error) {
 	if p == nil {
 		return nil, errors.New("sealed: nil CompleteParams")
 	}
+	return r.sealCompleteAt(p, r.index.scope(p.Scope))
+}
+
+// sealCompleteAt returns a copy of p for the record kept under scope,
+// its Response sealed for it.
+func (r *KeyRing) sealCompleteAt(p *retrysafe.CompleteParams, scope string) (*retrysafe.CompleteParams, error) {
 	c := *p
+	c.Scope = scope
 	resp := p.Response
 	if resp == nil {
 		// Stores keep a nil response as an empty one: seal that, so it
 		// reads back like any other.
 		resp = &retrysafe.Response{}
 	}
-	resp, err := r.Seal(p.Scope, p.Key, resp)
+	resp, err := r.Seal(scope, p.Key, resp)
 	if err != nil {
 		return nil, err
 	}
@@ -152,10 +155,14 @@ func aad(id, scope, key string, status int) []byte {
 	return binary.AppendVarint(b, int64(status))
 }
 
+// headerNames returns the names of h in order, without [MarkerHeader]
+// (which only the wrapper sets).
 func headerNames(h http.Header) []string {
 	names := make([]string, 0, len(h))
 	for name := range h {
-		names = append(names, name)
+		if name != MarkerHeader {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	return names

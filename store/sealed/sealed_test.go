@@ -99,11 +99,11 @@ func TestRotation(t *testing.T) {
 	complete(t, after, scopeA, "new", payment())
 
 	for key, wantID := range map[string]string{"old": "2026-06", "new": "2026-11"} {
-		stored, err := get(raw, t.Context(), scopeA, key)
+		kept, err := get(raw, t.Context(), stored(t, scopeA), key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id, _ := sealed.KeyID(stored.Response); id != wantID {
+		if id, _ := sealed.KeyID(kept.Response); id != wantID {
 			t.Errorf("%s: sealed with key %q, want %q", key, id, wantID)
 		}
 		rec, err := claimExisting(after, t.Context(), scopeA, key)
@@ -133,7 +133,7 @@ func TestMovedRecord(t *testing.T) {
 	raw := memory.New(memory.Config{})
 	s := wrap(t, raw, ring, sealed.Config{})
 	complete(t, s, scopeA, "original", payment())
-	stored, err := get(raw, t.Context(), scopeA, "original")
+	original, err := get(raw, t.Context(), stored(t, scopeA), "original")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +146,9 @@ func TestMovedRecord(t *testing.T) {
 		"other scope": {scopeB, "original", http.StatusCreated},
 	}
 	for name, c := range cases {
-		moved := stored.Response.Clone()
+		moved := original.Response.Clone()
 		moved.Status = c.status
-		complete(t, raw, c.scope, c.key, moved)
+		complete(t, raw, stored(t, c.scope), c.key, moved)
 		_, err := get(s, t.Context(), c.scope, c.key)
 		wantCannotDecrypt(t, name+": Get", err)
 		_, err = claimExisting(s, t.Context(), c.scope, c.key)
@@ -193,10 +193,27 @@ func TestTampering(t *testing.T) {
 			t.Fatalf("status changed to %d: got %v, want ErrCannotDecrypt", status, err)
 		}
 	}
+	// The marker names the key: another id of the ring fails to open, and
+	// a response without the marker is not sealed.
+	two := testRing(t, "k1", "k2")
+	resealed, err := two.Seal(scopeA, "k", payment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ids := range [][]string{{"k1"}, nil, {"k2", "k2"}} {
+		other := resealed.Clone()
+		other.Header[sealed.MarkerHeader] = ids
+		if ids == nil {
+			delete(other.Header, sealed.MarkerHeader)
+		}
+		if _, err := two.Open(scopeA, "k", other); !errors.Is(err, sealed.ErrCannotDecrypt) {
+			t.Fatalf("marker %q instead of k2: got %v, want ErrCannotDecrypt", ids, err)
+		}
+	}
 	// The stored header placeholders are not what is replayed: changing
 	// them changes nothing.
 	renamed := sealedResp.Clone()
-	renamed.Header = http.Header{"X-Injected": {"evil"}}
+	renamed.Header = http.Header{"X-Injected": {"evil"}, sealed.MarkerHeader: sealedResp.Header[sealed.MarkerHeader]}
 	got, err := ring.Open(scopeA, "k", renamed)
 	if err != nil {
 		t.Fatal(err)
@@ -217,17 +234,20 @@ func TestWrongKey(t *testing.T) {
 	}
 }
 
-// TestPlaintextRecords: a record stored before encryption was turned on is
-// refused by default and returned as is with AcceptPlaintext; a wrapper
+// TestPlaintextRecords: a record in the clear where a sealed one belongs
+// (planted by whoever can write to the store) is refused by default; with
+// AcceptPlaintext, records stored before encryption was turned on (under
+// their scope in the clear) are found and returned as they are; a wrapper
 // without a ring refuses sealed records.
 func TestPlaintextRecords(t *testing.T) {
 	t.Parallel()
 	ring := testRing(t, "k1")
 	raw := memory.New(memory.Config{})
 	complete(t, raw, scopeA, "clear", payment())
+	complete(t, raw, stored(t, scopeA), "planted", payment())
 	complete(t, wrap(t, raw, ring, sealed.Config{}), scopeA, "sealed", payment())
 
-	_, err := get(wrap(t, raw, ring, sealed.Config{}), t.Context(), scopeA, "clear")
+	_, err := get(wrap(t, raw, ring, sealed.Config{}), t.Context(), scopeA, "planted")
 	wantCannotDecrypt(t, "plaintext record, strict", err)
 
 	lenient := wrap(t, raw, ring, sealed.Config{AcceptPlaintext: true})
@@ -240,7 +260,7 @@ func TestPlaintextRecords(t *testing.T) {
 	}
 
 	noRing := wrap(t, raw, nil, sealed.Config{})
-	_, err = claimExisting(noRing, t.Context(), scopeA, "sealed")
+	_, err = claimExisting(noRing, t.Context(), stored(t, scopeA), "sealed")
 	wantCannotDecrypt(t, "sealed record without a ring", err)
 	if !strings.Contains(err.Error(), `"k1"`) {
 		t.Errorf("error %q does not name the key id", err)
@@ -262,7 +282,7 @@ func TestList(t *testing.T) {
 	s := wrap(t, raw, ringOf(t, cur), sealed.Config{})
 	complete(t, s, scopeA, "b-cur", payment())
 
-	admin := s.(retrysafe.Admin)
+	admin, _ := retrysafe.As[retrysafe.Admin](s)
 	for _, bodies := range []bool{true, false} {
 		recs, err := admin.List(t.Context(), &retrysafe.ListParams{WithBodies: bodies})
 		if err != nil {
@@ -288,8 +308,9 @@ func TestList(t *testing.T) {
 	}
 }
 
-// TestOptionalInterfaces: the wrapper implements exactly the optional
-// interfaces of the store it wraps.
+// TestOptionalInterfaces: retrysafe.As finds exactly the optional
+// abilities of the wrapped store on the wrapper, and the Admin it finds is
+// the wrapper's, which opens what it lists.
 func TestOptionalInterfaces(t *testing.T) {
 	t.Parallel()
 	mem := memory.New(memory.Config{})
@@ -304,7 +325,7 @@ func TestOptionalInterfaces(t *testing.T) {
 			retrysafe.Sweeper
 			retrysafe.Admin
 		}{mem, mem, mem},
-		"pinger+sweeper+notifier (redis-like: no sweeper)": struct {
+		"pinger+notifier+admin (redis-like: no sweeper)": struct {
 			retrysafe.Store
 			retrysafe.Pinger
 			retrysafe.Notifier
@@ -312,17 +333,31 @@ func TestOptionalInterfaces(t *testing.T) {
 		}{mem, mem, mem, mem},
 		"all": mem,
 	}
+	has := map[string]func(retrysafe.Store) bool{
+		"Pinger":   func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Pinger](s); return ok },
+		"Sweeper":  func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Sweeper](s); return ok },
+		"Notifier": func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Notifier](s); return ok },
+		"Admin":    func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Admin](s); return ok },
+	}
 	for name, inner := range cases {
-		s := wrap(t, inner, testRing(t, "k"), sealed.Config{})
-		for _, iface := range []reflect.Type{
-			reflect.TypeFor[retrysafe.Pinger](), reflect.TypeFor[retrysafe.Sweeper](),
-			reflect.TypeFor[retrysafe.Notifier](), reflect.TypeFor[retrysafe.Admin](),
-		} {
-			want := reflect.TypeOf(inner).Implements(iface)
-			if got := reflect.TypeOf(s).Implements(iface); got != want {
-				t.Errorf("%s: wrapper implements %s = %v, want %v", name, iface, got, want)
+		ring := testRing(t, "k")
+		s := wrap(t, inner, ring, sealed.Config{})
+		for ability, found := range has {
+			if got, want := found(s), found(inner); got != want {
+				t.Errorf("%s: As finds %s on the wrapper = %v, want %v", name, ability, got, want)
 			}
 		}
+		admin, ok := retrysafe.As[retrysafe.Admin](s)
+		if !ok {
+			continue
+		}
+		scope := "scope-" + name
+		complete(t, s, scope, "k", payment())
+		recs, err := admin.List(t.Context(), &retrysafe.ListParams{Scope: ring.Scope(scope), WithBodies: true})
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("%s: List: %d records, %v", name, len(recs), err)
+		}
+		wantResponse(t, name+": listed through the Admin As finds", recs[0].Response, payment())
 	}
 	if _, err := sealed.New(nil, nil, sealed.Config{}); err == nil {
 		t.Error("New(nil) succeeded")
@@ -389,11 +424,13 @@ func TestReplaysLeaveTheStoredRecordSealed(t *testing.T) {
 			t.Fatalf("replay %d through Get: %v", i, err)
 		}
 		wantResponse(t, "replay through Get", rec.Response, payment())
-		if _, err := s.(retrysafe.Admin).List(ctx, &retrysafe.ListParams{}); err != nil {
+		if admin, _ := retrysafe.As[retrysafe.Admin](s); admin == nil {
+			t.Fatal("no Admin")
+		} else if _, err := admin.List(ctx, &retrysafe.ListParams{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	raw, err := get(inner, ctx, scopeA, "order-1")
+	raw, err := get(inner, ctx, stored(t, scopeA), "order-1")
 	if err != nil {
 		t.Fatal(err)
 	}

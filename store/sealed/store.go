@@ -11,15 +11,20 @@ import (
 // Config adjusts the Store that [New] returns. The zero value is strict.
 type Config struct {
 	// AcceptPlaintext returns responses that were stored without
-	// encryption as they are, instead of failing with [ErrCannotDecrypt].
-	// Turn it on for one TTL after enabling encryption over a store that
-	// already holds records, so their retries still replay; leave it off
-	// otherwise, since anyone who can write to the store could then plant
-	// a response of their own.
+	// encryption as they are, instead of failing with [ErrCannotDecrypt],
+	// and finds the records stored before encryption was turned on under
+	// their scope in the clear (a claim of a key that has such a record
+	// goes to it). Turn it on for one TTL after enabling encryption over
+	// a store that already holds records, so their retries still replay;
+	// leave it off otherwise, since anyone who can write to the store
+	// could then plant a response of their own. While it is on, every
+	// Claim first reads the record under the scope in the clear (one more
+	// round trip).
 	AcceptPlaintext bool
 }
 
-// store seals responses on Complete and opens them on Claim, Get and List.
+// store seals responses on Complete and opens them on Claim, Get and List,
+// and keeps scopes and fingerprints under the ring's HMAC key (see index).
 type store struct {
 	inner retrysafe.Store
 	ring  *KeyRing // nil: write in the clear, refuse sealed records
@@ -29,14 +34,18 @@ type store struct {
 var _ retrysafe.Store = (*store)(nil)
 
 // New returns a Store that seals every response it completes with ring and
-// opens every response it reads. The returned Store implements exactly the
-// optional interfaces (retrysafe.Pinger, Sweeper, Notifier, Admin) that
-// inner implements; its Admin.List opens the records it can and leaves the
-// others sealed (see [KeyID]).
+// opens every response it reads. With a ring, the inner store keeps each
+// record under [KeyRing.Scope] of its scope and an encrypted form of its
+// fingerprint; Claim and Get give back the caller's scope and fingerprint,
+// while Admin shows and takes the stored scopes (the HMAC) and shows the
+// stored fingerprints. The returned Store has exactly the optional
+// abilities that inner has, found with [retrysafe.As]; its Admin.List
+// opens the records it can and leaves the others sealed (see [KeyID]).
 //
-// A nil ring writes in the clear and refuses to return a sealed response
-// (with [ErrCannotDecrypt]), so a gateway started without its keys never
-// replays ciphertext as if it were the answer.
+// A nil ring writes in the clear (scopes and fingerprints too) and refuses
+// to return a sealed response (with [ErrCannotDecrypt]), so a gateway
+// started without its keys never replays ciphertext as if it were the
+// answer.
 func New(inner retrysafe.Store, ring *KeyRing, cfg Config) (retrysafe.Store, error) {
 	if inner == nil {
 		return nil, errors.New("sealed: nil inner store")
@@ -45,7 +54,19 @@ func New(inner retrysafe.Store, ring *KeyRing, cfg Config) (retrysafe.Store, err
 	return s.withOptional(), nil
 }
 
-// open returns the readable form of a stored response.
+// scope returns the scope under which the inner store keeps scope.
+func (s *store) scope(scope string) string {
+	if s.ring == nil {
+		return scope
+	}
+	return s.ring.index.scope(scope)
+}
+
+// clearToo reports whether records stored in the clear are looked up too.
+func (s *store) clearToo() bool { return s.ring != nil && s.cfg.AcceptPlaintext }
+
+// open returns the readable form of a stored response. scope is the
+// stored scope, which the sealed response is bound to.
 func (s *store) open(scope, key string, resp *retrysafe.Response) (*retrysafe.Response, error) {
 	if resp == nil {
 		return nil, nil
@@ -62,64 +83,129 @@ func (s *store) open(scope, key string, resp *retrysafe.Response) (*retrysafe.Re
 	return s.ring.Open(scope, key, resp)
 }
 
-// Claim claims through the inner store and opens the response of a
-// completed record that blocks the claim.
+// Claim claims through the inner store under the stored scope and
+// fingerprint, and opens the response of a completed record that blocks
+// the claim.
 func (s *store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
-	res, err := s.inner.Claim(ctx, p)
-	if err != nil || res == nil || res.Record == nil || res.Record.Response == nil {
+	q := *p
+	if s.ring != nil {
+		q.Scope, q.Fingerprint = s.ring.index.scope(p.Scope), s.ring.index.sealFingerprint(p.Fingerprint)
+		if s.clearToo() {
+			// A record stored before encryption was turned on is
+			// claimed where it is, in the clear.
+			_, err := s.inner.Get(ctx, &retrysafe.GetParams{Scope: p.Scope, Key: p.Key, Now: p.Now})
+			switch {
+			case err == nil:
+				q = *p
+			case !errors.Is(err, retrysafe.ErrNotFound):
+				return nil, err
+			}
+		}
+	}
+	res, err := s.inner.Claim(ctx, &q)
+	if err != nil || res == nil || res.Record == nil {
 		return res, err
 	}
-	rec, err := s.opened(res.Record)
+	if s.ring == nil && res.Record.Response == nil {
+		return res, nil // nothing to map or open
+	}
+	rec, err := s.opened(res.Record, p.Scope)
 	if err != nil {
 		return nil, err
 	}
 	return &retrysafe.ClaimResult{Claimed: res.Claimed, Record: rec}, nil
 }
 
-// opened returns a copy of rec with its response opened. Records a store
-// returns are read-only (the memory store hands out the record it holds),
-// so rec itself is never changed.
-func (s *store) opened(rec *retrysafe.Record) (*retrysafe.Record, error) {
+// opened returns a copy of rec, a record the inner store keeps under
+// rec.Scope, with its response opened and the caller's scope and
+// fingerprint. Records a store returns are read-only (the memory store
+// hands out the record it holds), so rec itself is never changed.
+func (s *store) opened(rec *retrysafe.Record, scope string) (*retrysafe.Record, error) {
 	resp, err := s.open(rec.Scope, rec.Key, rec.Response)
 	if err != nil {
 		return nil, err
 	}
 	c := *rec
 	c.Response = resp
+	c.Scope = scope
+	if s.ring != nil {
+		if fp, ok := s.ring.index.openFingerprint(rec.Fingerprint); ok {
+			c.Fingerprint = fp
+		}
+	}
 	return &c, nil
 }
 
 // Get reads through the inner store and opens the record's response.
 func (s *store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
-	rec, err := s.inner.Get(ctx, p)
-	if err != nil || rec == nil || rec.Response == nil {
+	q := *p
+	q.Scope = s.scope(p.Scope)
+	rec, err := s.inner.Get(ctx, &q)
+	if errors.Is(err, retrysafe.ErrNotFound) && s.clearToo() {
+		rec, err = s.inner.Get(ctx, p)
+	}
+	if err != nil || rec == nil {
 		return rec, err
 	}
-	return s.opened(rec)
+	return s.opened(rec, p.Scope)
 }
 
-// Extend is the inner store's Extend.
+// Extend extends through the inner store, under the stored scope.
 func (s *store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
-	return s.inner.Extend(ctx, p)
+	q := *p
+	q.Scope = s.scope(p.Scope)
+	err := s.inner.Extend(ctx, &q)
+	if errors.Is(err, retrysafe.ErrLeaseLost) && s.clearToo() {
+		err = s.inner.Extend(ctx, p) // a record stored in the clear
+	}
+	return err
 }
 
-// Complete seals the response and completes through the inner store.
+// Complete seals the response and completes through the inner store,
+// under the stored scope. Without a ring it stores the response in the
+// clear, without [MarkerHeader] should a handler have set it, so that
+// only the wrapper ever marks a response sealed.
 func (s *store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
-	if s.ring != nil {
-		var err error
-		if p, err = s.ring.SealComplete(p); err != nil {
+	if s.ring == nil {
+		if p.Response != nil {
+			if _, marked := p.Response.Header[MarkerHeader]; marked {
+				c, resp := *p, *p.Response
+				resp.Header = p.Response.Header.Clone()
+				delete(resp.Header, MarkerHeader)
+				c.Response = &resp
+				p = &c
+			}
+		}
+		return s.inner.Complete(ctx, p)
+	}
+	q, err := s.ring.SealComplete(p)
+	if err != nil {
+		return err
+	}
+	err = s.inner.Complete(ctx, q)
+	if errors.Is(err, retrysafe.ErrLeaseLost) && s.clearToo() {
+		// A record stored in the clear, sealed for the scope it is kept
+		// under.
+		if q, err = s.ring.sealCompleteAt(p, p.Scope); err != nil {
 			return err
 		}
+		err = s.inner.Complete(ctx, q)
 	}
-	return s.inner.Complete(ctx, p)
+	return err
 }
 
-// Release is the inner store's Release.
+// Release releases through the inner store, under the stored scope.
 func (s *store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
-	return s.inner.Release(ctx, p)
+	q := *p
+	q.Scope = s.scope(p.Scope)
+	err := s.inner.Release(ctx, &q)
+	if errors.Is(err, retrysafe.ErrLeaseLost) && s.clearToo() {
+		err = s.inner.Release(ctx, p)
+	}
+	return err
 }
 
-// Unwrap returns the store this one wraps, so that what it does not
-// forward (such as [retrysafe.Batcher], which the gateway's metrics read)
-// can still be found.
+// Unwrap returns the store this one wraps, so that [retrysafe.As] finds
+// the abilities the wrapper does not change (Pinger, ReadyChecker,
+// Sweeper, Batcher, …).
 func (s *store) Unwrap() retrysafe.Store { return s.inner }

@@ -14,9 +14,12 @@ import (
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
-// A key file: one ID:BASE64 key per line, oldest first. Generate a key
+// A key file: one ID:BASE64 key per line, oldest first, and the hmac
+// entry. Generate a key
 // with: head -c 32 /dev/urandom | base64. (Never put real keys in code.)
 const exampleSealedKeys = `
+# keys the scopes and fingerprints: generated once, never rotated
+hmac:QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWY=
 # retired in December
 2026-06:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=
 # seals new responses
@@ -84,7 +87,7 @@ func ExampleStore_CompleteTx_sealed() {
 		log.Fatal(err)
 	}
 
-	raw, err := inner.Get(ctx, &retrysafe.GetParams{Scope: "customer-42", Key: "order-7", Now: time.Now()})
+	raw, err := inner.Get(ctx, &retrysafe.GetParams{Scope: ring.Scope("customer-42"), Key: "order-7", Now: time.Now()})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -15,7 +15,7 @@ const emptyScope = ""
 // ordered by scope, or in the one scope selected (the empty scope too),
 // expired ones included; bodies only when asked.
 func testAdminFind(t *testing.T, h *harness) {
-	ad, ok := h.s.(retrysafe.Admin)
+	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Admin")
 	}
@@ -78,7 +78,7 @@ func scopesOf(recs []*retrysafe.Record) []string {
 // but has not been swept. Find returns it, in its scope and across scopes,
 // like order-11 in the same state.
 func testAdminFindAmongMany(t *testing.T, h *harness) {
-	ad, ok := h.s.(retrysafe.Admin)
+	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Admin")
 	}
@@ -120,7 +120,7 @@ func testAdminFindAmongMany(t *testing.T, h *harness) {
 // testAdminListEmptyScope: ScopeSet selects the empty scope in List;
 // without it, an empty Scope lists every scope.
 func testAdminListEmptyScope(t *testing.T, h *harness) {
-	ad, ok := h.s.(retrysafe.Admin)
+	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Admin")
 	}

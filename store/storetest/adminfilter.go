@@ -49,7 +49,7 @@ func statsFixture(h *harness) time.Time {
 // exactly the records ListParams.Matches accepts, in (scope, key) order,
 // and page through them with the cursor without losing or repeating one.
 func testAdminListFilters(t *testing.T, h *harness) {
-	ad, ok := h.s.(retrysafe.Admin)
+	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Admin")
 	}
@@ -147,7 +147,7 @@ func testAdminListFilters(t *testing.T, h *harness) {
 // (retrysafe.Record.Status: lease-expired, failed, expired records), and returns the oldest record in flight and the
 // unknown outcomes, longest expired first, bounded by params.Unknown.
 func testAdminStats(t *testing.T, h *harness) {
-	ad, ok := h.s.(retrysafe.Admin)
+	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Admin")
 	}
@@ -248,7 +248,7 @@ func testRoute(t *testing.T, h *harness) {
 	if got := h.get(scope1, "r-none", at(time.Second)); got.Route != "" {
 		t.Errorf("a claim without a route: Route = %q, want empty", got.Route)
 	}
-	ad, ok := h.s.(retrysafe.Admin)
+	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
 	if !ok {
 		return
 	}

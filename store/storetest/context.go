@@ -61,27 +61,27 @@ func testCancelledContext(t *testing.T, h *harness) {
 	err = h.s.Release(cancelled, &retrysafe.ReleaseParams{Scope: scope1, Key: "processing", Token: proc.Token})
 	wantCancelled(t, "Release", err)
 
-	if p, ok := h.s.(retrysafe.Pinger); ok {
+	if p, ok := retrysafe.As[retrysafe.Pinger](h.s); ok {
 		wantCancelled(t, "Ping", p.Ping(cancelled))
 	}
-	if rc, ok := h.s.(retrysafe.ReadyChecker); ok {
+	if rc, ok := retrysafe.As[retrysafe.ReadyChecker](h.s); ok {
 		wantCancelled(t, "CheckReady", rc.CheckReady(cancelled))
 	}
-	if sw, ok := h.s.(retrysafe.Sweeper); ok {
+	if sw, ok := retrysafe.As[retrysafe.Sweeper](h.s); ok {
 		n, err := sw.Sweep(cancelled, &retrysafe.SweepParams{Now: at(ttl + time.Hour)})
 		wantCancelled(t, "Sweep", err)
 		if n != 0 {
 			t.Errorf("Sweep with a cancelled context reported %d deletions, want 0", n)
 		}
 	}
-	if nf, ok := h.s.(retrysafe.Notifier); ok {
+	if nf, ok := retrysafe.As[retrysafe.Notifier](h.s); ok {
 		_, unsubscribe, err := nf.Subscribe(cancelled, scope1, "processing")
 		wantCancelled(t, "Subscribe", err)
 		if err == nil && unsubscribe != nil {
 			unsubscribe()
 		}
 	}
-	if ad, ok := h.s.(retrysafe.Admin); ok {
+	if ad, ok := retrysafe.As[retrysafe.Admin](h.s); ok {
 		_, err := ad.List(cancelled, &retrysafe.ListParams{})
 		wantCancelled(t, "List", err)
 		_, err = ad.Find(cancelled, &retrysafe.FindParams{Key: "completed"})
@@ -94,7 +94,7 @@ func testCancelledContext(t *testing.T, h *harness) {
 	after := h.get(scope1, "completed", now)
 	checkSameRecord(t, "completed record after calls with a cancelled context", after, doneRec)
 	checkResponse(t, "completed response after calls with a cancelled context", after.Response, sampleResponse())
-	if ad, ok := h.s.(retrysafe.Admin); ok {
+	if ad, ok := retrysafe.As[retrysafe.Admin](h.s); ok {
 		recs, err := ad.List(h.ctx, &retrysafe.ListParams{})
 		if err != nil {
 			t.Fatalf("List: %v", err)

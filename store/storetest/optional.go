@@ -32,7 +32,7 @@ func optionalScenarios() []scenario {
 }
 
 func testReadyChecker(t *testing.T, h *harness) {
-	rc, ok := h.s.(retrysafe.ReadyChecker)
+	rc, ok := retrysafe.As[retrysafe.ReadyChecker](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.ReadyChecker")
 	}
@@ -46,7 +46,7 @@ func testReadyChecker(t *testing.T, h *harness) {
 const notifyTimeout = 10 * time.Second
 
 func testPinger(t *testing.T, h *harness) {
-	p, ok := h.s.(retrysafe.Pinger)
+	p, ok := retrysafe.As[retrysafe.Pinger](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Pinger")
 	}
@@ -62,7 +62,7 @@ func testPinger(t *testing.T, h *harness) {
 // lease ran out, until ProcessingRetention has passed (see
 // testSweepRetention).
 func testSweeper(t *testing.T, h *harness) {
-	sw, ok := h.s.(retrysafe.Sweeper)
+	sw, ok := retrysafe.As[retrysafe.Sweeper](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Sweeper")
 	}
@@ -148,7 +148,7 @@ func testSweeper(t *testing.T, h *harness) {
 // Zero means retrysafe.DefaultProcessingRetention; negative is an error.
 // A retired record's owner is fenced and its key is free again.
 func testSweepRetention(t *testing.T, h *harness) {
-	sw, ok := h.s.(retrysafe.Sweeper)
+	sw, ok := retrysafe.As[retrysafe.Sweeper](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Sweeper")
 	}
@@ -275,7 +275,7 @@ func waitSignal(t *testing.T, what string, ch <-chan struct{}) {
 // the function Subscribe returns ends the subscription and may be called
 // more than once.
 func testNotifier(t *testing.T, h *harness) {
-	nf, ok := h.s.(retrysafe.Notifier)
+	nf, ok := retrysafe.As[retrysafe.Notifier](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Notifier")
 	}
@@ -402,7 +402,7 @@ func compareID(scopeA, keyA, scopeB, keyB string) int {
 // an (AfterScope, AfterKey) cursor and a Limit; Scope filters;
 // WithBodies=false leaves Response.Body nil but keeps status and headers.
 func testAdminList(t *testing.T, h *harness) {
-	ad, ok := h.s.(retrysafe.Admin)
+	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Admin")
 	}
@@ -498,7 +498,7 @@ func checkListed(t *testing.T, what string, got, want []*retrysafe.Record, withB
 // testAdminDelete: Delete removes a record whatever its state and owner,
 // and returns ErrNotFound when there is none.
 func testAdminDelete(t *testing.T, h *harness) {
-	ad, ok := h.s.(retrysafe.Admin)
+	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
 	if !ok {
 		t.Skip("store does not implement retrysafe.Admin")
 	}

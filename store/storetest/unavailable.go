@@ -64,19 +64,19 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			return s.Release(ctx, &retrysafe.ReleaseParams{Scope: scope1, Key: "k", Token: tok})
 		}},
 	}
-	if p, ok := s.(retrysafe.Pinger); ok {
+	if p, ok := retrysafe.As[retrysafe.Pinger](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
 		}{"Ping", p.Ping})
 	}
-	if rc, ok := s.(retrysafe.ReadyChecker); ok {
+	if rc, ok := retrysafe.As[retrysafe.ReadyChecker](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
 		}{"CheckReady", rc.CheckReady})
 	}
-	if sw, ok := s.(retrysafe.Sweeper); ok {
+	if sw, ok := retrysafe.As[retrysafe.Sweeper](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
@@ -85,7 +85,7 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			return err
 		}})
 	}
-	if nf, ok := s.(retrysafe.Notifier); ok {
+	if nf, ok := retrysafe.As[retrysafe.Notifier](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
@@ -97,7 +97,7 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			return err
 		}})
 	}
-	if ad, ok := s.(retrysafe.Admin); ok {
+	if ad, ok := retrysafe.As[retrysafe.Admin](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
