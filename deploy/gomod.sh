@@ -27,9 +27,11 @@ trap 'rm -rf "$tmp"' EXIT
 cache=$(go env GOMODCACHE)
 upstream=$(go env GOPROXY)
 cd "$dir"
+status=0
 GOWORK=off GOFLAGS=-modcacherw GOMODCACHE="$tmp/modcache" GONOSUMDB=github.com/retrysafe \
-	GOPROXY="file://$tmp/proxy,file://$cache/cache/download,$upstream" "$@"
+	GOPROXY="file://$tmp/proxy,file://$cache/cache/download,$upstream" "$@" || status=$?
 if [ -f go.sum ]; then
 	grep -v '^github\.com/retrysafe/retrysafe[/ ]' go.sum >"$tmp/go.sum" || :
 	cat "$tmp/go.sum" >go.sum
 fi
+exit "$status"
