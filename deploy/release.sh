@@ -1,7 +1,7 @@
 #!/bin/sh
 # Release binaries of retrysafe, without make:
 #
-#	deploy/release.sh [VERSION]     # default: git describe --tags --always --dirty
+#	deploy/release.sh [VERSION]     # default: git describe of the root module's tags
 #
 # Builds static (CGO_ENABLED=0), trimmed binaries for linux/amd64,
 # linux/arm64 and darwin/arm64 into dist/retrysafe-VERSION-OS-ARCH, and
@@ -9,11 +9,16 @@
 # (the go command records neither in a build from a git worktree or in
 # workspace mode); -buildvcs=true adds vcs.* to the build information
 # where the go command can read them (GOFLAGS may say -buildvcs=false).
-# "retrysafe version" prints them. TARGETS overrides the platform list.
+# "retrysafe version" prints them: the stamped version wins over the
+# pseudo-version the go command records for a commit not tagged yet.
+# TARGETS overrides the platform list. Tagging the modules is
+# deploy/tag.sh's (docs/releasing.md).
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-version=${1:-$(git -C "$root" describe --tags --always --dirty)}
+# --match: the root module's tags (v0.1.0), not the other modules'
+# (store/sqlite/v0.1.0).
+version=${1:-$(git -C "$root" describe --tags --match 'v[0-9]*' --always --dirty)}
 revision=$(git -C "$root" rev-parse HEAD)
 targets=${TARGETS:-"linux/amd64 linux/arm64 darwin/arm64"}
 dist="$root/dist"

@@ -8,10 +8,10 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
+	github.com/retrysafe/retrysafe/store/postgres v0.1.0
+	github.com/retrysafe/retrysafe/store/redis v0.1.0
+	github.com/retrysafe/retrysafe/store/sqlite v0.1.0
 )
 
 require (
@@ -38,11 +38,4 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
-)
-
-replace (
-	github.com/retrysafe/retrysafe => ..
-	github.com/retrysafe/retrysafe/store/postgres => ../store/postgres
-	github.com/retrysafe/retrysafe/store/redis => ../store/redis
-	github.com/retrysafe/retrysafe/store/sqlite => ../store/sqlite
 )

@@ -6,11 +6,11 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/otel v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
+	github.com/retrysafe/retrysafe/otel v0.1.0
+	github.com/retrysafe/retrysafe/store/postgres v0.1.0
+	github.com/retrysafe/retrysafe/store/redis v0.1.0
+	github.com/retrysafe/retrysafe/store/sqlite v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -37,7 +37,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe/store/mysql v0.1.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
@@ -51,13 +51,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace (
-	github.com/retrysafe/retrysafe => ..
-	github.com/retrysafe/retrysafe/otel => ../otel
-	github.com/retrysafe/retrysafe/store/postgres => ../store/postgres
-	github.com/retrysafe/retrysafe/store/redis => ../store/redis
-	github.com/retrysafe/retrysafe/store/sqlite => ../store/sqlite
-)
-
-replace github.com/retrysafe/retrysafe/store/mysql => ../store/mysql

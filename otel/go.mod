@@ -3,7 +3,7 @@ module github.com/retrysafe/retrysafe/otel
 go 1.26.0
 
 require (
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
@@ -32,5 +32,3 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 )
-
-replace github.com/retrysafe/retrysafe => ..

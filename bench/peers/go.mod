@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/gofiber/fiber/v2 v2.52.15
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/internal/e2e v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
+	github.com/retrysafe/retrysafe/internal/e2e v0.1.0
 	github.com/valyala/fasthttp v1.51.0
 )
 
@@ -31,10 +31,10 @@ require (
 	github.com/philhofer/fwd v1.1.3-0.20240916144458-20a13a1f6b7c // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000 // indirect
-	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000 // indirect
-	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000 // indirect
-	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retrysafe/retrysafe/store/mysql v0.1.0 // indirect
+	github.com/retrysafe/retrysafe/store/postgres v0.1.0 // indirect
+	github.com/retrysafe/retrysafe/store/redis v0.1.0 // indirect
+	github.com/retrysafe/retrysafe/store/sqlite v0.1.0 // indirect
 	github.com/rivo/uniseg v0.2.0 // indirect
 	github.com/tinylib/msgp v1.2.5 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
@@ -48,17 +48,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace (
-	github.com/retrysafe/retrysafe => ../..
-	github.com/retrysafe/retrysafe/internal/e2e => ../../internal/e2e
-	github.com/retrysafe/retrysafe/store/postgres => ../../store/postgres
-	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
-	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite
-)
-
-replace github.com/retrysafe/retrysafe/store/mysql => ../../store/mysql
-
-replace github.com/retrysafe/retrysafe/gateway => ../../gateway
-
-replace github.com/retrysafe/retrysafe/otel => ../../otel

@@ -4,12 +4,12 @@ go 1.26.0
 
 require (
 	github.com/go-logr/logr v1.4.4
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/gateway v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/internal/storeurl v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/otel v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
+	github.com/retrysafe/retrysafe/gateway v0.1.0
+	github.com/retrysafe/retrysafe/internal/storeurl v0.1.0
+	github.com/retrysafe/retrysafe/otel v0.1.0
+	github.com/retrysafe/retrysafe/store/postgres v0.1.0
+	github.com/retrysafe/retrysafe/store/sqlite v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/proto/otlp v1.11.0
 )
@@ -56,8 +56,8 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retrysafe/retrysafe/store/mysql v0.1.0
+	github.com/retrysafe/retrysafe/store/redis v0.1.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sync v0.24.0 // indirect
@@ -69,15 +69,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace (
-	github.com/retrysafe/retrysafe => ../..
-	github.com/retrysafe/retrysafe/gateway => ../../gateway
-	github.com/retrysafe/retrysafe/internal/storeurl => ../../internal/storeurl
-	github.com/retrysafe/retrysafe/otel => ../../otel
-	github.com/retrysafe/retrysafe/store/postgres => ../../store/postgres
-	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
-	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite
-)
-
-replace github.com/retrysafe/retrysafe/store/mysql => ../../store/mysql

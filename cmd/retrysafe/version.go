@@ -26,17 +26,22 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 // (deploy/release.sh, deploy/build-image.sh) with
 // -ldflags "-X main.buildVersion=v1.2.3 -X main.buildRevision=COMMIT":
 // the go command records no VCS information in a build from a git worktree
-// or in workspace mode, and "(devel)" as the version of a local build.
+// or in workspace mode, "(devel)" as the version of a local build, and a
+// pseudo-version for a commit that has no tag of the module yet (a release
+// is built before its tags are pushed). A binary installed with
+// "go install …/cmd/retrysafe@v0.1.0" has its version in the build
+// information and nothing stamped.
 var buildVersion, buildRevision string
 
-// stamped returns info with the stamped version and revision filled in
-// where the build information has none. It does not change info.
+// stamped returns info with the stamped version, which a release build sets
+// on purpose and so wins, and the stamped revision where the build
+// information has none. It does not change info.
 func stamped(info *debug.BuildInfo, ok bool, version, revision string) (*debug.BuildInfo, bool) {
 	if !ok || (version == "" && revision == "") {
 		return info, ok
 	}
 	c := *info
-	if version != "" && (c.Main.Version == "" || c.Main.Version == "(devel)") {
+	if version != "" {
 		c.Main.Version = version
 	}
 	if revision != "" {

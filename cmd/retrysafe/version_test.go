@@ -46,6 +46,9 @@ func TestVersionStamped(t *testing.T) {
 	t.Parallel()
 	devel := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}
 	vcs := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}}}
+	// What the go command records for a build from a checkout whose commit
+	// has no tag of the module (yet) when it reads VCS information.
+	pseudo := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261201120000-abc123abc123"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}}}
 	for name, tc := range map[string]struct {
 		info     *debug.BuildInfo
 		ok       bool
@@ -54,8 +57,9 @@ func TestVersionStamped(t *testing.T) {
 	}{
 		"stamped local build": {devel, true, "v0.4.0-3-gdeadbee", "deadbeef", "retrysafe v0.4.0-3-gdeadbee (revision deadbeef) go1.26.8"},
 		"not stamped":         {devel, true, "", "", "retrysafe (devel) go1.26.8"},
-		"build info wins":     {vcs, true, "v9", "fff", "retrysafe v1.2.3 (revision abc123) go1.26.8"},
-		"no info":             {nil, false, "v9", "fff", "retrysafe (no build information)"},
+		"stamped release over a VCS pseudo-version": {pseudo, true, "v0.1.0", "abc123", "retrysafe v0.1.0 (revision abc123) go1.26.8"},
+		"revision of the build info wins":           {vcs, true, "", "fff", "retrysafe v1.2.3 (revision abc123) go1.26.8"},
+		"no info":                                   {nil, false, "v9", "fff", "retrysafe (no build information)"},
 	} {
 		if got := versionLine(stamped(tc.info, tc.ok, tc.ver, tc.rev)); got != tc.want {
 			t.Errorf("%s: got %q, want %q", name, got, tc.want)

@@ -8,11 +8,11 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/gateway v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
+	github.com/retrysafe/retrysafe/gateway v0.1.0
+	github.com/retrysafe/retrysafe/store/postgres v0.1.0
+	github.com/retrysafe/retrysafe/store/redis v0.1.0
+	github.com/retrysafe/retrysafe/store/sqlite v0.1.0
 	github.com/stripe/stripe-go/v82 v82.5.1
 )
 
@@ -20,7 +20,7 @@ require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/retrysafe/retrysafe/otel v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retrysafe/retrysafe/otel v0.1.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -45,7 +45,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe/store/mysql v0.1.0
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.24.0 // indirect
@@ -57,15 +57,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace (
-	github.com/retrysafe/retrysafe => ../..
-	github.com/retrysafe/retrysafe/gateway => ../../gateway
-	github.com/retrysafe/retrysafe/store/postgres => ../../store/postgres
-	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
-	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite
-)
-
-replace github.com/retrysafe/retrysafe/store/mysql => ../../store/mysql
-
-replace github.com/retrysafe/retrysafe/otel => ../../otel

@@ -4,10 +4,10 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
+	github.com/retrysafe/retrysafe/store/postgres v0.1.0
+	github.com/retrysafe/retrysafe/store/redis v0.1.0
+	github.com/retrysafe/retrysafe/store/sqlite v0.1.0
 )
 
 require (
@@ -26,7 +26,7 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe/store/mysql v0.1.0
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -36,12 +36,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace (
-	github.com/retrysafe/retrysafe => ../..
-	github.com/retrysafe/retrysafe/store/postgres => ../../store/postgres
-	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
-	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite
-)
-
-replace github.com/retrysafe/retrysafe/store/mysql => ../../store/mysql

@@ -14,7 +14,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,22 +82,6 @@ func Memory(t testing.TB) *memory.Store {
 
 // SQLitePath returns a path for a new SQLite file in the test's temp dir.
 func SQLitePath(t testing.TB) string { return filepath.Join(t.TempDir(), "retrysafe.db") }
-
-// ModuleGraph returns the module paths of `go list -m all` run with
-// GOWORK=off in the test's directory: the module graph that a program
-// requiring only the module of the package under test sees (the repository's
-// go.work and the sibling modules it lists do not count). Tests use it to
-// prove which drivers a module does not pull.
-func ModuleGraph(t testing.TB) []string {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Path}}", "all")
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("GOWORK=off go list -m all: %v\n%s", err, out)
-	}
-	return strings.Fields(string(out))
-}
 
 // RequireNoModule fails t if the module graph of the package under test
 // (ModuleGraph) holds a module whose path starts with one of prefixes.

@@ -7,10 +7,10 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/internal/e2e v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/internal/storeurl v0.0.0-00010101000000-000000000000
-	github.com/retrysafe/retrysafe/store/mysql v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
+	github.com/retrysafe/retrysafe/internal/e2e v0.1.0
+	github.com/retrysafe/retrysafe/internal/storeurl v0.1.0
+	github.com/retrysafe/retrysafe/store/mysql v0.1.0
 	github.com/rs/zerolog v1.35.1
 )
 
@@ -37,9 +37,9 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/retrysafe/retrysafe/store/postgres v0.0.0-00010101000000-000000000000 // indirect
-	github.com/retrysafe/retrysafe/store/redis v0.0.0-00010101000000-000000000000 // indirect
-	github.com/retrysafe/retrysafe/store/sqlite v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retrysafe/retrysafe/store/postgres v0.1.0 // indirect
+	github.com/retrysafe/retrysafe/store/redis v0.1.0 // indirect
+	github.com/retrysafe/retrysafe/store/sqlite v0.1.0 // indirect
 	github.com/rs/xid v1.6.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
@@ -52,18 +52,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace (
-	github.com/retrysafe/retrysafe => ../..
-	github.com/retrysafe/retrysafe/internal/e2e => ../e2e
-	github.com/retrysafe/retrysafe/internal/storeurl => ../storeurl
-	github.com/retrysafe/retrysafe/store/postgres => ../../store/postgres
-	github.com/retrysafe/retrysafe/store/redis => ../../store/redis
-	github.com/retrysafe/retrysafe/store/sqlite => ../../store/sqlite
-)
-
-replace github.com/retrysafe/retrysafe/store/mysql => ../../store/mysql
-
-replace github.com/retrysafe/retrysafe/gateway => ../../gateway
-
-replace github.com/retrysafe/retrysafe/otel => ../../otel

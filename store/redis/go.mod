@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
 )
 
 require (
@@ -13,5 +13,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
-
-replace github.com/retrysafe/retrysafe => ../..

@@ -3,7 +3,7 @@ module github.com/retrysafe/retrysafe/store/sqlite
 go 1.26.0
 
 require (
-	github.com/retrysafe/retrysafe v0.0.0-00010101000000-000000000000
+	github.com/retrysafe/retrysafe v0.1.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -18,5 +18,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/retrysafe/retrysafe => ../..
