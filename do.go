@@ -190,17 +190,16 @@ func Run[T any](ctx context.Context, d *Doer, key, fingerprint string, fn func(c
 
 func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context.Context) (T, error), outcome *Outcome) (v T, err error) {
 	c := e.cfg
-	op := &Operation{}
-	op.init(rec, c.TTL, c.Now)
+	op := newOperation(rec, c.TTL, c.Now)
 	base := context.WithoutCancel(ctx)
 	fctx, cancel := context.WithCancelCause(context.WithValue(ctx, operationKey{}, op))
 	defer cancel(nil)
-	stopHeartbeat := e.heartbeat(base, rec, cancel)
+	hb := e.heartbeat(base, rec, cancel)
 	c.Observer.InFlight(1)
 	defer c.Observer.InFlight(-1)
 	defer func() {
 		if p := recover(); p != nil {
-			stopHeartbeat()
+			hb.stop()
 			*outcome = OutcomeReleased
 			e.releaseAfterPanic(base, rec)
 			panic(p)
@@ -208,7 +207,7 @@ func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context
 	}()
 
 	v, err = fn(fctx)
-	stopHeartbeat()
+	hb.stop()
 
 	d := op.Disposition()
 	var resp *Response // nil: release

@@ -312,9 +312,9 @@ func (h *protectedHandler) replay(w http.ResponseWriter, r *http.Request, resp *
 	}
 	if !identity {
 		header := w.Header()
-		spare := copyHeader(header, resp.Header, 2)
-		setOne(header, HeaderReplayed, "true", spare[0:1])
-		writeBody(w, resp.Status, resp.Body, spare[1:])
+		copyHeader(header, resp.Header)
+		header[HeaderReplayed] = []string{"true"}
+		writeBody(w, resp.Status, resp.Body)
 		return
 	}
 	n, err := decodedLength(codings, resp.Body, decodedLimitFactor*h.cfg.MaxResponseBody)
@@ -328,7 +328,7 @@ func (h *protectedHandler) replay(w http.ResponseWriter, r *http.Request, resp *
 		return
 	}
 	header := w.Header()
-	copyHeader(header, resp.Header, 0)
+	copyHeader(header, resp.Header)
 	for _, k := range encodedOnlyHeaders {
 		header.Del(k)
 	}
