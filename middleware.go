@@ -170,7 +170,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 			Detail: "The caller's identity could not be established: " + err.Error()}, 0)
 		return OutcomeUnauthorized
 	}
-	fp, err := fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
+	fp, err := fingerprint(r.Context(), r.Method, c.FingerprintPath(r), r.URL.RawQuery, body, c.IgnoreFields)
 	if err != nil {
 		return "" // the client went away while the body was fingerprinted; nothing ran
 	}
@@ -228,54 +228,42 @@ const storeFullRetryAfter = 5 * time.Second
 // execute runs the handler for a record this request owns, stores the
 // result, then answers the client.
 func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) Outcome {
-	c, e := h.cfg, h.e
-	op := newOperation(rec, c.TTL, c.Now)
-	// base: the client's context without its cancellation, carrying op;
-	// the handler's is cancelled too if the lease is lost.
-	base := context.WithValue(context.WithoutCancel(r.Context()), operationKey{}, op)
-	ctx, cancel := context.WithCancelCause(base)
-	defer cancel(nil)
-	hb := e.heartbeat(base, rec, cancel)
+	c := h.cfg
 	cw := &captureWriter{w: w, header: make(http.Header), limit: c.MaxResponseBody}
-
-	c.Observer.InFlight(1)
-	defer c.Observer.InFlight(-1)
-	defer func() {
-		v := recover()
-		if v == nil {
-			return
-		}
-		hb.stop()
-		switch {
-		case v == http.ErrAbortHandler && cw.wroteHeader:
-			o, err := e.settle(base, rec, DispositionComplete, h.notStored(cw, "the response was cut off before it was complete"))
-			e.logNotStored(base, err)
-			h.observe(r, o, 0)
-		case v == http.ErrAbortHandler:
-			h.observe(r, OutcomeAbandoned, 0)
-		default:
-			e.releaseAfterPanic(base, rec)
-			h.observe(r, OutcomeReleased, 0)
-		}
-		panic(v)
-	}()
-
-	h.next.ServeHTTP(cw, negotiated(withBody(r, ctx, body)))
-	hb.stop()
-
-	d := op.Disposition()
-	var resp *Response // nil: release
-	if d == DispositionComplete {
+	var panicked any
+	outcome, err := h.e.run(r.Context(), rec, true, func(ctx context.Context, op *Operation) (resp *Response) {
+		defer func() {
+			// The panic goes on once the record is settled (see below).
+			v := recover()
+			if v == nil {
+				return
+			}
+			panicked = v
+			switch {
+			case v == http.ErrAbortHandler && cw.wroteHeader:
+				// The response was cut off: the operation ran.
+				op.setDisposition(DispositionComplete)
+				resp = h.notStored(cw, "the response was cut off before it was complete")
+			case v == http.ErrAbortHandler:
+				op.Abandon() // nothing answered: the outcome is unknown
+			default:
+				op.Release() // as if the process had crashed, without the wait for the lease
+			}
+		}()
+		h.next.ServeHTTP(cw, negotiated(withBody(r, ctx, body)))
 		switch status := cw.statusCode(); {
-		case !c.StoreStatus(status):
+		case op.Disposition() != DispositionComplete, !c.StoreStatus(status):
+			return nil
 		case cw.overflow:
-			resp = h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody))
-		default:
-			resp = cw.response(c.StoreHeader)
+			return h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody))
 		}
+		return cw.response(c.StoreHeader)
+	})
+	h.e.logNotStored(r.Context(), err)
+	if panicked != nil {
+		h.observe(r, outcome, 0)
+		panic(panicked)
 	}
-	outcome, err := e.settle(base, rec, d, resp)
-	e.logNotStored(base, err)
 	cw.flush()
 	return outcome
 }
