@@ -299,7 +299,11 @@ func readBody(r *http.Request, limit int64) (body []byte, err error) {
 	}
 	// Sized from Content-Length when there is one, +1 to see EOF without
 	// growing.
-	b := make([]byte, 0, max(r.ContentLength+1, 512))
+	size := int64(512)
+	if r.ContentLength >= 0 {
+		size = r.ContentLength + 1
+	}
+	b := make([]byte, 0, size)
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
