@@ -119,11 +119,11 @@ type Config struct {
 	// IgnoreFields are JSON Pointers (RFC 6901) of body fields left out of
 	// the fingerprint, such as "/meta/requestedAt".
 	IgnoreFields []string
-	// Route returns the path used in the fingerprint; nil means
+	// FingerprintPath returns the path used in the fingerprint; nil means
 	// r.URL.EscapedPath(), the path as the client escaped it, so that
 	// "/orders/a%2Fb" and "/orders/a/b" (one path segment or two to the
 	// upstream) are different requests.
-	Route func(r *http.Request) string
+	FingerprintPath func(r *http.Request) string
 	// RouteName is stored with every record this middleware claims
 	// (ClaimParams.Route), so operators can tell and filter which route a
 	// record belongs to; the gateway sets it to the route's pattern, such
@@ -338,8 +338,8 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("retrysafe: Config.ErrorDialect %q is not %q or %q", c.ErrorDialect, DialectProblem, DialectStripe)
 	}
-	if c.Route == nil {
-		c.Route = func(r *http.Request) string { return r.URL.EscapedPath() }
+	if c.FingerprintPath == nil {
+		c.FingerprintPath = func(r *http.Request) string { return r.URL.EscapedPath() }
 	}
 	if c.Now == nil {
 		c.Now = time.Now

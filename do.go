@@ -69,11 +69,9 @@ type FailedError struct {
 // Error returns the stored message of the original failure.
 func (e *FailedError) Error() string { return e.Message }
 
-// A permanent failure is stored as a text/plain-like response with the
-// Content-Type failureType, the error's message as its body, and status
-// 500 (so that older versions of this package, which told failures by
-// their status alone, still read it as one). Records stored by those
-// versions (status 500, no headers) still decode as *FailedError.
+// A permanent failure is stored as a response with the Content-Type
+// failureType, the error's message as its body, and status 500 (so that
+// operators' views count it as failed).
 const failureType = "application/vnd.retrysafe.failure"
 
 // failureResponse is how Do stores the permanent failure err.
@@ -85,14 +83,9 @@ func failureResponse(err error) *Response {
 	}
 }
 
-// isFailure reports whether resp is a stored permanent failure: one with
-// the failure marker, or one stored before the marker existed (status 500
-// and no headers; a stored success always has a Content-Type).
+// isFailure reports whether resp is a stored permanent failure.
 func isFailure(resp *Response) bool {
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		return ct == failureType
-	}
-	return resp.Status == http.StatusInternalServerError && len(resp.Header) == 0
+	return resp.Header.Get("Content-Type") == failureType
 }
 
 // Doer runs functions at most once per key under one validated
@@ -143,6 +136,17 @@ func Do[T any](ctx context.Context, store Store, key, fingerprint string, fn fun
 //     failed attempt is never marked done.
 //   - fn panics: the key is released and the panic continues.
 //
+// Context: fn runs with ctx, carrying the [Operation], so ctx's values,
+// deadline and cancellation reach it: a consumer that shuts down (cancels
+// ctx) cancels fn, and an fn that then returns ctx's error releases the
+// key, so that the redelivery runs it again. Unlike the middleware's
+// handler, fn is not detached from its caller: a queue consumer owns its
+// work's lifetime, where an HTTP client does not. fn's context is also
+// cancelled, with cause ErrLeaseLost, if the lease is lost to another
+// claimant. Whatever fn returns is stored or released on a context
+// detached from ctx's cancellation (bounded by StoreTimeout per call), so
+// a result fn returned is not lost to a cancellation that came after it.
+//
 // DoWith validates cfg on every call; for many calls with one config,
 // prepare a [Doer] once and call [Run].
 func DoWith[T any](ctx context.Context, cfg *DoConfig, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
@@ -189,52 +193,38 @@ func Run[T any](ctx context.Context, d *Doer, key, fingerprint string, fn func(c
 }
 
 func runOnce[T any](ctx context.Context, e *engine, rec *Record, fn func(context.Context) (T, error), outcome *Outcome) (v T, err error) {
-	c := e.cfg
-	op := &Operation{}
-	op.init(rec, c.TTL, c.Now)
-	base := context.WithoutCancel(ctx)
-	fctx, cancel := context.WithCancelCause(context.WithValue(ctx, operationKey{}, op))
-	defer cancel(nil)
-	stopHeartbeat := e.heartbeat(base, rec, cancel)
-	c.Observer.InFlight(1)
-	defer c.Observer.InFlight(-1)
-	defer func() {
-		if p := recover(); p != nil {
-			stopHeartbeat()
-			*outcome = OutcomeReleased
-			e.releaseAfterPanic(base, rec)
-			panic(p)
+	var (
+		d    Disposition
+		merr error
+	)
+	*outcome = OutcomeReleased // if fn panics: run releases the record
+	o, finishErr := e.run(ctx, rec, false, func(ctx context.Context, op *Operation) *Response {
+		v, err = fn(ctx)
+		d = op.Disposition()
+		switch {
+		case err != nil && !IsPermanent(err):
+			return nil
+		case err != nil:
+			return failureResponse(err)
 		}
-	}()
-
-	v, err = fn(fctx)
-	stopHeartbeat()
-
-	d := op.Disposition()
-	var resp *Response // nil: release
-	var merr error
-	switch {
-	case d != DispositionComplete:
-	case err != nil && !IsPermanent(err):
-	case err != nil:
-		resp = failureResponse(err)
-	default:
+		var resp *Response
 		resp, merr = ResultResponse(v)
-	}
-	var finishErr error
-	*outcome, finishErr = e.settle(base, rec, d, resp)
+		return resp
+	})
+	*outcome = o
+	stored := d == DispositionComplete && (err == nil && merr == nil || IsPermanent(err))
 	switch {
 	case merr != nil:
 		return v, merr // the result could not be encoded: the key was released
 	case d == DispositionCompleted || d == DispositionAbandon:
 		return v, err
-	case resp == nil && err != nil:
+	case !stored && err != nil:
 		// Released after a failure: the failure is the answer.
 		if finishErr != nil {
-			c.Logger.ErrorContext(base, "retrysafe: release failed; the key is blocked until its lease runs out", "err", finishErr)
+			e.cfg.Logger.ErrorContext(ctx, "retrysafe: release failed; the key is blocked until its lease runs out", "err", finishErr)
 		}
 		return v, err
-	case resp == nil:
+	case !stored:
 		return v, finishErr // released on request
 	case finishErr != nil:
 		finishErr = fmt.Errorf("%w: %w", ErrResultNotStored, finishErr)

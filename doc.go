@@ -49,10 +49,16 @@
 //     operation itself is idempotent below (unique constraints, provider
 //     keys derived with the client package). See docs/guarantees.md.
 //   - Store unavailable: 503 with Retry-After and nothing runs (fail
-//     closed), unless Config.FailOpen.
+//     closed), unless Config.FailOpen. A full store (ErrStoreFull) gets
+//     503 store-full and never fails open.
+//   - A duplicate of an attempt whose outcome is unknown (its owner
+//     stopped renewing the lease) gets 409 outcome-unknown, also in wait
+//     mode: a waiter never takes a record over.
 //
 // [Do] applies the same state machine to any function, for queue consumers
 // and webhook handlers; [NewDoer] and [Run] prepare one policy for many calls.
+// [Executor] is the same engine without HTTP or result encoding, for
+// adapters of other transports (status, metadata and body in a [Response]).
 //
 // An [Observer] receives each protected request's [Outcome] for metrics; a
 // [RequestObserver] also receives the request, so that request logs, metrics

@@ -60,8 +60,7 @@ func TestDoer(t *testing.T) {
 
 // TestDoStoredFailureRepresentation checks how a permanent failure is kept:
 // with its own marker, so that a stored success whose status is 500 is
-// not mistaken for one, while records that earlier versions stored (status
-// 500, no headers) still come back as *FailedError.
+// not mistaken for one.
 func TestDoStoredFailureRepresentation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -78,14 +77,7 @@ func TestDoStoredFailureRepresentation(t *testing.T) {
 	}
 	never := func(context.Context) (int, error) { t.Error("ran for a completed key"); return 0, nil }
 
-	// A record of an earlier version: status 500, the message, no headers.
-	complete("old-failure", &retrysafe.Response{Status: 500, Body: []byte("card declined")})
-	_, err := retrysafe.Do(ctx, s, "old-failure", "fp", never)
 	var failed *retrysafe.FailedError
-	if !errors.As(err, &failed) || failed.Message != "card declined" {
-		t.Fatalf("old stored failure: err = %v, want *FailedError(card declined)", err)
-	}
-
 	// A success completed by the caller (CompleteTx with ResultResponse)
 	// whose status says 500 is a result, not a failure.
 	resp, err := retrysafe.ResultResponse(7)

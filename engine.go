@@ -15,14 +15,9 @@ type engine struct {
 	cfg         *Config
 	store       Store
 	notifier    Notifier // nil when the store cannot notify
-	nonBlocking bool     // the store says its calls never block
+	nonBlocking bool     // the store says its calls never block: no StoreTimeout wrapper
 	observed    bool     // an Observer was configured: time the store calls
 	tracer      Tracer   // the Observer, when it is a Tracer; else nil
-	// copiesResponse: the store copies CompleteParams.Response in
-	// Complete (see responseCopier).
-	copiesResponse bool
-
-	beats *heartbeats // the queue of lease renewals, shared by every engine with this Lease
 }
 
 func newEngine(cfg *Config) *engine {
@@ -30,9 +25,7 @@ func newEngine(cfg *Config) *engine {
 	nb, _ := cfg.Store.(NonBlocking)
 	_, nop := cfg.Observer.(nopObserver)
 	tr, _ := cfg.Observer.(Tracer)
-	rc, _ := cfg.Store.(responseCopier)
-	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop,
-		tracer: tr, copiesResponse: rc != nil && rc.CopiesResponse() == cfg.Store, beats: heartbeatQueue(cfg.Lease / 3)}
+	return &engine{cfg: cfg, store: cfg.Store, notifier: n, nonBlocking: nb != nil && nb.NonBlocking(), observed: !nop, tracer: tr}
 }
 
 // call runs one store operation (see timed) and reports it to the Tracer
@@ -100,36 +93,12 @@ func deadlineBefore(ctx context.Context, t time.Time) bool {
 	return ok && !d.After(t)
 }
 
-// claimParams and completeParams recycle the params of calls to
-// NonBlocking stores, which keep no params once a call returns (see
-// [NonBlocking]). Other stores get new params every call: one may still
-// hold them after a call that timed out.
-var (
-	claimParams    = sync.Pool{New: func() any { return new(ClaimParams) }}
-	completeParams = sync.Pool{New: func() any { return new(CompleteParams) }}
-)
-
 func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult, error) {
-	var res *ClaimResult
-	// The owner token comes from a pooled batch, which takes it back if
-	// the claim does not win (see tokenBatch.spare). Around a call to a
-	// NonBlocking store the batch is held, so taking the token back costs
-	// no second trip to the pool; a call that may block puts it back
-	// first, so that concurrent claims share batches.
-	tb := tokenBatches.Get().(*tokenBatch)
-	token := tb.take()
-	var p *ClaimParams
-	if e.nonBlocking {
-		p = claimParams.Get().(*ClaimParams)
-	} else {
-		tokenBatches.Put(tb)
-		tb = nil
-		p = new(ClaimParams)
-	}
-	*p = ClaimParams{
+	p := &ClaimParams{
 		Scope: scope, Key: key, Fingerprint: fp,
-		Token: token, Now: e.cfg.Now(), Lease: e.cfg.Lease, Route: e.cfg.RouteName,
+		Token: NewToken(), Now: e.cfg.Now(), Lease: e.cfg.Lease, Route: e.cfg.RouteName,
 	}
+	var res *ClaimResult
 	var start time.Time
 	sctx := ctx
 	if e.tracer != nil {
@@ -146,19 +115,6 @@ func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult
 			info.Claimed, info.State, info.Attempt = res.Claimed, res.Record.State, res.Record.Attempt
 		}
 		e.endStep(sctx, info, start)
-	}
-	if e.nonBlocking {
-		*p = ClaimParams{}
-		claimParams.Put(p)
-	}
-	if err == nil && !res.Claimed {
-		if tb == nil {
-			tb = tokenBatches.Get().(*tokenBatch)
-		}
-		tb.spare = token
-	}
-	if tb != nil {
-		tokenBatches.Put(tb)
 	}
 	return res, err
 }
@@ -332,163 +288,46 @@ func (e *engine) inProgress(rec *Record) *InProgressError {
 	return err
 }
 
-// heartbeat renews the lease every Lease/3 until stop is called. When the
-// store says the lease is lost, it calls lose(ErrLeaseLost) once and ends.
-//
-// No goroutine or timer is made per operation: the heartbeat loop for
-// the engine's Lease (see heartbeats) starts a renewal only for one that
-// outlives a third of the lease, so a handler that returns sooner costs
-// two short critical sections.
-func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.CancelCauseFunc) (stop func()) {
-	h := &heartbeat{}
-	e.startHeartbeat(h, ctx, rec, lose)
-	return h.stop
+// heartbeat renews rec's lease every Lease/3 until its stop is called. A
+// handler that returns within a third of the lease costs a timer and no
+// store call. When the store says the lease is lost, it calls
+// lose(ErrLeaseLost) once and ends. Renewals run on ctx, which must not be
+// cancelled by the client (the operation goes on without it).
+func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.CancelCauseFunc) *heartbeat {
+	h := &heartbeat{e: e, ctx: ctx, rec: rec, lose: lose}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.timer = time.AfterFunc(e.cfg.Lease/3, h.beat)
+	return h
 }
 
-// startHeartbeat starts h (a zero heartbeat, which the caller may embed
-// in a larger allocation); h.stop ends it.
-func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, lose context.CancelCauseFunc) {
-	h.e, h.ctx, h.rec, h.lose = e, ctx, rec, lose
-	s := e.beats
-	s.mu.Lock()
-	s.scheduleLocked(h)
-	s.mu.Unlock()
-}
-
-// heartbeats is a queue of the operations whose next lease renewal is
-// due, and the one goroutine that starts those renewals. Every engine
-// whose Lease gives the same period shares one (see heartbeatQueue): DoWith
-// makes an engine per call, and one queue per engine would start a
-// goroutine per call.
-//
-// Every renewal is due period after it is queued, the same for all, and
-// it is queued at the time read under mu: so the queue is in order of due
-// time by construction, a linked list with the earliest first, appended
-// at the tail and unlinked anywhere in O(1), without a heap.
-//
-// The loop sleeps until the head is due. A heartbeat queued later is due
-// later, so nothing needs to wake the loop early; it exits when it wakes
-// to an empty queue and the next scheduleLocked starts it again. Each due
-// renewal runs on a goroutine of its own (a slow store delays no other
-// renewal) and, when it is done, queues its heartbeat again.
-type heartbeats struct {
-	period time.Duration // Lease/3
-
-	mu         sync.Mutex
-	head, tail *heartbeat
-	running    bool // the loop goroutine is running
-}
-
-var (
-	heartbeatQueuesMu sync.Mutex
-	heartbeatQueues   = map[time.Duration]*heartbeats{}
-)
-
-// heartbeatQueue returns the process's queue for renewals every period.
-// Queues are kept for the life of the process, one per period in use (a
-// few bytes each; an idle queue has no goroutine).
-func heartbeatQueue(period time.Duration) *heartbeats {
-	heartbeatQueuesMu.Lock()
-	defer heartbeatQueuesMu.Unlock()
-	q := heartbeatQueues[period]
-	if q == nil {
-		q = &heartbeats{period: period}
-		heartbeatQueues[period] = q
-	}
-	return q
-}
-
-// scheduleLocked queues h's next renewal a period from now and starts the
-// loop if it is not running.
-func (s *heartbeats) scheduleLocked(h *heartbeat) {
-	h.due = time.Now().Add(s.period)
-	h.prev, h.next, h.queued = s.tail, nil, true
-	if s.tail != nil {
-		s.tail.next = h
-	} else {
-		s.head = h
-	}
-	s.tail = h
-	if !s.running {
-		s.running = true
-		go s.loop()
-	}
-}
-
-// removeLocked unlinks a queued h.
-func (s *heartbeats) removeLocked(h *heartbeat) {
-	if h.prev != nil {
-		h.prev.next = h.next
-	} else {
-		s.head = h.next
-	}
-	if h.next != nil {
-		h.next.prev = h.prev
-	} else {
-		s.tail = h.prev
-	}
-	h.prev, h.next, h.queued = nil, nil, false
-}
-
-// loop starts the renewals as they fall due, until the queue is empty.
-func (s *heartbeats) loop() {
-	var timer *time.Timer
-	for {
-		s.mu.Lock()
-		now := time.Now()
-		for h := s.head; h != nil && !now.Before(h.due); h = s.head {
-			s.removeLocked(h)
-			go h.beat()
-		}
-		if s.head == nil {
-			s.running = false
-			s.mu.Unlock()
-			if timer != nil {
-				timer.Stop()
-			}
-			return
-		}
-		wait := s.head.due.Sub(now)
-		s.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		<-timer.C
-	}
-}
-
-// heartbeat is the state of one operation's lease renewals. The fields
-// after lose are guarded by e.beats.mu.
+// heartbeat is the state of one operation's lease renewals.
 type heartbeat struct {
 	e    *engine
 	ctx  context.Context
 	rec  *Record
 	lose context.CancelCauseFunc
 
-	due        time.Time // when the next renewal starts, while queued
-	prev, next *heartbeat
-	queued     bool
-	stopped    bool
-	cancel     context.CancelFunc // ends the renewal in flight; nil when none
-	done       chan struct{}      // closed when the renewal in flight returns
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	cancel  context.CancelFunc // ends the renewal in flight; nil when none
+	done    chan struct{}      // closed when the renewal in flight returns
 }
 
-// beat renews the lease once and, unless stopped or lost, queues the next
-// renewal.
+// beat renews the lease once and, unless stopped or lost, sets the timer
+// for the next renewal.
 func (h *heartbeat) beat() {
 	e := h.e
-	s := e.beats
-	s.mu.Lock()
+	h.mu.Lock()
 	if h.stopped {
-		s.mu.Unlock()
+		h.mu.Unlock()
 		return
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
 	h.cancel, h.done = cancel, done
-	s.mu.Unlock()
+	h.mu.Unlock()
 
 	err := e.call(ctx, "extend", func(ctx context.Context) error {
 		return e.store.Extend(ctx, &ExtendParams{
@@ -507,27 +346,23 @@ func (h *heartbeat) beat() {
 		e.cfg.Logger.WarnContext(h.ctx, "retrysafe: lease renewal failed; will retry", "err", err)
 	}
 
-	s.mu.Lock()
+	h.mu.Lock()
 	h.cancel, h.done = nil, nil
 	close(done) // after lose: stop returns only once it is done
 	if !lost && !h.stopped {
-		s.scheduleLocked(h)
+		h.timer.Reset(e.cfg.Lease / 3)
 	}
-	s.mu.Unlock()
+	h.mu.Unlock()
 }
 
-// stop ends the renewals: it takes the next one off the queue, cancels a
-// renewal in flight and waits for it to return, so no renewal runs after
-// stop.
+// stop ends the renewals: it stops the timer, cancels a renewal in flight
+// and waits for it to return, so no renewal runs after stop.
 func (h *heartbeat) stop() {
-	s := h.e.beats
-	s.mu.Lock()
+	h.mu.Lock()
 	h.stopped = true
-	if h.queued {
-		s.removeLocked(h)
-	}
+	h.timer.Stop()
 	cancel, done := h.cancel, h.done
-	s.mu.Unlock()
+	h.mu.Unlock()
 	if cancel != nil {
 		cancel()
 		<-done
@@ -541,25 +376,12 @@ const finishAttempts = 3
 // from the caller's cancellation (a client hang-up must not lose the
 // result) and retries transient store failures a few times.
 func (e *engine) complete(ctx context.Context, rec *Record, resp *Response) error {
-	if !e.nonBlocking {
-		return e.finish(ctx, "complete", func(ctx context.Context) error {
-			return e.store.Complete(ctx, &CompleteParams{
-				Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
-				Now: e.cfg.Now(), TTL: e.cfg.TTL, Response: resp,
-			})
-		})
-	}
-	p := completeParams.Get().(*CompleteParams)
-	err := e.finish(ctx, "complete", func(ctx context.Context) error {
-		*p = CompleteParams{
+	return e.finish(ctx, "complete", func(ctx context.Context) error {
+		return e.store.Complete(ctx, &CompleteParams{
 			Scope: rec.Scope, Key: rec.Key, Token: rec.Token,
 			Now: e.cfg.Now(), TTL: e.cfg.TTL, Response: resp,
-		}
-		return e.store.Complete(ctx, p)
+		})
 	})
-	*p = CompleteParams{}
-	completeParams.Put(p)
-	return err
 }
 
 // release deletes the owned record so that a retry runs again.

@@ -3,8 +3,6 @@ package retrysafe
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -94,79 +92,42 @@ func (s *countingExtends) count(key string) int {
 	return s.n[key]
 }
 
-// TestHeartbeatsShareOneQueue: the heartbeat queue renews every
-// running operation again and again, however the ones around it in the
-// queue were stopped (head, middle, tail), never renews a stopped one,
-// is empty once all are stopped, and its loop goroutine then exits.
-func TestHeartbeatsShareOneQueue(t *testing.T) {
+// TestHeartbeatRenewsUntilStopped: each running operation's lease is
+// renewed again and again, a stopped one never again (stop waits for a
+// renewal in flight), and stopping one leaves the others running.
+func TestHeartbeatRenewsUntilStopped(t *testing.T) {
 	t.Parallel()
 	s := &countingExtends{n: map[string]int{}}
-	// A lease no other test uses: engines with the same one share a queue.
-	cfg, err := Config{Store: s, Lease: 57*time.Millisecond + 123}.withDefaults()
+	cfg, err := Config{Store: s, Lease: 30 * time.Millisecond}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newEngine(&cfg)
-	// DoWith makes an engine per call: engines with the same Lease share
-	// the queue (and its one goroutine), others do not.
-	if other := newEngine(&cfg); other.beats != e.beats {
-		t.Fatal("two engines with the same Lease have heartbeat queues of their own")
-	}
-	cfg2 := cfg
-	cfg2.Lease = 2 * cfg.Lease
-	if newEngine(&cfg2).beats == e.beats {
-		t.Fatal("engines with different leases share a heartbeat queue")
-	}
 	stops := map[string]func(){}
-	for _, key := range []string{"k0", "k1", "k2", "k3", "k4", "k5"} {
-		stops[key] = e.heartbeat(context.Background(), &Record{Key: key, Token: "t-" + key}, func(error) {})
+	for _, key := range []string{"k0", "k1", "k2", "k3"} {
+		stops[key] = e.heartbeat(context.Background(), &Record{Key: key, Token: "t-" + key}, func(error) {}).stop
 	}
-	for _, key := range []string{"k0", "k2", "k5"} { // the head, one in the middle, the tail
-		stops[key]()
-	}
-	running := []string{"k1", "k3", "k4"}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		renewed := 0
-		for _, key := range running {
-			if s.count(key) >= 3 {
-				renewed++
-			}
-		}
-		if renewed == len(running) {
-			break
-		}
+	stops["k0"]() // before its first renewal
+	for deadline := time.Now().Add(30 * time.Second); s.count("k1") < 3 || s.count("k2") < 3 || s.count("k3") < 3; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30s: renewals k1 %d, k3 %d, k4 %d; want each renewed at least 3 times", s.count("k1"), s.count("k3"), s.count("k4"))
+			t.Fatalf("after 30s: renewals k1 %d, k2 %d, k3 %d; want each renewed at least 3 times", s.count("k1"), s.count("k2"), s.count("k3"))
 		}
 	}
-	for _, key := range []string{"k0", "k2", "k5"} {
-		if n := s.count(key); n != 0 {
-			t.Errorf("%s renewed %d times after stop", key, n)
-		}
+	stops["k2"]()
+	after := s.count("k2")
+	for n := s.count("k1"); s.count("k1") < n+3; time.Sleep(5 * time.Millisecond) {
 	}
-	for _, key := range running {
-		stops[key]()
+	if n := s.count("k0"); n != 0 {
+		t.Errorf("k0 renewed %d times after it stopped", n)
 	}
-	e.beats.mu.Lock()
-	head, tail := e.beats.head, e.beats.tail
-	e.beats.mu.Unlock()
-	if head != nil || tail != nil {
-		t.Fatalf("every heartbeat stopped, but the queue still holds %q ... %q", head.rec.Key, tail.rec.Key)
+	if n := s.count("k2"); n != after {
+		t.Errorf("k2 renewed %d times after it stopped", n-after)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		e.beats.mu.Lock()
-		running := e.beats.running
-		e.beats.mu.Unlock()
-		if !running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the heartbeat loop still runs 30s after the last heartbeat stopped")
-		}
-	}
+	stops["k1"]()
+	stops["k3"]()
 }
 
-// keepingStore is a blocking Store that keeps the params of its calls.
+// keepingStore is a Store that keeps the params of its calls.
 type keepingStore struct {
 	Store     // nil: only Claim and Complete are called
 	claims    []*ClaimParams
@@ -183,10 +144,9 @@ func (s *keepingStore) Complete(_ context.Context, p *CompleteParams) error {
 	return nil
 }
 
-// TestParamsNotReusedForBlockingStores: only a NonBlocking store, which
-// promises not to keep them, gets recycled params; any other store may
-// keep the params of every call and finds them as it was given them.
-func TestParamsNotReusedForBlockingStores(t *testing.T) {
+// TestParamsNotReused: a store may keep the params of every call and
+// finds them as it was given them.
+func TestParamsNotReused(t *testing.T) {
 	t.Parallel()
 	s := &keepingStore{}
 	e := newTestEngine(t, s)
@@ -205,53 +165,6 @@ func TestParamsNotReusedForBlockingStores(t *testing.T) {
 		}
 		if c := s.completes[i]; c.Key != key || c.Response == nil || c.Response.Status != 201 {
 			t.Errorf("complete %d's params changed after the call: %+v", i, c)
-		}
-	}
-}
-
-// TestHeartbeatQueueUnlink: a queue stays a well-formed list, in the
-// order heartbeats were queued, whichever of them is taken off (head,
-// middle, tail), and is empty once all are.
-func TestHeartbeatQueueUnlink(t *testing.T) {
-	t.Parallel()
-	q := &heartbeats{period: time.Hour, running: true} // running: no loop is started
-	hs := make([]*heartbeat, 5)
-	for n := range hs {
-		hs[n] = &heartbeat{rec: &Record{Key: fmt.Sprint("k", n)}}
-		q.scheduleLocked(hs[n])
-	}
-	check := func(want ...int) {
-		t.Helper()
-		var got []int
-		var prev *heartbeat
-		for h := q.head; h != nil; h = h.next {
-			if h.prev != prev || !h.queued {
-				t.Fatalf("%s: prev %v, queued %v", h.rec.Key, h.prev, h.queued)
-			}
-			for n, x := range hs {
-				if x == h {
-					got = append(got, n)
-				}
-			}
-			prev = h
-		}
-		if q.tail != prev || !slices.Equal(got, want) {
-			t.Fatalf("queue %v (tail %v), want %v", got, q.tail, want)
-		}
-	}
-	check(0, 1, 2, 3, 4)
-	q.removeLocked(hs[0]) // the head
-	check(1, 2, 3, 4)
-	q.removeLocked(hs[2]) // the middle
-	check(1, 3, 4)
-	q.removeLocked(hs[4]) // the tail
-	check(1, 3)
-	q.removeLocked(hs[1])
-	q.removeLocked(hs[3])
-	check()
-	for _, h := range hs {
-		if h.queued || h.prev != nil || h.next != nil {
-			t.Fatalf("%s still linked after removal", h.rec.Key)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -56,9 +55,6 @@ type protectedHandler struct {
 	cfg  *Config
 	next http.Handler
 	ro   RequestObserver // cfg.Observer when it wants the request; else nil
-	// header is the header map of the last stored response, reused by
-	// the next one with the same headers (see captureWriter.response).
-	header sharedHeader
 	// The Tracer, if any, is e.tracer.
 }
 
@@ -139,9 +135,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid Idempotency-Key", http.StatusBadRequest, detail), 0)
 		return OutcomeInvalidKey
 	}
-	sc := scratches.Get().(*requestScratch)
-	defer sc.release()
-	body, err := readBody(r, c.MaxBody, &sc.body)
+	body, err := readBody(r, c.MaxBody)
 	if err != nil {
 		if errors.Is(err, errBodyTooLarge) {
 			WriteProblem(w, c.problem(ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge,
@@ -179,10 +173,7 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	if scope == "" && c.RequireScope {
 		return h.refuseEmptyScope(w)
 	}
-	fp, err := ablatedFingerprint, error(nil)
-	if !ablateFingerprint {
-		fp, err = sc.fp.fingerprint(r.Context(), r.Method, c.Route(r), r.URL.RawQuery, body, c.IgnoreFields)
-	}
+	fp, err := fingerprint(r.Context(), r.Method, c.FingerprintPath(r), r.URL.RawQuery, body, c.IgnoreFields)
 	if err != nil {
 		return "" // the client went away while the body was fingerprinted; nothing ran
 	}
@@ -197,11 +188,6 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	}
 	return h.refuse(w, r, err, body)
 }
-
-// ablatedFingerprint is the fingerprint of every request of a program
-// built with the retrysafe_ablation tag while RETRYSAFE_ABLATE_FINGERPRINT
-// is set (ablation.go); otherwise unused.
-const ablatedFingerprint = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // refuse answers a request whose claim acquire refused with err.
 func (h *protectedHandler) refuse(w http.ResponseWriter, r *http.Request, err error, body []byte) Outcome {
@@ -245,83 +231,44 @@ const storeFullRetryAfter = 5 * time.Second
 // execute runs the handler for a record this request owns, stores the
 // result, then answers the client.
 func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) Outcome {
-	c, e := h.cfg, h.e
-	x := &execution{}
-	op := &x.op
-	op.init(rec, c.TTL, c.Now)
-	// base: the client's context without its cancellation, carrying op.
-	x.ctx = operationContext{parent: r.Context(), op: op}
-	base := context.Context(&x.ctx)
-	ctx := base
-	if !ablateCancel {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(base)
-		defer cancel(nil)
-		if !ablateHeartbeat {
-			e.startHeartbeat(&x.hb, base, rec, cancel)
-		}
-	}
-	stopHeartbeat := x.hb.stop
-	if ablateHeartbeat {
-		stopHeartbeat = func() {}
-	}
-	cw := newCaptureWriter(w, c.MaxResponseBody)
-
-	c.Observer.InFlight(1)
-	defer c.Observer.InFlight(-1)
-	defer func() {
-		v := recover()
-		if v == nil {
-			return
-		}
-		stopHeartbeat()
-		switch {
-		case v == http.ErrAbortHandler && cw.wroteHeader:
-			o, err := e.settle(base, rec, DispositionComplete, h.notStored(cw, "the response was cut off before it was complete"))
-			e.logNotStored(base, err)
-			h.observe(r, o, 0)
-		case v == http.ErrAbortHandler:
-			h.observe(r, OutcomeAbandoned, 0)
-		default:
-			e.releaseAfterPanic(base, rec)
-			h.observe(r, OutcomeReleased, 0)
-		}
-		panic(v)
-	}()
-
-	h.next.ServeHTTP(cw, negotiated(x.body.request(&x.req, r, ctx, body)))
-	stopHeartbeat()
-
-	d := op.Disposition()
-	var resp *Response // nil: release
-	if d == DispositionComplete {
+	c := h.cfg
+	cw := &captureWriter{w: w, header: make(http.Header), limit: c.MaxResponseBody}
+	var panicked any
+	outcome, err := h.e.run(r.Context(), rec, true, func(ctx context.Context, op *Operation) (resp *Response) {
+		defer func() {
+			// The panic goes on once the record is settled (see below).
+			v := recover()
+			if v == nil {
+				return
+			}
+			panicked = v
+			switch {
+			case v == http.ErrAbortHandler && cw.wroteHeader:
+				// The response was cut off: the operation ran.
+				op.setDisposition(DispositionComplete)
+				resp = h.notStored(cw, "the response was cut off before it was complete")
+			case v == http.ErrAbortHandler:
+				op.Abandon() // nothing answered: the outcome is unknown
+			default:
+				op.Release() // as if the process had crashed, without the wait for the lease
+			}
+		}()
+		h.next.ServeHTTP(cw, negotiated(withBody(r, ctx, body)))
 		switch status := cw.statusCode(); {
-		case !c.StoreStatus(status):
+		case op.Disposition() != DispositionComplete, !c.StoreStatus(status):
+			return nil
 		case cw.overflow:
-			resp = h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody))
-		case e.copiesResponse:
-			resp = cw.responseInPlace(c.StoreHeader, &h.header)
-		default:
-			resp = cw.response(c.StoreHeader, &h.header)
+			return h.notStored(cw, fmt.Sprintf("the response body exceeded the storage limit of %d bytes", c.MaxResponseBody))
 		}
+		return cw.response(c.StoreHeader)
+	})
+	h.e.logNotStored(r.Context(), err)
+	if panicked != nil {
+		h.observe(r, outcome, 0)
+		panic(panicked)
 	}
-	outcome, err := e.settle(base, rec, d, resp)
-	e.logNotStored(base, err)
 	cw.flush()
-	cw.release()
 	return outcome
-}
-
-// execution is the state of one claimed request, in one allocation: the
-// operation, the context the handler runs on (detached from the client,
-// carrying the operation), the lease's heartbeat, the request body and
-// the request the handler gets.
-type execution struct {
-	op   Operation
-	ctx  operationContext
-	hb   heartbeat
-	body requestBody
-	req  http.Request // the handler's request (see requestBody.request)
 }
 
 // notStored is the response stored in place of one that could not be kept.
@@ -344,64 +291,54 @@ func (r *headerRecorder) Header() http.Header         { return r.header }
 func (r *headerRecorder) WriteHeader(int)             {}
 func (r *headerRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
 
-// requestScratch is a protected request's working memory: the buffer its
-// body is read into and the fingerprint's buffers. It is needed only until
-// the request is answered, then kept for the next one, all in one pooled
-// object (one pool round trip per request instead of one per buffer).
-type requestScratch struct {
-	body []byte
-	fp   fingerprintBuffer
-}
-
-var scratches = sync.Pool{New: func() any { return new(requestScratch) }}
-
-// maxPooledBody bounds the body buffers kept for reuse.
-const maxPooledBody = 64 << 10
-
-// release returns sc to the pool, without buffers that grew large for one
-// unusual request.
-func (sc *requestScratch) release() {
-	if cap(sc.body) > maxPooledBody {
-		sc.body = nil
-	}
-	if !sc.fp.trim() {
-		sc.fp = fingerprintBuffer{}
-	}
-	scratches.Put(sc)
-}
-
-// readBody reads the whole request body, up to limit bytes, into *buf
-// (grown as needed, and kept grown in *buf). body is nil for an absent
-// body.
-func readBody(r *http.Request, limit int64, buf *[]byte) (body []byte, err error) {
+// readBody reads the whole request body, up to limit bytes. body is nil
+// for an absent body.
+func readBody(r *http.Request, limit int64) (body []byte, err error) {
 	if r.ContentLength > limit {
 		return nil, errBodyTooLarge
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	b := (*buf)[:0]
-	if want := int(r.ContentLength) + 1; cap(b) < want { // +1 to see EOF without growing
-		b = make([]byte, 0, max(want, 512))
+	// Sized from Content-Length when there is one, +1 to see EOF without
+	// growing.
+	size := int64(512)
+	if r.ContentLength >= 0 {
+		size = r.ContentLength + 1
 	}
-	defer func() { *buf = b[:0] }()
+	b := make([]byte, 0, size)
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
-		n, rerr := r.Body.Read(b[len(b):cap(b)])
+		n, err := r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > limit {
 			return nil, errBodyTooLarge
 		}
-		if rerr == io.EOF {
-			break
+		if err == io.EOF {
+			return b, nil
 		}
-		if rerr != nil {
-			return nil, rerr
+		if err != nil {
+			return nil, err
 		}
 	}
-	return b, nil
+}
+
+// withBody returns a shallow copy of r with ctx and a re-readable body
+// (GetBody set, so that a Transport may resend it).
+func withBody(r *http.Request, ctx context.Context, body []byte) *http.Request {
+	r2 := r.WithContext(ctx)
+	r2.ContentLength = int64(len(body))
+	if len(body) == 0 {
+		r2.Body = http.NoBody
+		r2.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return r2
+	}
+	b := &requestBody{body: body}
+	b.Reset(body)
+	r2.Body, r2.GetBody = b, b.reopen
+	return r2
 }
 
 // requestBody is the re-readable body handed to the handler.
@@ -415,27 +352,4 @@ func (*requestBody) Close() error { return nil }
 // reopen is the request's GetBody.
 func (b *requestBody) reopen() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(b.body)), nil
-}
-
-// withBody returns a shallow copy of r with ctx and a re-readable body.
-func withBody(r *http.Request, ctx context.Context, body []byte) *http.Request {
-	return new(requestBody).request(new(http.Request), r, ctx, body)
-}
-
-// request makes r2 a shallow copy of r with ctx and body read from b, and
-// returns it. (The caller's r2 shares an allocation with b: one
-// allocation per request less than r.WithContext.)
-func (b *requestBody) request(r2, r *http.Request, ctx context.Context, body []byte) *http.Request {
-	*r2 = *r.WithContext(ctx) // inlined: its copy does not escape
-	r2.ContentLength = int64(len(body))
-	if len(body) == 0 {
-		r2.Body = http.NoBody
-		r2.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
-		return r2
-	}
-	b.body = body
-	b.Reset(body)
-	r2.Body = b
-	r2.GetBody = b.reopen
-	return r2
 }

@@ -87,7 +87,9 @@ const (
 	StepGet Step = "get"
 	// StepWait is a duplicate waiting (InFlightWait) for the original to
 	// finish: it ends when the original's result can be replayed, when
-	// the record can be claimed again, or when the wait times out.
+	// the record was released and can be claimed, when the original's
+	// outcome turns unknown (an outcome-unknown *InProgressError), or when
+	// the wait times out.
 	StepWait Step = "wait"
 	// StepExtend is a call of Store.Extend: one renewal of the lease.
 	StepExtend Step = "extend"

@@ -39,12 +39,12 @@ type Operation struct {
 	disposition Disposition
 }
 
-// init sets up a zero Operation (one embedded in a larger allocation).
-func (o *Operation) init(rec *Record, ttl time.Duration, now func() time.Time) {
+// newOperation returns the Operation of the claimed record rec.
+func newOperation(rec *Record, ttl time.Duration, now func() time.Time) *Operation {
 	if now == nil {
 		now = time.Now
 	}
-	o.rec, o.ttl, o.now = rec, ttl, now
+	return &Operation{rec: rec, ttl: ttl, now: now}
 }
 
 // record returns the operation's record; a zero Operation has an empty one.
@@ -115,27 +115,6 @@ func (o *Operation) setDisposition(d Disposition) {
 
 type operationKey struct{}
 
-// operationContext is context.WithoutCancel(parent) carrying op, in one
-// value that can be embedded: context.WithValue(context.WithoutCancel(parent),
-// operationKey{}, op). It is never cancelled and has no deadline.
-type operationContext struct {
-	parent context.Context
-	op     *Operation
-}
-
-func (*operationContext) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (*operationContext) Done() <-chan struct{}       { return nil }
-func (*operationContext) Err() error                  { return nil }
-
-func (c *operationContext) Value(key any) any {
-	if key == (operationKey{}) {
-		return c.op
-	}
-	return c.parent.Value(key)
-}
-
-func (c *operationContext) String() string { return "retrysafe.operationContext" }
-
 // OperationFromContext returns the operation carried by ctx, or nil.
 func OperationFromContext(ctx context.Context) *Operation {
 	op, _ := ctx.Value(operationKey{}).(*Operation)
@@ -146,55 +125,5 @@ func OperationFromContext(ctx context.Context) *Operation {
 func NewToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	var h [32]byte
-	hex.Encode(h[:], b[:])
-	return string(h[:])
-}
-
-// tokensPerBatch is how many owner tokens newBatchedToken makes at once.
-const tokensPerBatch = 8
-
-// tokenBatch holds tokens made together: one crypto/rand read and one
-// string for tokensPerBatch of them.
-type tokenBatch struct {
-	s    string // tokensPerBatch tokens of 32 hex digits, back to back
-	next int    // tokens of s handed out
-	// spare is a token handed out for a claim that did not win (a
-	// replay, a conflict), given back for the next claim: it was never
-	// stored nor shown to anyone, so it is as unpredictable as a new one,
-	// and reusing it spares a replay the cost of a token.
-	spare string
-}
-
-var tokenBatches = sync.Pool{New: func() any { return new(tokenBatch) }}
-
-// newBatchedToken returns a token as NewToken does (128 bits from
-// crypto/rand, hex), cut from a batch: the random read and the string
-// allocation are shared by tokensPerBatch tokens. A token keeps its
-// batch's 256 bytes alive while it is referenced (a processing record
-// holds it; the memory store copies it into a completed record).
-func newBatchedToken() string {
-	b := tokenBatches.Get().(*tokenBatch)
-	t := b.take()
-	tokenBatches.Put(b)
-	return t
-}
-
-// take returns b's spare token, or else the next token of its batch,
-// making a new batch when it has none left.
-func (b *tokenBatch) take() string {
-	if t := b.spare; t != "" {
-		b.spare = ""
-		return t
-	}
-	if b.s == "" || b.next == tokensPerBatch {
-		var raw [16 * tokensPerBatch]byte
-		_, _ = rand.Read(raw[:])
-		var h [32 * tokensPerBatch]byte
-		hex.Encode(h[:], raw[:])
-		b.s, b.next = string(h[:]), 0
-	}
-	t := b.s[32*b.next : 32*b.next+32]
-	b.next++
-	return t
+	return hex.EncodeToString(b[:])
 }

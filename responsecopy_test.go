@@ -12,11 +12,8 @@ import (
 	"github.com/retrysafe/retrysafe/store/memory"
 )
 
-// TestStoredBodiesSurviveBufferReuse: with the memory store the middleware
-// hands Complete its capture buffer, which the next request reuses (the
-// store copies the body). Bodies of every size (kept compact, or in the
-// store's fallback for large ones) must come back intact after many later
-// requests have written through the same buffers.
+// TestStoredBodiesSurviveBufferReuse: bodies of every size stored
+// through the memory store come back intact after many later requests.
 func TestStoredBodiesSurviveBufferReuse(t *testing.T) {
 	t.Parallel()
 	store := memory.New(memory.Config{})
@@ -24,9 +21,8 @@ func TestStoredBodiesSurviveBufferReuse(t *testing.T) {
 	checkBodiesSurvive(t, store, nil)
 }
 
-// keepingStore embeds the memory store but keeps, as the Store contract
-// allows, the responses it is given, then stores a copy made later: it
-// must not inherit the memory store's promise to copy them at once.
+// keepingStore embeds the memory store but keeps the responses it is
+// given, then stores them later as they are then.
 type keepingStore struct {
 	*memory.Store
 	kept []*retrysafe.CompleteParams
@@ -48,8 +44,9 @@ func (s *keepingStore) flush(t *testing.T) {
 	s.kept = nil
 }
 
-// TestEmbeddingStoreKeepsResponses: a store that embeds the memory store
-// and replaces Complete gets responses it may keep.
+// TestEmbeddingStoreKeepsResponses: the middleware never reuses a response
+// it handed to Complete, so even a store that keeps it without a copy (the
+// contract asks for one) stores what was answered.
 func TestEmbeddingStoreKeepsResponses(t *testing.T) {
 	t.Parallel()
 	inner := memory.New(memory.Config{})

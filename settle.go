@@ -29,6 +29,44 @@ func refusal(err error) (Outcome, *InProgressError) {
 	return OutcomeStoreError, nil
 }
 
+// run runs fn for the record rec that this call claimed, then settles
+// the record with what fn returned: the one execution path of the
+// middleware, Do and [Executor]. fn gets the [Operation] (also in its
+// context) and a context that is cancelled, with cause ErrLeaseLost, if
+// the lease is lost; with detach it is also detached from ctx's
+// cancellation (a client that hangs up does not cancel the operation),
+// without it ctx's cancellation reaches fn. The lease is renewed while fn
+// runs. Under DispositionComplete the response fn returns is stored (nil:
+// the record is released), unless fn chose another disposition through
+// the Operation. The record is settled on a context detached from ctx's
+// cancellation, so a result fn returned is never lost to a cancellation.
+// If fn panics the record is released and the panic goes on. run returns
+// the outcome and the error of the settling write.
+func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx context.Context, op *Operation) *Response) (Outcome, error) {
+	c := e.cfg
+	op := newOperation(rec, c.TTL, c.Now)
+	base := context.WithValue(context.WithoutCancel(ctx), operationKey{}, op)
+	parent := base
+	if !detach {
+		parent = context.WithValue(ctx, operationKey{}, op)
+	}
+	fctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	hb := e.heartbeat(base, rec, cancel)
+	c.Observer.InFlight(1)
+	defer c.Observer.InFlight(-1)
+	defer func() {
+		if v := recover(); v != nil {
+			hb.stop()
+			e.releaseAfterPanic(base, rec)
+			panic(v)
+		}
+	}()
+	resp := fn(fctx, op)
+	hb.stop()
+	return e.settle(base, rec, op.Disposition(), resp)
+}
+
 // settle ends the record rec after its operation's code returned with
 // disposition d. The operation's own choice wins: DispositionCompleted
 // writes nothing, DispositionAbandon leaves the record to its lease,

@@ -200,10 +200,10 @@ type CompleteParams struct {
 	Token string
 	Now   time.Time
 	TTL   time.Duration // ExpiresAt = Now + TTL
-	// Response is the result to store. The store may keep it, or part of
-	// it, as it is (the memory store keeps the last header map it was
-	// given, to encode a map it sees again only once), so the caller must
-	// not modify it, its header or its body after the call.
+	// Response is the result to store. It is the store's to copy: a
+	// store that keeps it, or any part of it (its header map, a value
+	// slice, its body), copies that before Complete returns, and keeps
+	// nothing the caller handed it.
 	Response *Response
 }
 
@@ -242,8 +242,8 @@ type ReleaseParams struct {
 //   - Returned records, responses and claim results are read-only: the
 //     caller may keep them but must not modify them (the memory store
 //     hands every replay of a record the same ClaimResult), and the store
-//     never modifies one after returning it (a change stores a new record). Complete may keep
-//     params.Response as it is; the caller must not modify it afterwards.
+//     never modifies one after returning it (a change stores a new record).
+//     Complete copies what it keeps of params.Response.
 //   - Complete is atomic for readers: a concurrent Get sees either the
 //     processing record or the whole completed one, never a part.
 //   - Complete keeps Token, Attempt, Fingerprint, Route and CreatedAt, and
@@ -336,26 +336,8 @@ const DefaultProcessingRetention = 7 * 24 * time.Hour
 // a Config.StoreTimeout deadline, which could never fire. A store that can
 // block (on a network, a disk, or a lock that another process holds) must
 // not implement it, or must return false.
-//
-// A NonBlocking store must not keep its params (the *ClaimParams,
-// *CompleteParams and the like) once a call returns: the engine reuses
-// them for later calls. What they point to, such as
-// CompleteParams.Response, it may keep as the [Store] contract allows.
 type NonBlocking interface {
 	NonBlocking() bool
-}
-
-// responseCopier is implemented by the stores of this module whose
-// Complete copies CompleteParams.Response and its body before it returns
-// and keeps neither (it may keep Response.Header, which is never modified
-// once stored). The middleware then hands Complete a response whose body
-// is its capture buffer, reused once the request is answered, instead of
-// a copy made for the store to keep. CopiesResponse returns the store
-// itself: the engine relies on it only when that is the configured store,
-// so a type that embeds such a store and replaces its Complete does not
-// inherit the promise. (The memory store implements it.)
-type responseCopier interface {
-	CopiesResponse() Store
 }
 
 // SweepParams are the arguments of [Sweeper.Sweep].
