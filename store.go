@@ -67,7 +67,35 @@ type Record struct {
 	LeaseUntil time.Time // meaningful while processing
 	ExpiresAt  time.Time // meaningful once completed
 
+	// Abandoned reports that the owner gave up without a result
+	// ([ExtendParams].Abandon): the attempt's outcome is unknown, whatever
+	// the lease says. A takeover and Complete clear it.
+	Abandoned bool
+	// Checkpoint is the last progress an owner of this record recorded
+	// ([ExtendParams].Checkpoint). It is kept across takeovers, so that a
+	// later owner can resume instead of starting over, and by Complete;
+	// nil when none was recorded.
+	Checkpoint *Checkpoint
+
 	Response *Response // nil unless State is StateCompleted
+}
+
+// MaxCheckpointData is the largest Checkpoint.Data a store must accept,
+// in bytes. The engine refuses a larger one before calling the store.
+const MaxCheckpointData = 64 << 10
+
+// Checkpoint is a durable note of how far an operation got, written by
+// its owner (fenced by its token) between side effects: "charge
+// requested", with the provider's reference as Data, say. A later owner
+// reads it and resumes.
+type Checkpoint struct {
+	// Name says which step was reached: 1 to 64 printable ASCII bytes.
+	Name string
+	// Data is the step's own state, at most MaxCheckpointData bytes; it
+	// may be empty.
+	Data []byte
+	// At is when it was recorded (the ExtendParams.Now of the write).
+	At time.Time
 }
 
 // Clone returns a deep copy of rec (nil for nil).
@@ -77,6 +105,19 @@ func (rec *Record) Clone() *Record {
 	}
 	c := *rec
 	c.Response = rec.Response.Clone()
+	c.Checkpoint = rec.Checkpoint.Clone()
+	return &c
+}
+
+// Clone returns a deep copy of cp (nil for nil).
+func (cp *Checkpoint) Clone() *Checkpoint {
+	if cp == nil {
+		return nil
+	}
+	c := *cp
+	if cp.Data != nil {
+		c.Data = append([]byte{}, cp.Data...)
+	}
 	return &c
 }
 
@@ -98,7 +139,7 @@ const (
 // result.
 func (rec *Record) Status(now time.Time) Status {
 	switch {
-	case rec.LeaseExpired(now):
+	case rec.LeaseExpired(now), rec.State == StateProcessing && rec.Abandoned:
 		return StatusUnknown
 	case rec.State == StateProcessing:
 		return StatusProcessing
@@ -140,6 +181,15 @@ type ClaimParams struct {
 	// takeover) sets it, Complete keeps it. It plays no part in the
 	// claim's decision.
 	Route string
+	// NoTakeover: a processing record whose lease has run out is not taken
+	// over; it is returned with Claimed=false, unchanged (the block and
+	// resolver policies for unknown outcomes, [Config].OnUnknown).
+	NoTakeover bool
+	// TakeoverToken, when not empty, allows the takeover of a processing
+	// record whose lease has run out only if the record's Token equals it:
+	// a resolver decided to re-run that attempt, and a record taken over
+	// by someone else meanwhile is returned unclaimed instead.
+	TakeoverToken string
 }
 
 // ProcessingRecord returns the record a successful claim with p leaves:
@@ -190,7 +240,16 @@ type ExtendParams struct {
 	Key   string
 	Token string
 	Now   time.Time
-	Lease time.Duration // new LeaseUntil = Now + Lease
+	Lease time.Duration // new LeaseUntil = Now + Lease (not with Abandon)
+	// Abandon marks the outcome of the owner's attempt unknown
+	// (Record.Abandoned = true) and leaves LeaseUntil as it is: the owner
+	// gives up without a result (an upstream timeout, a cut after the
+	// request was sent, a panic after the status).
+	Abandon bool
+	// Checkpoint, when not nil, becomes Record.Checkpoint (replacing an
+	// earlier one) in the same atomic, fenced write; the store keeps a
+	// copy of it, with At set to Now.
+	Checkpoint *Checkpoint
 }
 
 // CompleteParams are the arguments of [Store.Complete].
