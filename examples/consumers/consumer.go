@@ -35,8 +35,11 @@ const (
 	// Ack: the message is done — applied now, applied before (replayed), or
 	// failed permanently (stored; a redelivery gets the same failure).
 	Ack Action = iota
-	// Retry: a transient failure; Do released the key, so a redelivery
-	// runs the effect again. Nack with requeue (AMQP) or Nak (JetStream).
+	// Retry: a transient failure (Do released the key, so a redelivery
+	// runs the effect again), or another delivery of the message holds
+	// the key (in progress, or its outcome unknown until its lease runs
+	// out: a redelivery after that takes it over). Nack with requeue
+	// (AMQP) or Nak (JetStream).
 	Retry
 	// Discard: the message can never be processed — it has no id, or its
 	// id was used before for a different body. Reject without requeue

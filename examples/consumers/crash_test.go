@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/examples/consumers"
 )
 
@@ -73,9 +74,22 @@ func TestCrashBetweenEffectAndCompletion(t *testing.T) {
 				t.Fatalf("after the crash the ledger has %d entries, want 1", n)
 			}
 
-			// The redelivery, in this process.
+			// The redeliveries, in this process, as a broker makes them: a
+			// delivery while the dead process's lease is live is told its
+			// outcome is unknown and asked back (a waiter never takes the
+			// record over); the first one after the lease takes it over.
 			c := crashConsumer(l, tc.mode)
-			r := c.Handle(ctx, id, transferBody)
+			var r consumers.Result
+			for attempt := 0; ; attempt++ {
+				r = c.Handle(ctx, id, transferBody)
+				if r.Action != consumers.Retry || attempt == 20 {
+					break
+				}
+				if !errors.Is(r.Err, retrysafe.ErrInProgress) {
+					t.Fatalf("redelivery within the lease: err %v, want ErrInProgress (outcome unknown)", r.Err)
+				}
+				time.Sleep(crashLease / 4)
+			}
 			if r.Action != consumers.Ack || r.Err != nil {
 				t.Fatalf("redelivery: action %v, err %v", r.Action, r.Err)
 			}
