@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/e2e/stores"
 	"github.com/retrysafe/retrysafe/store/sealed"
 	"github.com/retrysafe/retrysafe/store/sqlite"
@@ -112,12 +113,12 @@ func TestSealedConformance(t *testing.T) {
 func sealedWithoutAdmin(s retrysafe.Store) retrysafe.Store {
 	n, _ := retrysafe.As[retrysafe.Notifier](s)
 	p, _ := retrysafe.As[retrysafe.Pinger](s)
-	if sw, ok := retrysafe.As[retrysafe.Sweeper](s); ok {
+	if sw, ok := retrysafe.As[admin.Sweeper](s); ok {
 		return struct {
 			retrysafe.Store
 			retrysafe.Notifier
 			retrysafe.Pinger
-			retrysafe.Sweeper
+			admin.Sweeper
 		}{s, n, p, sw}
 	}
 	rc, _ := retrysafe.As[retrysafe.ReadyChecker](s)

@@ -14,11 +14,12 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // Store is a [retrysafe.Store] on MySQL 8 or MariaDB 10.11 (InnoDB). It
-// also implements [retrysafe.Pinger], [retrysafe.Sweeper],
-// [retrysafe.Notifier] (in-process only) and [retrysafe.Admin]. A Store is
+// also implements [retrysafe.Pinger], [admin.Sweeper],
+// [retrysafe.Notifier] (in-process only) and [admin.Admin]. A Store is
 // safe for concurrent use, and any number of Stores in any number of
 // processes may share one table: correctness comes from InnoDB's row locks
 // and primary key alone.
@@ -40,9 +41,9 @@ type Store struct {
 var (
 	_ retrysafe.Store    = (*Store)(nil)
 	_ retrysafe.Pinger   = (*Store)(nil)
-	_ retrysafe.Sweeper  = (*Store)(nil)
+	_ admin.Sweeper      = (*Store)(nil)
 	_ retrysafe.Notifier = (*Store)(nil)
-	_ retrysafe.Admin    = (*Store)(nil)
+	_ admin.Admin        = (*Store)(nil)
 	_ io.Closer          = (*Store)(nil)
 )
 

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
@@ -33,8 +34,8 @@ const (
 )
 
 // Store is a [retrysafe.Store] on PostgreSQL. It also implements
-// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier] and
-// [retrysafe.Admin]. A Store is safe for concurrent use, and any number of
+// [retrysafe.Pinger], [admin.Sweeper], [retrysafe.Notifier] and
+// [admin.Admin]. A Store is safe for concurrent use, and any number of
 // Stores in any number of processes may share one table: correctness comes
 // from PostgreSQL's row locks and unique index alone.
 type Store struct {
@@ -59,9 +60,9 @@ type Store struct {
 var (
 	_ retrysafe.Store    = (*Store)(nil)
 	_ retrysafe.Pinger   = (*Store)(nil)
-	_ retrysafe.Sweeper  = (*Store)(nil)
+	_ admin.Sweeper      = (*Store)(nil)
 	_ retrysafe.Notifier = (*Store)(nil)
-	_ retrysafe.Admin    = (*Store)(nil)
+	_ admin.Admin        = (*Store)(nil)
 	_ io.Closer          = (*Store)(nil)
 )
 

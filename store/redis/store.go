@@ -15,15 +15,16 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // DefaultPrefix is the key prefix used when [Config.Prefix] is empty.
 const DefaultPrefix = "retrysafe:"
 
 // DefaultProcessingRetention is the default of [Config.ProcessingRetention]:
-// [retrysafe.DefaultProcessingRetention] (7 days), the retention every
+// [admin.DefaultProcessingRetention] (7 days), the retention every
 // store's sweep applies by default.
-const DefaultProcessingRetention = retrysafe.DefaultProcessingRetention
+const DefaultProcessingRetention = admin.DefaultProcessingRetention
 
 // Config configures a [Store]. The zero value is valid.
 type Config struct {
@@ -79,7 +80,7 @@ const DefaultWaitTimeout = time.Second
 
 // Store is a [retrysafe.Store] on Redis. It also implements
 // [retrysafe.Pinger], [retrysafe.ReadyChecker], [retrysafe.Notifier] and
-// [retrysafe.Admin]. It needs no [retrysafe.Sweeper]: Redis expires the
+// [admin.Admin]. It needs no [admin.Sweeper]: Redis expires the
 // keys itself.
 //
 // A Store is safe for concurrent use. Create it with [New] or [Open] and
@@ -117,7 +118,7 @@ var (
 	_ retrysafe.Pinger       = (*Store)(nil)
 	_ retrysafe.ReadyChecker = (*Store)(nil)
 	_ retrysafe.Notifier     = (*Store)(nil)
-	_ retrysafe.Admin        = (*Store)(nil)
+	_ admin.Admin            = (*Store)(nil)
 )
 
 // New returns a Store that uses the caller's client: a *goredis.Client, a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // UnavailableTimeout is the context deadline RunUnavailable gives each call.
@@ -76,12 +77,12 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			call func(ctx context.Context) error
 		}{"CheckReady", rc.CheckReady})
 	}
-	if sw, ok := retrysafe.As[retrysafe.Sweeper](s); ok {
+	if sw, ok := retrysafe.As[admin.Sweeper](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
 		}{"Sweep", func(ctx context.Context) error {
-			_, err := sw.Sweep(ctx, &retrysafe.SweepParams{Now: now})
+			_, err := sw.Sweep(ctx, &admin.SweepParams{Now: now})
 			return err
 		}})
 	}
@@ -97,12 +98,12 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			return err
 		}})
 	}
-	if ad, ok := retrysafe.As[retrysafe.Admin](s); ok {
+	if ad, ok := retrysafe.As[admin.Admin](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
 		}{"List", func(ctx context.Context) error {
-			_, err := ad.List(ctx, &retrysafe.ListParams{})
+			_, err := ad.List(ctx, &admin.ListParams{})
 			return err
 		}}, struct {
 			name string
