@@ -253,10 +253,16 @@ func DefaultStoreHeader(name string) bool {
 	return true
 }
 
-// Header names used by retrysafe.
+// Header names and values used by retrysafe.
 const (
 	HeaderKey      = "Idempotency-Key"
 	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderStripeShouldRetry is the header by which Stripe's API tells
+	// its SDKs whether to retry an answer ("true" or "false"), overriding
+	// their status-based rule (retry 409 and 5xx).
+	HeaderStripeShouldRetry = "Stripe-Should-Retry"
+	// ContentTypeProblem is the media type of problem responses.
+	ContentTypeProblem = "application/problem+json"
 )
 
 // WithDefaults returns c with every zero field set to its documented

@@ -337,25 +337,6 @@ func As[T any](s Store) (T, bool) {
 	return zero, false
 }
 
-// Pinger is implemented by stores that can check that their backend answers.
-// The gateway's /readyz uses it unless the store implements [ReadyChecker].
-type Pinger interface {
-	Ping(ctx context.Context) error
-}
-
-// ReadyChecker is implemented by stores whose client retries a failed call
-// internally, so that Ping on a backend that refuses connections fails only
-// after the retries ran out. CheckReady reports whether the backend answers
-// now: it returns an error wrapping [ErrStoreUnavailable] at once when the
-// backend refuses, without the retries and backoff that the store's other
-// calls keep, and otherwise waits, within ctx, for the backend to answer.
-// The gateway's /readyz prefers it to [Pinger]. (The Redis store implements
-// it: go-redis retries a refused dial and then the command, about 1.7 s with
-// its defaults.)
-type ReadyChecker interface {
-	CheckReady(ctx context.Context) error
-}
-
 // NonBlocking is implemented by stores whose calls never wait for I/O or
 // for another process, such as the in-memory store: each call returns after
 // a bounded amount of local work. The engine then runs their calls without

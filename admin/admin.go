@@ -9,14 +9,18 @@
 //   - [Sweeper] deletes expired records and retires abandoned ones
 //     ([SweepParams]).
 //   - [Batcher] reports a group-committing store's batches ([BatchStats]).
+//   - [Pinger] and [ReadyChecker] tell the gateway's /readyz whether the
+//     backend answers.
 //
 // Look an ability up with [retrysafe.As], which finds it below wrappers
 // such as store/sealed:
 //
 //	if a, ok := retrysafe.As[admin.Admin](store); ok { … }
 //
-// An application that only protects its operations needs none of this:
-// expiry is enforced on read whether or not anything sweeps.
+// The engine uses none of these: an application that only protects its
+// operations needs none of this package (expiry is enforced on read
+// whether or not anything sweeps). The abilities the engine looks up,
+// retrysafe.Notifier and retrysafe.NonBlocking, are in the root.
 package admin
 
 import (
@@ -28,6 +32,25 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 )
+
+// Pinger is implemented by stores that can check that their backend answers.
+// The gateway's /readyz uses it unless the store implements [ReadyChecker].
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// ReadyChecker is implemented by stores whose client retries a failed call
+// internally, so that Ping on a backend that refuses connections fails only
+// after the retries ran out. CheckReady reports whether the backend answers
+// now: it returns an error wrapping [retrysafe.ErrStoreUnavailable] at once when the
+// backend refuses, without the retries and backoff that the store's other
+// calls keep, and otherwise waits, within ctx, for the backend to answer.
+// The gateway's /readyz prefers it to [Pinger]. (The Redis store implements
+// it: go-redis retries a refused dial and then the command, about 1.7 s with
+// its defaults.)
+type ReadyChecker interface {
+	CheckReady(ctx context.Context) error
+}
 
 // BatchStats counts the work of a store that groups the calls of
 // concurrent callers into batches, each one transaction and one commit

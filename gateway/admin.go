@@ -91,17 +91,17 @@ func (g *Gateway) uiGate(ui http.Handler) http.Handler {
 
 // Ready checks that the store answers within [ReadyTimeout]: with
 // CheckReady when it (or a store it wraps) implements
-// [retrysafe.ReadyChecker], which fails at once on a backend that refuses
+// [admin.ReadyChecker], which fails at once on a backend that refuses
 // connections instead of waiting out the client's retries (the Redis
-// store); else with Ping when it implements [retrysafe.Pinger]; otherwise
+// store); else with Ping when it implements [admin.Pinger]; otherwise
 // with a Get in a scope no client has (real scopes are hex digests).
 func (g *Gateway) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	var err error
-	if rc, ok := retrysafe.As[retrysafe.ReadyChecker](g.cfg.Store); ok {
+	if rc, ok := retrysafe.As[admin.ReadyChecker](g.cfg.Store); ok {
 		err = rc.CheckReady(ctx)
-	} else if p, ok := retrysafe.As[retrysafe.Pinger](g.cfg.Store); ok {
+	} else if p, ok := retrysafe.As[admin.Pinger](g.cfg.Store); ok {
 		err = p.Ping(ctx)
 	} else {
 		_, err = g.cfg.Store.Get(ctx, &retrysafe.GetParams{Scope: "retrysafe:readyz", Key: "readyz", Now: g.cfg.Now()})

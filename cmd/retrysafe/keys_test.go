@@ -152,7 +152,7 @@ func openCLIBackendIfUp(t *testing.T, name, rawURL string) (cliBackend, bool) {
 	defer cancel()
 	s, closeStore, err := storeurl.Open(ctx, rawURL)
 	if err == nil {
-		if p, ok := s.(retrysafe.Pinger); ok {
+		if p, ok := s.(admin.Pinger); ok {
 			err = p.Ping(ctx)
 		}
 	}

@@ -112,21 +112,21 @@ func TestSealedConformance(t *testing.T) {
 // ReadyChecker.
 func sealedWithoutAdmin(s retrysafe.Store) retrysafe.Store {
 	n, _ := retrysafe.As[retrysafe.Notifier](s)
-	p, _ := retrysafe.As[retrysafe.Pinger](s)
+	p, _ := retrysafe.As[admin.Pinger](s)
 	if sw, ok := retrysafe.As[admin.Sweeper](s); ok {
 		return struct {
 			retrysafe.Store
 			retrysafe.Notifier
-			retrysafe.Pinger
+			admin.Pinger
 			admin.Sweeper
 		}{s, n, p, sw}
 	}
-	rc, _ := retrysafe.As[retrysafe.ReadyChecker](s)
+	rc, _ := retrysafe.As[admin.ReadyChecker](s)
 	return struct {
 		retrysafe.Store
 		retrysafe.Notifier
-		retrysafe.Pinger
-		retrysafe.ReadyChecker
+		admin.Pinger
+		admin.ReadyChecker
 	}{s, n, p, rc}
 }
 

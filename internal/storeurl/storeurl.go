@@ -89,7 +89,7 @@ type Options struct {
 
 // Open opens the store rawURL names ("" means [Default]) with zero
 // [Options]. The returned function closes it. The store is returned as its
-// concrete type, so the optional interfaces (retrysafe.Pinger, Sweeper,
+// concrete type, so the optional interfaces (admin.Pinger, Sweeper,
 // Notifier, Admin) are found by type assertion.
 func Open(ctx context.Context, rawURL string) (retrysafe.Store, func() error, error) {
 	return OpenWith(ctx, rawURL, Options{})

@@ -111,7 +111,7 @@ type shard struct {
 }
 
 // Store is an in-memory [retrysafe.Store]. It also implements
-// [retrysafe.Pinger], [admin.Sweeper], [retrysafe.Notifier],
+// [admin.Pinger], [admin.Sweeper], [retrysafe.Notifier],
 // [admin.Admin] and [retrysafe.NonBlocking]. Create it with [New]; the
 // zero value is not usable.
 type Store struct {
@@ -131,7 +131,7 @@ type Store struct {
 
 var (
 	_ retrysafe.Store       = (*Store)(nil)
-	_ retrysafe.Pinger      = (*Store)(nil)
+	_ admin.Pinger          = (*Store)(nil)
 	_ admin.Sweeper         = (*Store)(nil)
 	_ retrysafe.Notifier    = (*Store)(nil)
 	_ admin.Admin           = (*Store)(nil)
@@ -379,7 +379,7 @@ func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct
 	return ch, unsubscribe, nil
 }
 
-// Ping implements [retrysafe.Pinger]: it fails once the store is closed.
+// Ping implements [admin.Pinger]: it fails once the store is closed.
 func (s *Store) Ping(ctx context.Context) error { return s.open(ctx, "ping") }
 
 // open checks ctx and that the store is open, for a call that reads every

@@ -18,7 +18,7 @@ import (
 )
 
 // Store is a [retrysafe.Store] on MySQL 8 or MariaDB 10.11 (InnoDB). It
-// also implements [retrysafe.Pinger], [admin.Sweeper],
+// also implements [admin.Pinger], [admin.Sweeper],
 // [retrysafe.Notifier] (in-process only) and [admin.Admin]. A Store is
 // safe for concurrent use, and any number of Stores in any number of
 // processes may share one table: correctness comes from InnoDB's row locks
@@ -40,7 +40,7 @@ type Store struct {
 // Compile-time checks of the interfaces Store implements.
 var (
 	_ retrysafe.Store    = (*Store)(nil)
-	_ retrysafe.Pinger   = (*Store)(nil)
+	_ admin.Pinger       = (*Store)(nil)
 	_ admin.Sweeper      = (*Store)(nil)
 	_ retrysafe.Notifier = (*Store)(nil)
 	_ admin.Admin        = (*Store)(nil)
@@ -146,7 +146,7 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// Ping checks that the database answers. It implements [retrysafe.Pinger].
+// Ping checks that the database answers. It implements [admin.Pinger].
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.open(); err != nil {
 		return s.wrap(ctx, "ping", err)

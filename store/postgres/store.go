@@ -34,7 +34,7 @@ const (
 )
 
 // Store is a [retrysafe.Store] on PostgreSQL. It also implements
-// [retrysafe.Pinger], [admin.Sweeper], [retrysafe.Notifier] and
+// [admin.Pinger], [admin.Sweeper], [retrysafe.Notifier] and
 // [admin.Admin]. A Store is safe for concurrent use, and any number of
 // Stores in any number of processes may share one table: correctness comes
 // from PostgreSQL's row locks and unique index alone.
@@ -59,7 +59,7 @@ type Store struct {
 // Compile-time checks of the interfaces Store implements.
 var (
 	_ retrysafe.Store    = (*Store)(nil)
-	_ retrysafe.Pinger   = (*Store)(nil)
+	_ admin.Pinger       = (*Store)(nil)
 	_ admin.Sweeper      = (*Store)(nil)
 	_ retrysafe.Notifier = (*Store)(nil)
 	_ admin.Admin        = (*Store)(nil)
@@ -278,7 +278,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Ping checks that the database answers. It implements [retrysafe.Pinger].
+// Ping checks that the database answers. It implements [admin.Pinger].
 func (s *Store) Ping(ctx context.Context) error {
 	return s.wrap(ctx, "ping", s.pool.Ping(ctx))
 }

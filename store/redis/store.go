@@ -79,7 +79,7 @@ type Config struct {
 const DefaultWaitTimeout = time.Second
 
 // Store is a [retrysafe.Store] on Redis. It also implements
-// [retrysafe.Pinger], [retrysafe.ReadyChecker], [retrysafe.Notifier] and
+// [admin.Pinger], [admin.ReadyChecker], [retrysafe.Notifier] and
 // [admin.Admin]. It needs no [admin.Sweeper]: Redis expires the
 // keys itself.
 //
@@ -114,11 +114,11 @@ type pipe interface {
 }
 
 var (
-	_ retrysafe.Store        = (*Store)(nil)
-	_ retrysafe.Pinger       = (*Store)(nil)
-	_ retrysafe.ReadyChecker = (*Store)(nil)
-	_ retrysafe.Notifier     = (*Store)(nil)
-	_ admin.Admin            = (*Store)(nil)
+	_ retrysafe.Store    = (*Store)(nil)
+	_ admin.Pinger       = (*Store)(nil)
+	_ admin.ReadyChecker = (*Store)(nil)
+	_ retrysafe.Notifier = (*Store)(nil)
+	_ admin.Admin        = (*Store)(nil)
 )
 
 // New returns a Store that uses the caller's client: a *goredis.Client, a
@@ -218,7 +218,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Ping reports whether Redis answers. It implements [retrysafe.Pinger].
+// Ping reports whether Redis answers. It implements [admin.Pinger].
 func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -231,7 +231,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // CheckReady reports whether Redis answers, as [Store.Ping] does, but fails
 // at once when the server refuses connections. It implements
-// [retrysafe.ReadyChecker], for the gateway's /readyz.
+// [admin.ReadyChecker], for the gateway's /readyz.
 //
 // Ping on a server that refuses waits out go-redis's retries: each dial is
 // tried Options.DialerRetries times (5), 100 ms apart, and the command

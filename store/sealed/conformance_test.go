@@ -38,7 +38,7 @@ func TestConformanceNoRing(t *testing.T) {
 // while the suite's Admin scenarios expect the scopes Claim takes.
 func withoutAdmin(t *testing.T, s retrysafe.Store) retrysafe.Store {
 	t.Helper()
-	p, ok1 := retrysafe.As[retrysafe.Pinger](s)
+	p, ok1 := retrysafe.As[admin.Pinger](s)
 	sw, ok2 := retrysafe.As[admin.Sweeper](s)
 	n, ok3 := retrysafe.As[retrysafe.Notifier](s)
 	if !ok1 || !ok2 || !ok3 {
@@ -46,7 +46,7 @@ func withoutAdmin(t *testing.T, s retrysafe.Store) retrysafe.Store {
 	}
 	return struct {
 		retrysafe.Store
-		retrysafe.Pinger
+		admin.Pinger
 		admin.Sweeper
 		retrysafe.Notifier
 	}{s, p, sw, n}

@@ -319,7 +319,7 @@ func TestOptionalInterfaces(t *testing.T) {
 		"none": struct{ retrysafe.Store }{mem},
 		"pinger": struct {
 			retrysafe.Store
-			retrysafe.Pinger
+			admin.Pinger
 		}{mem, mem},
 		"sweeper+admin": struct {
 			retrysafe.Store
@@ -328,14 +328,14 @@ func TestOptionalInterfaces(t *testing.T) {
 		}{mem, mem, mem},
 		"pinger+notifier+admin (redis-like: no sweeper)": struct {
 			retrysafe.Store
-			retrysafe.Pinger
+			admin.Pinger
 			retrysafe.Notifier
 			admin.Admin
 		}{mem, mem, mem, mem},
 		"all": mem,
 	}
 	has := map[string]func(retrysafe.Store) bool{
-		"Pinger":   func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Pinger](s); return ok },
+		"Pinger":   func(s retrysafe.Store) bool { _, ok := retrysafe.As[admin.Pinger](s); return ok },
 		"Sweeper":  func(s retrysafe.Store) bool { _, ok := retrysafe.As[admin.Sweeper](s); return ok },
 		"Notifier": func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Notifier](s); return ok },
 		"Admin":    func(s retrysafe.Store) bool { _, ok := retrysafe.As[admin.Admin](s); return ok },

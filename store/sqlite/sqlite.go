@@ -23,7 +23,7 @@ import (
 // Compile-time interface guards.
 var (
 	_ retrysafe.Store    = (*Store)(nil)
-	_ retrysafe.Pinger   = (*Store)(nil)
+	_ admin.Pinger       = (*Store)(nil)
 	_ admin.Sweeper      = (*Store)(nil)
 	_ retrysafe.Notifier = (*Store)(nil)
 	_ admin.Admin        = (*Store)(nil)
@@ -91,7 +91,7 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // Store is a [retrysafe.Store] on an SQLite database. It also implements
-// [retrysafe.Pinger], [admin.Sweeper], [retrysafe.Notifier] and
+// [admin.Pinger], [admin.Sweeper], [retrysafe.Notifier] and
 // [admin.Admin]. It is safe for concurrent use by many goroutines, and
 // several processes may share one database file.
 type Store struct {

@@ -62,10 +62,10 @@ func testCancelledContext(t *testing.T, h *harness) {
 	err = h.s.Release(cancelled, &retrysafe.ReleaseParams{Scope: scope1, Key: "processing", Token: proc.Token})
 	wantCancelled(t, "Release", err)
 
-	if p, ok := retrysafe.As[retrysafe.Pinger](h.s); ok {
+	if p, ok := retrysafe.As[admin.Pinger](h.s); ok {
 		wantCancelled(t, "Ping", p.Ping(cancelled))
 	}
-	if rc, ok := retrysafe.As[retrysafe.ReadyChecker](h.s); ok {
+	if rc, ok := retrysafe.As[admin.ReadyChecker](h.s); ok {
 		wantCancelled(t, "CheckReady", rc.CheckReady(cancelled))
 	}
 	if sw, ok := retrysafe.As[admin.Sweeper](h.s); ok {

@@ -33,9 +33,9 @@ func optionalScenarios() []scenario {
 }
 
 func testReadyChecker(t *testing.T, h *harness) {
-	rc, ok := retrysafe.As[retrysafe.ReadyChecker](h.s)
+	rc, ok := retrysafe.As[admin.ReadyChecker](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.ReadyChecker")
+		t.Skip("store does not implement admin.ReadyChecker")
 	}
 	if err := rc.CheckReady(h.ctx); err != nil {
 		t.Fatalf("CheckReady: %v", err)
@@ -47,9 +47,9 @@ func testReadyChecker(t *testing.T, h *harness) {
 const notifyTimeout = 10 * time.Second
 
 func testPinger(t *testing.T, h *harness) {
-	p, ok := retrysafe.As[retrysafe.Pinger](h.s)
+	p, ok := retrysafe.As[admin.Pinger](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Pinger")
+		t.Skip("store does not implement admin.Pinger")
 	}
 	if err := p.Ping(h.ctx); err != nil {
 		t.Fatalf("Ping: %v", err)

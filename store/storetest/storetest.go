@@ -42,8 +42,8 @@ const (
 // cleanup with t.Cleanup. Scenarios run in parallel (t.Parallel), so
 // stores returned by different calls must not see each other's records.
 //
-// Scenarios for the optional interfaces ([retrysafe.Pinger],
-// [retrysafe.ReadyChecker], [admin.Sweeper], [retrysafe.Notifier],
+// Scenarios for the optional interfaces ([admin.Pinger],
+// [admin.ReadyChecker], [admin.Sweeper], [retrysafe.Notifier],
 // [admin.Admin]) run only when the store implements them; otherwise they
 // are skipped with a note.
 func Run(t *testing.T, newStore func(t *testing.T) retrysafe.Store) {

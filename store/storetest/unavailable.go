@@ -17,7 +17,7 @@ import (
 // the check. Keep backend connect timeouts shorter than this.
 const UnavailableTimeout = 5 * time.Second
 
-// ReadyCheckLimit is how long [retrysafe.ReadyChecker.CheckReady] may take
+// ReadyCheckLimit is how long [admin.ReadyChecker.CheckReady] may take
 // on a store whose backend refuses connections (RunUnavailable checks it):
 // half the gateway's readiness deadline, and far more than a refused dial
 // needs. A check that waits out its client's retries takes longer (the
@@ -65,13 +65,13 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			return s.Release(ctx, &retrysafe.ReleaseParams{Scope: scope1, Key: "k", Token: tok})
 		}},
 	}
-	if p, ok := retrysafe.As[retrysafe.Pinger](s); ok {
+	if p, ok := retrysafe.As[admin.Pinger](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
 		}{"Ping", p.Ping})
 	}
-	if rc, ok := retrysafe.As[retrysafe.ReadyChecker](s); ok {
+	if rc, ok := retrysafe.As[admin.ReadyChecker](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
