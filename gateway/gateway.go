@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/internal/httpmethod"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -350,7 +351,7 @@ func (g *Gateway) route(r *http.Request) *routeHandler {
 		return g.def
 	}
 	mr := r
-	method := retrysafe.CanonicalMethod(r.Method)
+	method := httpmethod.Canonical(r.Method)
 	if p := cleanPath(r.URL.Path); p != r.URL.Path || r.URL.RawPath != "" || method != r.Method {
 		u := *r.URL
 		u.Path, u.RawPath = p, ""
