@@ -17,10 +17,11 @@
 //
 //	if a, ok := retrysafe.As[admin.Admin](store); ok { … }
 //
-// The engine uses none of these: an application that only protects its
-// operations needs none of this package (expiry is enforced on read
-// whether or not anything sweeps). The abilities the engine looks up,
-// retrysafe.Notifier and retrysafe.NonBlocking, are in the root.
+// The engine uses none of them: an application needs this package only
+// to run such a tool itself (a sweep of its SQLite store, say), and expiry
+// is enforced on read whether or not anything sweeps. The abilities the
+// engine looks up, retrysafe.Notifier and retrysafe.NonBlocking, are in
+// the root.
 package admin
 
 import (
@@ -42,9 +43,10 @@ type Pinger interface {
 // ReadyChecker is implemented by stores whose client retries a failed call
 // internally, so that Ping on a backend that refuses connections fails only
 // after the retries ran out. CheckReady reports whether the backend answers
-// now: it returns an error wrapping [retrysafe.ErrStoreUnavailable] at once when the
-// backend refuses, without the retries and backoff that the store's other
-// calls keep, and otherwise waits, within ctx, for the backend to answer.
+// now: it returns an error wrapping [retrysafe.ErrStoreUnavailable] at
+// once when the backend refuses, without the retries and backoff that the
+// store's other calls keep, and otherwise waits, within ctx, for the
+// backend to answer.
 // The gateway's /readyz prefers it to [Pinger]. (The Redis store implements
 // it: go-redis retries a refused dial and then the command, about 1.7 s with
 // its defaults.)
@@ -258,13 +260,13 @@ type Stats struct {
 	// Processing and Completed count the records in each state.
 	Processing, Completed int64
 	// LeaseExpired counts the processing records whose lease ran out by
-	// Now (LeaseUntil <= Now; [retrysafe.StatusUnknown]): attempts whose outcome is
-	// unknown. They are part of Processing.
+	// Now (LeaseUntil <= Now; [retrysafe.StatusUnknown]): attempts whose
+	// outcome is unknown. They are part of Processing.
 	LeaseExpired int64
-	// Failed counts the completed records of [retrysafe.StatusFailed] (a stored
-	// status of 400 or more, not expired); Expired those whose result
-	// expired by Now (ExpiresAt <= Now; [retrysafe.StatusExpired]), whatever their
-	// status. Both are part of Completed.
+	// Failed counts the completed records of [retrysafe.StatusFailed] (a
+	// stored status of 400 or more, not expired); Expired those whose
+	// result expired by Now (ExpiresAt <= Now; [retrysafe.StatusExpired]),
+	// whatever their status. Both are part of Completed.
 	Failed, Expired int64
 	// OldestInFlight is the processing record with a live lease (LeaseUntil
 	// > Now) created first (ties broken by scope, then key), or nil.

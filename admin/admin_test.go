@@ -8,8 +8,9 @@ import (
 	"github.com/retrysafe/retrysafe/admin"
 )
 
-// TestStatsOfCountsStatuses: StatsOf's counts are those of retrysafe.Record.Status:
-// an expired record that failed counts as expired, not failed.
+// TestStatsOfCountsStatuses: StatsOf's counts are those of
+// retrysafe.Record.Status: an expired record that failed counts as
+// expired, not failed.
 func TestStatsOfCountsStatuses(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
