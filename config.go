@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/httpmethod"
 )
 
 // InFlightMode says what a duplicate gets while the original is processing.
@@ -43,8 +45,8 @@ type Config struct {
 
 	// Methods are the protected methods; nil means POST and PATCH. Other
 	// methods pass through untouched. Methods match ASCII
-	// case-insensitively (see [MethodProtected]), so "patch" is protected
-	// like "PATCH".
+	// case-insensitively, so "patch" is protected like "PATCH" (and
+	// "poſt" is not "POST").
 	Methods []string
 	// RequireKey makes a protected request without Idempotency-Key fail
 	// with 400. When false such requests pass through unprotected.
@@ -143,66 +145,6 @@ type Config struct {
 	ProblemBase string
 }
 
-// CanonicalMethod returns method with its ASCII letters upper-cased. It is
-// the one rule by which retrysafe compares methods: [MethodProtected] (used
-// by the middleware and the gateway) and [Fingerprint] both apply it, so
-// "patch" is protected like "PATCH" and a retry that changes only the case
-// of its method is the same request. Non-ASCII bytes are left as they are
-// (they are not valid in a method, and Unicode case mapping would equate
-// "poſt" with "POST").
-func CanonicalMethod(method string) string {
-	for i := 0; i < len(method); i++ {
-		if c := method[i]; 'a' <= c && c <= 'z' {
-			b := []byte(method)
-			for j := i; j < len(b); j++ {
-				if 'a' <= b[j] && b[j] <= 'z' {
-					b[j] -= 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return method
-}
-
-// MethodProtected reports whether method is one of methods under
-// [CanonicalMethod], that is, comparing ASCII case-insensitively. Nil
-// methods means the default, POST and PATCH.
-func MethodProtected(methods []string, method string) bool {
-	if methods == nil {
-		methods = defaultMethods
-	}
-	for _, m := range methods {
-		if equalFoldASCII(m, method) {
-			return true
-		}
-	}
-	return false
-}
-
-var defaultMethods = []string{http.MethodPost, http.MethodPatch}
-
-// equalFoldASCII reports whether a and b are equal when ASCII letters are
-// upper-cased.
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'a' <= x && x <= 'z' {
-			x -= 'a' - 'A'
-		}
-		if 'a' <= y && y <= 'z' {
-			y -= 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
 // ScopeFromHeader returns a Scope function that identifies the caller by the
 // SHA-256 of a request header's value (so the credential itself is never
 // stored); several fields of the header are joined with "\n". A request
@@ -246,17 +188,23 @@ func DefaultStoreHeader(name string) bool {
 	// not changed into it): compared that way, without canonicalising
 	// name or a map look-up, for every field of every stored response.
 	for _, u := range unstoredHeaders {
-		if equalFoldASCII(name, u) {
+		if httpmethod.EqualFold(name, u) {
 			return false
 		}
 	}
 	return true
 }
 
-// Header names used by retrysafe.
+// Header names and values used by retrysafe.
 const (
 	HeaderKey      = "Idempotency-Key"
 	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderStripeShouldRetry is the header by which Stripe's API tells
+	// its SDKs whether to retry an answer ("true" or "false"), overriding
+	// their status-based rule (retry 409 and 5xx).
+	HeaderStripeShouldRetry = "Stripe-Should-Retry"
+	// ContentTypeProblem is the media type of problem responses.
+	ContentTypeProblem = "application/problem+json"
 )
 
 // WithDefaults returns c with every zero field set to its documented
@@ -273,14 +221,14 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("retrysafe: Config.Store is required")
 	}
 	if c.Methods == nil {
-		c.Methods = defaultMethods
+		c.Methods = httpmethod.Default
 	}
 	c.Methods = append([]string(nil), c.Methods...)
 	for i, m := range c.Methods {
 		if m == "" || strings.ContainsAny(m, " \t\r\n") {
 			return c, fmt.Errorf("retrysafe: Config.Methods[%d] %q is not an HTTP method", i, m)
 		}
-		c.Methods[i] = CanonicalMethod(m)
+		c.Methods[i] = httpmethod.Canonical(m)
 	}
 	var err error
 	if c.TTL, err = durationOr("TTL", c.TTL, DefaultTTL); err != nil {

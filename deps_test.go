@@ -16,8 +16,8 @@ import (
 
 // TestCoreImportsOnlyStdlib fails if the root package depends on anything
 // outside the standard library and the root module's own packages
-// (internal/canonicaljson): drivers, clients and metrics libraries belong
-// in subpackages.
+// (internal/canonicaljson, internal/httpmethod): drivers, clients and
+// metrics libraries belong in subpackages.
 func TestCoreImportsOnlyStdlib(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{.Module.Path}}{{end}}", ".").CombinedOutput()

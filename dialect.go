@@ -16,11 +16,6 @@ const (
 	DialectStripe ErrorDialect = "stripe"
 )
 
-// HeaderStripeShouldRetry is the header by which Stripe's API tells its
-// SDKs whether to retry an answer ("true" or "false"), overriding their
-// status-based rule (retry 409 and 5xx).
-const HeaderStripeShouldRetry = "Stripe-Should-Retry"
-
 // Stripe error types used by the stripe dialect.
 const (
 	// StripeIdempotencyError is the type of refusals about the key or the

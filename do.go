@@ -30,12 +30,6 @@ type DoConfig struct {
 	Observer Observer
 }
 
-// ErrResultNotStored is returned (wrapped, together with the function's
-// result) by Do when the function succeeded but its result could not be
-// stored: the effect happened once, but a duplicate arriving after the lease
-// runs out would run the function again.
-var ErrResultNotStored = errors.New("retrysafe: operation ran but its result was not stored")
-
 // Permanent marks err as a permanent failure: Do stores it and every later
 // call with the same key gets it back (as a *FailedError) without running
 // the function again. Any error not marked permanent releases the key, so a

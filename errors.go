@@ -33,6 +33,11 @@ var (
 	// middleware answers 503 problem type store-full, and FailOpen never
 	// applies to it. Stores wrap it with [Full].
 	ErrStoreFull = errors.New("retrysafe: store full")
+	// ErrResultNotStored is returned (wrapped, together with the function's
+	// result) by Do when the function succeeded but its result could not be
+	// stored: the effect happened once, but a duplicate arriving after the
+	// lease runs out would run the function again.
+	ErrResultNotStored = errors.New("retrysafe: operation ran but its result was not stored")
 )
 
 // errBodyTooLarge: the request body exceeds Config.MaxBody. The middleware

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/retrysafe/retrysafe/internal/canonicaljson"
+	"github.com/retrysafe/retrysafe/internal/httpmethod"
 )
 
 // fingerprintVersion starts every fingerprint's input. Change it whenever
@@ -22,7 +23,7 @@ const fingerprintVersion = "retrysafe-fingerprint-v1"
 // to tell a genuine retry from a different request reusing the same key. It
 // covers:
 //
-//   - method, with ASCII letters upper-cased ([CanonicalMethod]);
+//   - method, with ASCII letters upper-cased (and only those);
 //   - path, as given (the middleware gives the escaped path by default,
 //     see [Config].Route);
 //   - the query: its parameters decoded with [url.ParseQuery] (so "%41" and
@@ -93,7 +94,7 @@ const hashChunk = 64 << 10
 func (buf *fingerprintBuffer) fingerprint(ctx context.Context, method, path, rawQuery string, body []byte, ignore []string) (string, error) {
 	b := buf.b[:0]
 	b = appendField(b, fingerprintVersion)
-	b = appendField(b, CanonicalMethod(method))
+	b = appendField(b, httpmethod.Canonical(method))
 	b = appendField(b, path)
 	b = appendQuery(b, rawQuery)
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/retrysafe/retrysafe/internal/canonicaljson"
+	"github.com/retrysafe/retrysafe/internal/httpmethod"
 )
 
 type fpInput struct {
@@ -159,7 +160,7 @@ func referenceFingerprintOf(method, path, rawQuery string, body []byte) string {
 	}
 	var b []byte
 	b = field(b, fingerprintVersion)
-	b = field(b, CanonicalMethod(method))
+	b = field(b, httpmethod.Canonical(method))
 	b = field(b, path)
 	if q, err := url.ParseQuery(rawQuery); err == nil {
 		names := slices.Sorted(maps.Keys(q))

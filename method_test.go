@@ -8,46 +8,6 @@ import (
 	"github.com/retrysafe/retrysafe"
 )
 
-func TestMethodProtected(t *testing.T) {
-	t.Parallel()
-	tests := map[string]struct {
-		methods []string
-		method  string
-		want    bool
-	}{
-		"default POST":       {nil, "POST", true},
-		"default lower post": {nil, "post", true},
-		"default mixed":      {nil, "PaTcH", true},
-		"default PUT":        {nil, "PUT", false},
-		"default GET":        {nil, "get", false},
-		"configured lower":   {[]string{"put"}, "PUT", true},
-		"configured upper":   {[]string{"PUT"}, "put", true},
-		"empty list":         {[]string{}, "POST", false},
-		"prefix only":        {[]string{"POST"}, "POS", false},
-		"unicode long s":     {nil, "poſt", false}, // Unicode folding would equate ſ with S
-		"kelvin sign":        {[]string{"LOCK"}, "LOC\u212a", false},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			if got := retrysafe.MethodProtected(tt.methods, tt.method); got != tt.want {
-				t.Fatalf("MethodProtected(%q, %q) = %v, want %v", tt.methods, tt.method, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestCanonicalMethod(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"POST": "POST", "post": "POST", "pAtCh": "PATCH", "m-search": "M-SEARCH", "poſt": "POſT", "": "",
-	} {
-		if got := retrysafe.CanonicalMethod(in); got != want {
-			t.Errorf("CanonicalMethod(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestLowercaseMethodIsProtected: a method's case does not let a request
 // skip protection. Many servers (Flask, Express, Rails) upper-case the
 // method, so a lowercase "patch" has the effect of PATCH there.

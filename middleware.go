@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/httpmethod"
 )
 
 // NewMiddleware returns net/http middleware that makes the protected methods
@@ -68,7 +70,7 @@ func (h *protectedHandler) observe(r *http.Request, o Outcome, d time.Duration) 
 }
 
 func (h *protectedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !MethodProtected(h.cfg.Methods, r.Method) {
+	if !httpmethod.Protected(h.cfg.Methods, r.Method) {
 		h.next.ServeHTTP(w, r)
 		return
 	}

@@ -17,6 +17,7 @@ const (
 	OutcomeMismatch   Outcome = "mismatch"    // key reused with another request (422)
 	OutcomeInvalidKey Outcome = "invalid_key" // malformed key (400)
 	OutcomeMissingKey Outcome = "missing_key" // key required but absent (400)
+	OutcomeEmptyScope Outcome = "empty_scope" // keyed request with an empty scope (400 empty-scope); nothing ran
 	// OutcomeUnauthorized: Config.Scope could not establish the caller's
 	// identity (401); nothing ran.
 	OutcomeUnauthorized Outcome = "unauthorized"

@@ -26,6 +26,7 @@ type Problem struct {
 const (
 	ProblemMissingKey        = "missing-key"         // 400
 	ProblemInvalidKey        = "invalid-key"         // 400
+	ProblemEmptyScope        = "empty-scope"         // 400: a keyed request whose caller sent nothing that identifies it (Config.RequireScope); nothing ran
 	ProblemMismatch          = "key-reused"          // 422
 	ProblemInProgress        = "request-in-progress" // 409
 	ProblemBodyTooLarge      = "body-too-large"      // 413
@@ -37,9 +38,6 @@ const (
 	ProblemBadRequestBody    = "bad-request-body"    // 400: the body could not be read (bad framing, cut short); nothing ran
 	ProblemStoreFull         = "store-full"          // 503: the store is out of room for new records; nothing ran, never fails open
 )
-
-// ContentTypeProblem is the media type of problem responses.
-const ContentTypeProblem = "application/problem+json"
 
 // WriteProblem writes p as application/problem+json. When retryAfter is
 // positive a Retry-After header (whole seconds, at least 1) is added.

@@ -7,16 +7,6 @@ import (
 	"strings"
 )
 
-// ProblemEmptyScope is the problem type of a keyed request whose scope came
-// out empty (400) under Config.RequireScope: the caller sent nothing that
-// identifies it, so its key would share one key space with every other
-// such caller. Nothing runs.
-const ProblemEmptyScope = "empty-scope"
-
-// OutcomeEmptyScope: a keyed request whose scope was empty was refused
-// (400 empty-scope); nothing ran.
-const OutcomeEmptyScope Outcome = "empty_scope"
-
 // ScopeFromHeaders returns a Scope function that identifies the caller by
 // the values of several request headers, hashed together in the order
 // given, such as ScopeFromHeaders("Authorization", "Stripe-Account") for a

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/mysql"
@@ -191,14 +192,14 @@ func randomSuffix(tb testing.TB) string {
 
 // deleteAll removes the records a run left in a shared server (Redis).
 func deleteAll(s retrysafe.Store) {
-	a, ok := s.(retrysafe.Admin)
+	a, ok := s.(admin.Admin)
 	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		recs, err := a.List(ctx, &retrysafe.ListParams{Limit: 1000})
+		recs, err := a.List(ctx, &admin.ListParams{Limit: 1000})
 		if err != nil || len(recs) == 0 {
 			return
 		}
@@ -254,13 +255,13 @@ func BenchmarkGateway(b *testing.B) {
 	// split between targets; extraCPU, when not nil, reads the CPU time of
 	// the other processes the scenario runs (its gateways).
 	// batches, when not nil, is the store's group-commit counts
-	// (retrysafe.Batcher): the scenario then reports the mean batch and
+	// (admin.Batcher): the scenario then reports the mean batch and
 	// the share of batches of one.
-	measure := func(name string, targets []string, extraCPU func() time.Duration, keys Keys, check func(b *testing.B, r Result), batches retrysafe.Batcher) {
+	measure := func(name string, targets []string, extraCPU func() time.Duration, keys Keys, check func(b *testing.B, r Result), batches admin.Batcher) {
 		b.Run(name, func(b *testing.B) {
 			var gw, base Result
 			var ratios []float64
-			var batches0 retrysafe.BatchStats
+			var batches0 admin.BatchStats
 			if batches != nil {
 				batches0 = batches.BatchStats()
 			}
@@ -325,7 +326,7 @@ func BenchmarkGateway(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		batches, _ := s.store.(retrysafe.Batcher)
+		batches, _ := s.store.(admin.Batcher)
 		measure(s.name+"/new", []string{gw.URL}, nil, FreshKeys(), fresh, batches)
 		keys := FixedKeys(*replayKeys)
 		if r := Load(ctx, client, gw.URL, keys, *replayKeys, *concurrency); r.Errors > 0 {

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/httpmethod"
 )
 
 // Defaults for the zero values of [Transport]'s fields.
@@ -319,7 +319,7 @@ func (t *Transport) protected(method string) bool {
 	if method == "" {
 		method = http.MethodGet
 	}
-	return retrysafe.MethodProtected(t.Methods, method)
+	return httpmethod.Protected(t.Methods, method)
 }
 
 // delay returns the wait before the retry that follows attempt.

@@ -860,7 +860,7 @@ func TestTransportCloseIdleConnections(t *testing.T) {
 }
 
 // A method spelled in lower case is the same method for the transport as for
-// the middleware and the gateway (retrysafe.MethodProtected): it gets a key
+// the middleware and the gateway (internal/httpmethod): it gets a key
 // and is retried with it.
 func TestTransportLowercaseMethodIsProtected(t *testing.T) {
 	t.Parallel()

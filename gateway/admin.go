@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // ReadyTimeout bounds the store check of /readyz.
@@ -26,7 +27,7 @@ const SweepTimeout = 30 * time.Second
 //	              why is logged, not answered (it can name the store's host)
 //	GET /metrics  the Prometheus registry (every name starts with retrysafe_)
 //	/ui/          the operator page ([UI]), when the store implements
-//	              retrysafe.Admin, to the peers Config.UI allows; it
+//	              admin.Admin, to the peers Config.UI allows; it
 //	              requires Config.AdminTokens when set
 //
 // The probes and /metrics answer any Host: the kubelet and Prometheus
@@ -62,7 +63,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 		mux.Handle(UIPath, g.uiGate(g.ui))
 	} else {
 		mux.HandleFunc(UIPath, func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "the operator page needs a store that implements retrysafe.Admin", http.StatusNotFound)
+			http.Error(w, "the operator page needs a store that implements admin.Admin", http.StatusNotFound)
 		})
 	}
 	return mux
@@ -90,17 +91,17 @@ func (g *Gateway) uiGate(ui http.Handler) http.Handler {
 
 // Ready checks that the store answers within [ReadyTimeout]: with
 // CheckReady when it (or a store it wraps) implements
-// [retrysafe.ReadyChecker], which fails at once on a backend that refuses
+// [admin.ReadyChecker], which fails at once on a backend that refuses
 // connections instead of waiting out the client's retries (the Redis
-// store); else with Ping when it implements [retrysafe.Pinger]; otherwise
+// store); else with Ping when it implements [admin.Pinger]; otherwise
 // with a Get in a scope no client has (real scopes are hex digests).
 func (g *Gateway) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	var err error
-	if rc, ok := retrysafe.As[retrysafe.ReadyChecker](g.cfg.Store); ok {
+	if rc, ok := retrysafe.As[admin.ReadyChecker](g.cfg.Store); ok {
 		err = rc.CheckReady(ctx)
-	} else if p, ok := retrysafe.As[retrysafe.Pinger](g.cfg.Store); ok {
+	} else if p, ok := retrysafe.As[admin.Pinger](g.cfg.Store); ok {
 		err = p.Ping(ctx)
 	} else {
 		_, err = g.cfg.Store.Get(ctx, &retrysafe.GetParams{Scope: "retrysafe:readyz", Key: "readyz", Now: g.cfg.Now()})
@@ -116,12 +117,12 @@ func (g *Gateway) Ready(ctx context.Context) error {
 
 // RunSweeper deletes expired records, and retires processing records whose
 // lease ran out more than Config.ProcessingRetention ago, every interval
-// until ctx is done, when the store implements [retrysafe.Sweeper] (stores
+// until ctx is done, when the store implements [admin.Sweeper] (stores
 // with native expiry, such as Redis, do not). It returns at once otherwise,
 // or when interval <= 0. Sweeping only reclaims space: expiry is enforced on
 // read regardless.
 func (g *Gateway) RunSweeper(ctx context.Context, interval time.Duration) {
-	sw, ok := retrysafe.As[retrysafe.Sweeper](g.cfg.Store)
+	sw, ok := retrysafe.As[admin.Sweeper](g.cfg.Store)
 	if !ok || interval <= 0 {
 		return
 	}
@@ -134,7 +135,7 @@ func (g *Gateway) RunSweeper(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		sctx, cancel := context.WithTimeout(ctx, max(interval, SweepTimeout))
-		n, err := sw.Sweep(sctx, &retrysafe.SweepParams{Now: g.cfg.Now(), ProcessingRetention: g.cfg.ProcessingRetention})
+		n, err := sw.Sweep(sctx, &admin.SweepParams{Now: g.cfg.Now(), ProcessingRetention: g.cfg.ProcessingRetention})
 		cancel()
 		g.metrics.sweepDeleted.Add(float64(n)) // a failed sweep may have deleted some
 		switch {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -21,7 +22,7 @@ func TestBatchMetrics(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/sealed=%v", kind.name, wrapped), func(t *testing.T) {
 				t.Parallel()
 				var store retrysafe.Store = kind.open(t)
-				_, batches := store.(retrysafe.Batcher)
+				_, batches := store.(admin.Batcher)
 				if wrapped {
 					s, err := sealed.New(store, nil, sealed.Config{})
 					if err != nil {

@@ -33,7 +33,7 @@
 // operator page at /ui/ ([UI]); [Metrics]
 // implements retrysafe.Observer with Prometheus, and every metric name
 // starts with [MetricPrefix]. [Gateway.RunSweeper] deletes expired records
-// for stores that implement retrysafe.Sweeper. Each protected request is
+// for stores that implement admin.Sweeper. Each protected request is
 // logged as one structured line with its outcome and latency; key values
 // and bodies are never logged. With [Config.TracerProvider] set, every
 // request is traced with OpenTelemetry: a server span continuing the

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/internal/httpmethod"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -73,8 +75,8 @@ type Config struct {
 	FailOpen bool
 	// ProcessingRetention is how long [Gateway.RunSweeper] keeps a
 	// processing record after its lease ran out (a request whose outcome
-	// is unknown) before it retires it: retrysafe.SweepParams's field of
-	// the same name. Zero means retrysafe.DefaultProcessingRetention (7
+	// is unknown) before it retires it: admin.SweepParams's field of
+	// the same name. Zero means admin.DefaultProcessingRetention (7
 	// days); negative is an error. It should exceed every lease by far.
 	ProcessingRetention time.Duration
 
@@ -206,7 +208,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.scopeLimited, err = newScopeLimitMetric(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	if b, ok := retrysafe.As[retrysafe.Batcher](cfg.Store); ok {
+	if b, ok := retrysafe.As[admin.Batcher](cfg.Store); ok {
 		if err := registerBatchMetrics(g.registry, b); err != nil {
 			return nil, fmt.Errorf("gateway: metrics: %w", err)
 		}
@@ -224,7 +226,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := g.checkLease("the default lease", g.def); err != nil {
 		return nil, err
 	}
-	if _, ok := retrysafe.As[retrysafe.Admin](cfg.Store); ok {
+	if _, ok := retrysafe.As[admin.Admin](cfg.Store); ok {
 		var patterns []string
 		for _, rt := range cfg.Routes {
 			if !rt.Policy.Bypass {
@@ -349,7 +351,7 @@ func (g *Gateway) route(r *http.Request) *routeHandler {
 		return g.def
 	}
 	mr := r
-	method := retrysafe.CanonicalMethod(r.Method)
+	method := httpmethod.Canonical(r.Method)
 	if p := cleanPath(r.URL.Path); p != r.URL.Path || r.URL.RawPath != "" || method != r.Method {
 		u := *r.URL
 		u.Path, u.RawPath = p, ""

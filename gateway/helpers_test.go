@@ -26,6 +26,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
@@ -512,7 +513,7 @@ func (f *flakyStore) Ping(ctx context.Context) error {
 	if err := f.fail("ping"); err != nil {
 		return err
 	}
-	if p, ok := f.Store.(retrysafe.Pinger); ok {
+	if p, ok := f.Store.(admin.Pinger); ok {
 		return p.Ping(ctx)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // MetricPrefix starts the name of every metric the gateway exports.
@@ -125,19 +126,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // registerBatchMetrics exports the group commit's counts of a store that
 // batches (SQLite, PostgreSQL), read at each scrape: the mean batch size
 // is rate(..._batch_items_total) / rate(..._batches_total).
-func registerBatchMetrics(reg prometheus.Registerer, b retrysafe.Batcher) error {
+func registerBatchMetrics(reg prometheus.Registerer, b admin.Batcher) error {
 	counters := []struct {
 		name, help string
-		value      func(retrysafe.BatchStats) int64
+		value      func(admin.BatchStats) int64
 	}{
 		{"store_batches_total", "Batches (transactions with one commit each) the store ran for concurrent calls (group commit).",
-			func(s retrysafe.BatchStats) int64 { return s.Batches }},
+			func(s admin.BatchStats) int64 { return s.Batches }},
 		{"store_batch_items_total", "Store calls those batches held.",
-			func(s retrysafe.BatchStats) int64 { return s.Items }},
+			func(s admin.BatchStats) int64 { return s.Items }},
 		{"store_batches_single_total", "Batches that held one call.",
-			func(s retrysafe.BatchStats) int64 { return s.Single }},
+			func(s admin.BatchStats) int64 { return s.Single }},
 		{"store_batch_alone_total", "Calls a batch left undecided that then ran on their own (a second call on a key of the batch, a takeover, a row another transaction held, a failed batch).",
-			func(s retrysafe.BatchStats) int64 { return s.Alone }},
+			func(s admin.BatchStats) int64 { return s.Alone }},
 	}
 	for _, c := range counters {
 		value := c.value

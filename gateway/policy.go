@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/httpmethod"
 )
 
 // Policy is the idempotency policy of one route (or the defaults). The zero
@@ -131,17 +132,17 @@ func (p *Policy) middlewareConfig(g *Gateway) retrysafe.Config {
 }
 
 // protects reports whether method is protected under p, by the same rule as
-// the middleware's: [retrysafe.MethodProtected].
+// the middleware's: [httpmethod.Protected].
 func (p *Policy) protects(method string) bool {
-	return !p.Bypass && retrysafe.MethodProtected(p.Methods, method)
+	return !p.Bypass && httpmethod.Protected(p.Methods, method)
 }
 
 // muxPattern returns pattern with its method (if any) in the form
-// [retrysafe.CanonicalMethod] gives; requests are matched with their method
+// [httpmethod.Canonical] gives; requests are matched with their method
 // in that form too, so "patch /x" and "PATCH /x" route alike.
 func muxPattern(pattern string) string {
 	if m := patternMethod(pattern); m != "" {
-		return retrysafe.CanonicalMethod(m) + pattern[len(m):]
+		return httpmethod.Canonical(m) + pattern[len(m):]
 	}
 	return pattern
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 //go:embed ui
@@ -85,7 +86,7 @@ func ParseAdminTokens(r io.Reader) ([]AdminToken, error) {
 
 // UIConfig configures the operator page ([NewUI]).
 type UIConfig struct {
-	// Store is read and changed through retrysafe.Admin, which it must
+	// Store is read and changed through admin.Admin, which it must
 	// implement. Wrap it with store/sealed and a key ring to show
 	// encrypted responses decrypted.
 	Store retrysafe.Store
@@ -133,7 +134,7 @@ type UIConfig struct {
 // is not a loopback name or address, or one of UIConfig.Hosts, gets 421.
 type UI struct {
 	cfg    UIConfig
-	admin  retrysafe.Admin
+	admin  admin.Admin
 	logger *slog.Logger
 	now    func() time.Time
 	secret []byte // keys the CSRF tokens, session cookies and flash notices
@@ -149,16 +150,16 @@ type UI struct {
 
 // NewUI returns the operator page for cfg.
 func NewUI(cfg UIConfig) (*UI, error) {
-	admin, ok := retrysafe.As[retrysafe.Admin](cfg.Store)
+	adm, ok := retrysafe.As[admin.Admin](cfg.Store)
 	if !ok {
-		return nil, errors.New("gateway: the operator page needs a store that implements retrysafe.Admin")
+		return nil, errors.New("gateway: the operator page needs a store that implements admin.Admin")
 	}
 	for _, t := range cfg.Tokens {
 		if len(t.Secret) < MinAdminTokenLength {
 			return nil, fmt.Errorf("gateway: admin token %q is shorter than %d characters", t.Name, MinAdminTokenLength)
 		}
 	}
-	u := &UI{cfg: cfg, admin: admin, logger: cfg.Logger, now: cfg.Now, secret: make([]byte, 32),
+	u := &UI{cfg: cfg, admin: adm, logger: cfg.Logger, now: cfg.Now, secret: make([]byte, 32),
 		wrongLog: warnLimiter{every: WrongTokenWindow}, hostLog: warnLimiter{every: time.Minute}, authedLog: warnLimiter{every: time.Minute}}
 	if u.logger == nil {
 		u.logger = slog.Default()

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
@@ -133,7 +134,7 @@ func (u *UI) overviewData(r *http.Request) (map[string]any, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), uiStoreTimeout)
 	defer cancel()
 	now := u.now()
-	st, err := u.admin.Stats(ctx, &retrysafe.StatsParams{Now: now})
+	st, err := u.admin.Stats(ctx, &admin.StatsParams{Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +209,8 @@ func (f uiFilter) query() url.Values {
 }
 
 // params turns the filter into ListParams, or explains what is wrong.
-func (f uiFilter) params(now time.Time) (*retrysafe.ListParams, error) {
-	p := &retrysafe.ListParams{Limit: uiPageSize, KeyPrefix: f.Prefix, Route: f.Route}
+func (f uiFilter) params(now time.Time) (*admin.ListParams, error) {
+	p := &admin.ListParams{Limit: uiPageSize, KeyPrefix: f.Prefix, Route: f.Route}
 	switch {
 	case f.Scope == "-":
 		p.ScopeSet = true
@@ -349,7 +350,7 @@ func (u *UI) recordsPart(w http.ResponseWriter, r *http.Request) {
 func (u *UI) find(r *http.Request, scope, key string) (*retrysafe.Record, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), uiStoreTimeout)
 	defer cancel()
-	recs, err := u.admin.Find(ctx, &retrysafe.FindParams{Key: key, Scope: scope, ScopeSet: true, WithBodies: true})
+	recs, err := u.admin.Find(ctx, &admin.FindParams{Key: key, Scope: scope, ScopeSet: true, WithBodies: true})
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}

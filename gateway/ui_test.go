@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
@@ -97,7 +98,7 @@ func csrfOf(t *testing.T, page string) string {
 
 func (e *uiEnv) exists(t *testing.T, scope, key string) bool {
 	t.Helper()
-	recs, err := e.store.Find(t.Context(), &retrysafe.FindParams{Key: key, Scope: scope, ScopeSet: true})
+	recs, err := e.store.Find(t.Context(), &admin.FindParams{Key: key, Scope: scope, ScopeSet: true})
 	if err != nil {
 		t.Fatal(err)
 	}

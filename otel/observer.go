@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/httpmethod"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -372,7 +373,7 @@ func KeyHash(scope, key string) string {
 // the semantic conventions want it: a known method in upper case, any
 // other as _OTHER with http.request.method_original.
 func MethodAttrs(method string) []attribute.KeyValue {
-	m := retrysafe.CanonicalMethod(method)
+	m := httpmethod.Canonical(method)
 	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:

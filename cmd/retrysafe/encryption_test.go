@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -238,7 +239,7 @@ func TestServeEncrypted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := raw.(retrysafe.Admin).List(ctx, &retrysafe.ListParams{WithBodies: true})
+	recs, err := raw.(admin.Admin).List(ctx, &admin.ListParams{WithBodies: true})
 	closeRaw()
 	recs = slices.DeleteFunc(recs, func(r *retrysafe.Record) bool { return r.Scope == sealed.CheckScope })
 	if err != nil || len(recs) != 1 {

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -175,11 +176,11 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 			return err
 		}
 	}
-	admin, ok := retrysafe.As[retrysafe.Admin](store)
+	adm, ok := retrysafe.As[admin.Admin](store)
 	if !ok {
-		return fmt.Errorf("store %s cannot list records (it does not implement retrysafe.Admin)", storeurl.Redact(o.store))
+		return fmt.Errorf("store %s cannot list records (it does not implement admin.Admin)", storeurl.Redact(o.store))
 	}
-	k := &keysCmd{o: o, admin: admin, ring: ring, out: stdout, now: time.Now()}
+	k := &keysCmd{o: o, admin: adm, ring: ring, out: stdout, now: time.Now()}
 	switch sub {
 	case "list":
 		return k.list(ctx)
@@ -213,7 +214,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 type keysCmd struct {
 	o     keysOptions
-	admin retrysafe.Admin
+	admin admin.Admin
 	ring  *sealed.KeyRing // nil: records are shown as stored
 	out   io.Writer
 	now   time.Time
@@ -237,7 +238,7 @@ func parseKeysCursor(c string) (scope, key string, err error) {
 }
 
 func (k *keysCmd) list(ctx context.Context) error {
-	p := &retrysafe.ListParams{Limit: k.o.limit}
+	p := &admin.ListParams{Limit: k.o.limit}
 	if k.o.scope != "" {
 		scope, err := k.resolveScope(ctx, k.o.scope)
 		if err != nil {
@@ -343,7 +344,7 @@ func (k *keysCmd) delete(ctx context.Context, key string) error {
 // scope holds it when no scope was given (an error names the scopes when
 // several do). It finds expired records too, until they are swept.
 func (k *keysCmd) find(ctx context.Context, key string, bodies bool) (*retrysafe.Record, error) {
-	p := &retrysafe.FindParams{Key: key, WithBodies: bodies}
+	p := &admin.FindParams{Key: key, WithBodies: bodies}
 	if k.o.scope != "" {
 		scope, err := k.resolveScope(ctx, k.o.scope)
 		if err != nil {
@@ -378,13 +379,13 @@ func (k *keysCmd) resolveScope(ctx context.Context, prefix string) (string, erro
 		return "", nil
 	}
 	prefix = strings.TrimSuffix(prefix, "…")
-	if recs, err := k.admin.List(ctx, &retrysafe.ListParams{Scope: prefix, Limit: 1}); err != nil {
+	if recs, err := k.admin.List(ctx, &admin.ListParams{Scope: prefix, Limit: 1}); err != nil {
 		return "", fmt.Errorf("list: %w", err)
 	} else if len(recs) > 0 || k.o.identity != "" {
 		return prefix, nil
 	}
 	var scopes []string
-	p := &retrysafe.ListParams{AfterScope: prefix, Limit: 1000}
+	p := &admin.ListParams{AfterScope: prefix, Limit: 1000}
 	for {
 		recs, err := k.admin.List(ctx, p)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/mysql"
@@ -151,7 +152,7 @@ func openCLIBackendIfUp(t *testing.T, name, rawURL string) (cliBackend, bool) {
 	defer cancel()
 	s, closeStore, err := storeurl.Open(ctx, rawURL)
 	if err == nil {
-		if p, ok := s.(retrysafe.Pinger); ok {
+		if p, ok := s.(admin.Pinger); ok {
 			err = p.Ping(ctx)
 		}
 	}
@@ -181,8 +182,8 @@ func cliRandom(t *testing.T) string {
 func cliDeleteAll(s retrysafe.Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	a := s.(retrysafe.Admin)
-	recs, _ := a.List(ctx, &retrysafe.ListParams{Limit: 10000})
+	a := s.(admin.Admin)
+	recs, _ := a.List(ctx, &admin.ListParams{Limit: 10000})
 	for _, r := range recs {
 		_ = a.Delete(ctx, r.Scope, r.Key)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/sealed"
@@ -115,7 +116,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.storeTimeout, "store-timeout", retrysafe.DefaultStoreTimeout, "bound on each store call")
 	fs.BoolVar(&o.failOpen, "fail-open", false, "forward requests unprotected while the store is down (default: 503, nothing forwarded)")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", time.Minute, "how often expired records are deleted (SQLite, PostgreSQL, memory); 0 disables")
-	fs.DurationVar(&o.processingRetention, "processing-retention", retrysafe.DefaultProcessingRetention, "how long a processing record whose lease ran out (a request with an unknown outcome) is kept before the sweeper retires it; must exceed every lease")
+	fs.DurationVar(&o.processingRetention, "processing-retention", admin.DefaultProcessingRetention, "how long a processing record whose lease ran out (a request with an unknown outcome) is kept before the sweeper retires it; must exceed every lease")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
 	fs.StringVar(&o.logFormat, "log-format", "json", "log `format` on stderr: json or text")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (keys and bodies are never logged at info)")
@@ -291,7 +292,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return usagef("--upstream-timeout (%s) must be shorter than --lease (%s): a request whose outcome is unknown keeps its key until the lease runs out, so the lease must outlast the upstream call", o.upstreamTimeout, o.lease)
 	}
 	if o.processingRetention <= o.lease {
-		return usagef("--processing-retention (%s) must be longer than --lease (%s): it keeps a request whose outcome is unknown for an operator to investigate after its lease ran out (default %s)", o.processingRetention, o.lease, retrysafe.DefaultProcessingRetention)
+		return usagef("--processing-retention (%s) must be longer than --lease (%s): it keeps a request whose outcome is unknown for an operator to investigate after its lease ran out (default %s)", o.processingRetention, o.lease, admin.DefaultProcessingRetention)
 	}
 	var routes []gateway.Route
 	if o.config != "" {

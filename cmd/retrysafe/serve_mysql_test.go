@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/mysql"
@@ -108,7 +109,7 @@ func TestServeMySQL(t *testing.T) {
 	if n := up.calls.Load(); n != 21 {
 		t.Fatalf("upstream calls = %d, want 21", n)
 	}
-	recs, err := s.(retrysafe.Admin).List(ctx, &retrysafe.ListParams{})
+	recs, err := s.(admin.Admin).List(ctx, &admin.ListParams{})
 	if err != nil || len(recs) != 21 {
 		t.Fatalf("List = %d records, %v; want 21", len(recs), err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 )
 
@@ -48,7 +48,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open
 	fs := newFlagSet("sweep", "--store URL [--batch N] [--processing-retention DURATION] [--json]", sweepDescription, sweepExamples, stdout, stderr)
 	storeURL := fs.String("store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
 	batch := fs.Int("batch", 0, "records deleted per statement (0: the store's default, 1000)")
-	retention := fs.Duration("processing-retention", retrysafe.DefaultProcessingRetention, "how long a processing record whose lease ran out is kept before it is retired")
+	retention := fs.Duration("processing-retention", admin.DefaultProcessingRetention, "how long a processing record whose lease ran out is kept before it is retired")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -60,7 +60,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open
 		return usagef("--batch must not be negative")
 	}
 	if *retention <= 0 {
-		return usagef("--processing-retention must be positive (got %s; default %s)", *retention, retrysafe.DefaultProcessingRetention)
+		return usagef("--processing-retention must be positive (got %s; default %s)", *retention, admin.DefaultProcessingRetention)
 	}
 	// Sweeping a store that does not exist would create an empty one.
 	store, closeStore, err := open(ctx, *storeURL, storeurl.Options{MustExist: true})
@@ -71,7 +71,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open
 
 	name := storeurl.Redact(*storeURL)
 	start := time.Now()
-	n, err := storeurl.Sweep(ctx, store, &retrysafe.SweepParams{Now: start, BatchSize: *batch, ProcessingRetention: *retention})
+	n, err := storeurl.Sweep(ctx, store, &admin.SweepParams{Now: start, BatchSize: *batch, ProcessingRetention: *retention})
 	took := time.Since(start)
 	result := struct {
 		Store   string  `json:"store"`

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 func sweepCmdForTest(open storeOpener) func(context.Context, []string, *bytes.Buffer, *bytes.Buffer) error {
@@ -45,7 +46,7 @@ func TestSweep(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &res); err != nil {
 				t.Fatalf("not JSON: %v\n%s", err, out)
 			}
-			if _, ok := b.store.(retrysafe.Sweeper); !ok {
+			if _, ok := b.store.(admin.Sweeper); !ok {
 				if !res.Native || !strings.Contains(res.Note, "natively") {
 					t.Errorf("a store without a sweeper: %s", out)
 				}
@@ -64,7 +65,7 @@ func TestSweep(t *testing.T) {
 					t.Errorf("%s was swept: %v", k.key, err)
 				}
 			}
-			recs, err := b.store.(retrysafe.Admin).List(ctx, &retrysafe.ListParams{Limit: 100})
+			recs, err := b.store.(admin.Admin).List(ctx, &admin.ListParams{Limit: 100})
 			if err != nil {
 				t.Fatal(err)
 			}

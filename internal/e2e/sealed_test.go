@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/e2e/stores"
 	"github.com/retrysafe/retrysafe/store/sealed"
 	"github.com/retrysafe/retrysafe/store/sqlite"
@@ -111,21 +112,21 @@ func TestSealedConformance(t *testing.T) {
 // ReadyChecker.
 func sealedWithoutAdmin(s retrysafe.Store) retrysafe.Store {
 	n, _ := retrysafe.As[retrysafe.Notifier](s)
-	p, _ := retrysafe.As[retrysafe.Pinger](s)
-	if sw, ok := retrysafe.As[retrysafe.Sweeper](s); ok {
+	p, _ := retrysafe.As[admin.Pinger](s)
+	if sw, ok := retrysafe.As[admin.Sweeper](s); ok {
 		return struct {
 			retrysafe.Store
 			retrysafe.Notifier
-			retrysafe.Pinger
-			retrysafe.Sweeper
+			admin.Pinger
+			admin.Sweeper
 		}{s, n, p, sw}
 	}
-	rc, _ := retrysafe.As[retrysafe.ReadyChecker](s)
+	rc, _ := retrysafe.As[admin.ReadyChecker](s)
 	return struct {
 		retrysafe.Store
 		retrysafe.Notifier
-		retrysafe.Pinger
-		retrysafe.ReadyChecker
+		admin.Pinger
+		admin.ReadyChecker
 	}{s, n, p, rc}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/e2e/stores"
 	"github.com/retrysafe/retrysafe/internal/testenv"
@@ -147,9 +148,9 @@ func operatorPageScenario(t *testing.T, store retrysafe.Store, screenshot bool) 
 		t.Fatal(err)
 	}
 	proxy := httptest.NewServer(gw)
-	admin := httptest.NewServer(gw.AdminHandler())
+	adminSrv := httptest.NewServer(gw.AdminHandler())
 	defer proxy.Close()
-	defer admin.Close()
+	defer adminSrv.Close()
 
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromiumPath),
@@ -208,7 +209,7 @@ func operatorPageScenario(t *testing.T, store retrysafe.Store, screenshot bool) 
 			t.Fatalf("waiting for %s (%s): %v", what, expr, err)
 		}
 	}
-	base := admin.URL + "/ui/"
+	base := adminSrv.URL + "/ui/"
 	// filter fills one field of the records form and submits it, then
 	// waits for the new page (the old one is marked, so it cannot be
 	// mistaken for the answer).
@@ -301,7 +302,7 @@ func operatorPageScenario(t *testing.T, store retrysafe.Store, screenshot bool) 
 		}
 	}
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		st, err := store.(retrysafe.Admin).Stats(t.Context(), &retrysafe.StatsParams{Now: time.Now()})
+		st, err := store.(admin.Admin).Stats(t.Context(), &admin.StatsParams{Now: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +373,7 @@ func operatorPageScenario(t *testing.T, store retrysafe.Store, screenshot bool) 
 	if f := text("#flash"); !strings.Contains(f, "live-03") || !strings.Contains(f, "runs as new") {
 		t.Errorf("after the delete the page says %q", f)
 	}
-	recs, err := store.(retrysafe.Admin).Find(t.Context(), &retrysafe.FindParams{Key: "live-03"})
+	recs, err := store.(admin.Admin).Find(t.Context(), &admin.FindParams{Key: "live-03"})
 	if err != nil || len(recs) != 0 {
 		t.Fatalf("live-03 after the delete: %d records, %v", len(recs), err)
 	}
@@ -392,7 +393,7 @@ func operatorPageScenario(t *testing.T, store retrysafe.Store, screenshot bool) 
 	}()
 	defer func() { <-inflight }() // the upstream timeout ends it
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		st, err := store.(retrysafe.Admin).Stats(t.Context(), &retrysafe.StatsParams{Now: time.Now()})
+		st, err := store.(admin.Admin).Stats(t.Context(), &admin.StatsParams{Now: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}

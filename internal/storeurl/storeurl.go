@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/memory"
 )
 
@@ -76,7 +77,7 @@ type Options struct {
 	// ProcessingRetention is how long a processing record whose lease ran
 	// out is kept: the memory store's janitor and the Redis store's key
 	// expiry use it (SQLite and PostgreSQL take it from each sweep's
-	// SweepParams). Zero means retrysafe.DefaultProcessingRetention.
+	// SweepParams). Zero means admin.DefaultProcessingRetention.
 	ProcessingRetention time.Duration
 	// MustExist refuses to create a store: a SQLite file that does not
 	// exist is an error wrapping fs.ErrNotExist, instead of a new, empty
@@ -88,7 +89,7 @@ type Options struct {
 
 // Open opens the store rawURL names ("" means [Default]) with zero
 // [Options]. The returned function closes it. The store is returned as its
-// concrete type, so the optional interfaces (retrysafe.Pinger, Sweeper,
+// concrete type, so the optional interfaces (admin.Pinger, Sweeper,
 // Notifier, Admin) are found by type assertion.
 func Open(ctx context.Context, rawURL string) (retrysafe.Store, func() error, error) {
 	return OpenWith(ctx, rawURL, Options{})
@@ -157,8 +158,8 @@ func Migrate(ctx context.Context, s retrysafe.Store) error {
 // Sweep deletes expired records once and returns how many. It returns
 // [ErrNotSupported] for a store without a sweeper (Redis expires records
 // itself).
-func Sweep(ctx context.Context, s retrysafe.Store, params *retrysafe.SweepParams) (int, error) {
-	sw, ok := retrysafe.As[retrysafe.Sweeper](s)
+func Sweep(ctx context.Context, s retrysafe.Store, params *admin.SweepParams) (int, error) {
+	sw, ok := retrysafe.As[admin.Sweeper](s)
 	if !ok {
 		return 0, ErrNotSupported
 	}

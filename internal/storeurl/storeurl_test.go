@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
@@ -80,7 +81,7 @@ func TestOpenMemoryAndSQLite(t *testing.T) {
 			if err := storeurl.Migrate(context.Background(), s); err != nil && !errors.Is(err, storeurl.ErrNotSupported) {
 				t.Fatalf("Migrate: %v", err)
 			}
-			if _, err := storeurl.Sweep(context.Background(), s, &retrysafe.SweepParams{Now: time.Now()}); err != nil {
+			if _, err := storeurl.Sweep(context.Background(), s, &admin.SweepParams{Now: time.Now()}); err != nil {
 				t.Fatalf("Sweep: %v", err)
 			}
 		})
@@ -206,7 +207,7 @@ func TestOpenMySQL(t *testing.T) {
 	if err := storeurl.Migrate(context.Background(), s); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if n, err := storeurl.Sweep(context.Background(), s, &retrysafe.SweepParams{Now: time.Now()}); err != nil || n != 0 {
+	if n, err := storeurl.Sweep(context.Background(), s, &admin.SweepParams{Now: time.Now()}); err != nil || n != 0 {
 		t.Fatalf("Sweep = %d, %v", n, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // The times a BIGINT of Unix nanoseconds holds: 1677 to 2262.
@@ -30,7 +30,7 @@ type Plan struct {
 // processing retention, clamped to the earliest storable time (a bound
 // before 1677 retires nothing that a later one would not); Batch is
 // p.BatchSize, or defaultBatch when that is not positive.
-func New(p *retrysafe.SweepParams, defaultBatch int) (Plan, error) {
+func New(p *admin.SweepParams, defaultBatch int) (Plan, error) {
 	if p == nil {
 		return Plan{}, errors.New("sweep: nil params")
 	}

@@ -6,24 +6,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 func TestNew(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2031, 3, 4, 5, 6, 7, 8, time.UTC)
 	for name, tc := range map[string]struct {
-		p    *retrysafe.SweepParams
+		p    *admin.SweepParams
 		want Plan
 		err  string
 	}{
-		"defaults": {&retrysafe.SweepParams{Now: now}, Plan{now.UnixNano(), now.Add(-retrysafe.DefaultProcessingRetention).UnixNano(), 1000}, ""},
-		"given":    {&retrysafe.SweepParams{Now: now, ProcessingRetention: time.Hour, BatchSize: 7}, Plan{now.UnixNano(), now.Add(-time.Hour).UnixNano(), 7}, ""},
-		"clamped":  {&retrysafe.SweepParams{Now: time.Unix(0, -1<<63).Add(time.Hour), ProcessingRetention: 48 * time.Hour}, Plan{time.Unix(0, -1<<63).Add(time.Hour).UnixNano(), -1 << 63, 1000}, ""},
+		"defaults": {&admin.SweepParams{Now: now}, Plan{now.UnixNano(), now.Add(-admin.DefaultProcessingRetention).UnixNano(), 1000}, ""},
+		"given":    {&admin.SweepParams{Now: now, ProcessingRetention: time.Hour, BatchSize: 7}, Plan{now.UnixNano(), now.Add(-time.Hour).UnixNano(), 7}, ""},
+		"clamped":  {&admin.SweepParams{Now: time.Unix(0, -1<<63).Add(time.Hour), ProcessingRetention: 48 * time.Hour}, Plan{time.Unix(0, -1<<63).Add(time.Hour).UnixNano(), -1 << 63, 1000}, ""},
 		"nil":      {nil, Plan{}, "nil params"},
-		"zero now": {&retrysafe.SweepParams{}, Plan{}, "params.Now 0001-01-01T00:00:00Z out of the storable range"},
-		"too late": {&retrysafe.SweepParams{Now: time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC)}, Plan{}, "out of the storable range"},
-		"negative": {&retrysafe.SweepParams{Now: now, ProcessingRetention: -time.Second}, Plan{}, "negative"},
+		"zero now": {&admin.SweepParams{}, Plan{}, "params.Now 0001-01-01T00:00:00Z out of the storable range"},
+		"too late": {&admin.SweepParams{Now: time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC)}, Plan{}, "out of the storable range"},
+		"negative": {&admin.SweepParams{Now: now, ProcessingRetention: -time.Second}, Plan{}, "negative"},
 	} {
 		got, err := New(tc.p, 1000)
 		if tc.err == "" && (err != nil || got != tc.want) {

@@ -6,17 +6,18 @@ import (
 	"slices"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
-// The operator's view ([retrysafe.Admin]). Each call reads one shard at a
+// The operator's view ([admin.Admin]). Each call reads one shard at a
 // time under its lock, so a record written during the call may or may not
 // be seen; it returns copies, never the stored records.
 
-// List implements [retrysafe.Admin]. It sorts the matching records on
+// List implements [admin.Admin]. It sorts the matching records on
 // every call, so it costs O(n log n) in the number of stored records:
 // fine for an operator's occasional look, not for a hot path. It lists
 // expired completed records until they are swept.
-func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+func (s *Store) List(ctx context.Context, p *admin.ListParams) ([]*retrysafe.Record, error) {
 	if err := s.open(ctx, "list"); err != nil {
 		return nil, err
 	}
@@ -37,10 +38,10 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	return copies(page[:min(len(page), limit)], p.WithBodies), nil
 }
 
-// Find implements [retrysafe.Admin]. Without a scope it looks at every
+// Find implements [admin.Admin]. Without a scope it looks at every
 // record, O(n) in the number stored. It finds expired completed records
 // until they are swept.
-func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+func (s *Store) Find(ctx context.Context, p *admin.FindParams) ([]*retrysafe.Record, error) {
 	if p.OneScope() {
 		i := id{p.Scope, p.Key}
 		sh, err := s.lock(ctx, "find", i)
@@ -67,8 +68,8 @@ func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe
 	return copies(found, p.WithBodies), nil
 }
 
-// Stats implements [retrysafe.Admin]: one pass over every record, O(n).
-func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+// Stats implements [admin.Admin]: one pass over every record, O(n).
+func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, error) {
 	if err := s.open(ctx, "stats"); err != nil {
 		return nil, err
 	}
@@ -76,10 +77,10 @@ func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe
 	s.each(func(_ id, rec *retrysafe.Record) { all = append(all, rec) })
 	// StatsOf returns some of the processing records as they are: they
 	// carry no response, and they are never modified.
-	return retrysafe.StatsOf(all, p), nil
+	return admin.StatsOf(all, p), nil
 }
 
-// Delete implements [retrysafe.Admin]: it removes the record whatever its
+// Delete implements [admin.Admin]: it removes the record whatever its
 // state or owner (not fenced), and wakes its waiters.
 func (s *Store) Delete(ctx context.Context, scope, key string) error {
 	i := id{scope, key}

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/waiters"
 )
 
@@ -69,7 +70,7 @@ type Config struct {
 	// eviction keep a processing record after its lease ran out (an
 	// attempt whose outcome is unknown); afterwards it is deleted and no
 	// longer counts toward MaxRecords. Zero (or a negative value) means
-	// retrysafe.DefaultProcessingRetention (7 days). [Store.Sweep] takes
+	// admin.DefaultProcessingRetention (7 days). [Store.Sweep] takes
 	// its retention from its params instead.
 	ProcessingRetention time.Duration
 	// Now is the janitor's clock; nil means time.Now. Store methods take
@@ -110,8 +111,8 @@ type shard struct {
 }
 
 // Store is an in-memory [retrysafe.Store]. It also implements
-// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier],
-// [retrysafe.Admin] and [retrysafe.NonBlocking]. Create it with [New]; the
+// [admin.Pinger], [admin.Sweeper], [retrysafe.Notifier],
+// [admin.Admin] and [retrysafe.NonBlocking]. Create it with [New]; the
 // zero value is not usable.
 type Store struct {
 	max       int
@@ -130,10 +131,10 @@ type Store struct {
 
 var (
 	_ retrysafe.Store       = (*Store)(nil)
-	_ retrysafe.Pinger      = (*Store)(nil)
-	_ retrysafe.Sweeper     = (*Store)(nil)
+	_ admin.Pinger          = (*Store)(nil)
+	_ admin.Sweeper         = (*Store)(nil)
 	_ retrysafe.Notifier    = (*Store)(nil)
-	_ retrysafe.Admin       = (*Store)(nil)
+	_ admin.Admin           = (*Store)(nil)
 	_ retrysafe.NonBlocking = (*Store)(nil)
 )
 
@@ -155,7 +156,7 @@ func New(cfg Config) *Store {
 		s.now = time.Now
 	}
 	if s.retention <= 0 {
-		s.retention = retrysafe.DefaultProcessingRetention
+		s.retention = admin.DefaultProcessingRetention
 	}
 	for k := range s.shards {
 		s.shards[k].records = make(map[id]*retrysafe.Record)
@@ -378,7 +379,7 @@ func (s *Store) Subscribe(ctx context.Context, scope, key string) (<-chan struct
 	return ch, unsubscribe, nil
 }
 
-// Ping implements [retrysafe.Pinger]: it fails once the store is closed.
+// Ping implements [admin.Pinger]: it fails once the store is closed.
 func (s *Store) Ping(ctx context.Context) error { return s.open(ctx, "ping") }
 
 // open checks ctx and that the store is open, for a call that reads every
@@ -396,11 +397,11 @@ func (s *Store) open(ctx context.Context, op string) error {
 	return nil
 }
 
-// Sweep implements [retrysafe.Sweeper]. It deletes every completed record
+// Sweep implements [admin.Sweeper]. It deletes every completed record
 // with ExpiresAt <= params.Now and every processing record with
 // LeaseUntil + params.ProcessingRetention <= params.Now, one shard at a
 // time under the shard's lock; BatchSize is ignored.
-func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+func (s *Store) Sweep(ctx context.Context, p *admin.SweepParams) (int, error) {
 	retention, err := p.Retention()
 	if err != nil {
 		return 0, err

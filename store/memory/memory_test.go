@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/storetest"
 )
 
@@ -150,7 +151,7 @@ func TestMaxRecordsAbandoned(t *testing.T) {
 		want      time.Duration // the retention in effect
 	}{
 		{"configured", 2 * time.Hour, 2 * time.Hour},
-		{"default", 0, retrysafe.DefaultProcessingRetention},
+		{"default", 0, admin.DefaultProcessingRetention},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -193,7 +194,7 @@ func TestSweepRetiresAbandoned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := s.Sweep(t.Context(), &retrysafe.SweepParams{Now: base.Add(time.Minute + time.Hour), ProcessingRetention: time.Hour})
+	n, err := s.Sweep(t.Context(), &admin.SweepParams{Now: base.Add(time.Minute + time.Hour), ProcessingRetention: time.Hour})
 	if err != nil || n != 2 {
 		t.Fatalf("Sweep: %d, %v; want 2", n, err)
 	}
@@ -425,7 +426,7 @@ func TestMaxRecordsAcrossShards(t *testing.T) {
 func TestFindNothing(t *testing.T) {
 	t.Parallel()
 	s := quietStore(t)
-	for _, p := range []*retrysafe.FindParams{{Scope: "s", Key: "absent"}, {Key: "absent"}} {
+	for _, p := range []*admin.FindParams{{Scope: "s", Key: "absent"}, {Key: "absent"}} {
 		recs, err := s.Find(t.Context(), p)
 		if err != nil || recs == nil || len(recs) != 0 {
 			t.Fatalf("Find(%+v) = %#v, %v; want an empty list", p, recs, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // TestCompletedRecordRoundTrip: a completed record comes back from Get,
@@ -88,7 +89,7 @@ func TestCompletedRecordRoundTrip(t *testing.T) {
 				t.Errorf("Get, Claim, Get returned %p, %p, %p: want the stored record each time", get, dup.Record, again)
 			}
 
-			list, err := s.List(ctx, &retrysafe.ListParams{WithBodies: true, State: retrysafe.StateCompleted, Route: tc.route})
+			list, err := s.List(ctx, &admin.ListParams{WithBodies: true, State: retrysafe.StateCompleted, Route: tc.route})
 			if err != nil || len(list) != 1 {
 				t.Fatalf("List: %d records, %v", len(list), err)
 			}
@@ -96,7 +97,7 @@ func TestCompletedRecordRoundTrip(t *testing.T) {
 			if list[0] == get || list[0].Response == get.Response {
 				t.Errorf("List returned the stored record, want a copy")
 			}
-			found, err := s.Find(ctx, &retrysafe.FindParams{Key: "k"})
+			found, err := s.Find(ctx, &admin.FindParams{Key: "k"})
 			if err != nil || len(found) != 1 {
 				t.Fatalf("Find: %d records, %v", len(found), err)
 			}
@@ -152,7 +153,7 @@ func TestStatsCountsCompleted(t *testing.T) {
 	if _, err := claim(t, s, "processing", base); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Stats(ctx, &retrysafe.StatsParams{Now: base.Add(30 * time.Second)})
+	st, err := s.Stats(ctx, &admin.StatsParams{Now: base.Add(30 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,14 @@ import (
 	"fmt"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/sweep"
 )
 
-// Sweep implements [retrysafe.Sweeper]: it deletes completed records whose
+// Sweep implements [admin.Sweeper]: it deletes completed records whose
 // ExpiresAt <= p.Now, then retires processing records whose LeaseUntil +
 // p.ProcessingRetention <= p.Now (default
-// [retrysafe.DefaultProcessingRetention]), in batches of p.BatchSize
+// [admin.DefaultProcessingRetention]), in batches of p.BatchSize
 // (default 1000). Each batch is one DELETE … LIMIT in a READ
 // COMMITTED transaction of its own, found through the (state,
 // expires_at_ns) and (state, lease_until_ns) indexes; InnoDB checks the
@@ -21,7 +22,7 @@ import (
 // taken over or completed meanwhile is kept, and READ COMMITTED takes no
 // gap locks that would hold up claims. Each kind stops at its first short
 // batch; Sweep returns how many it deleted.
-func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+func (s *Store) Sweep(ctx context.Context, p *admin.SweepParams) (int, error) {
 	plan, err := sweep.New(p, DefaultSweepBatch)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: %w", err)
@@ -67,16 +68,16 @@ func (s *Store) deleteBatch(ctx context.Context, query string, bound int64, batc
 	return n, tx.Commit()
 }
 
-// List implements [retrysafe.Admin.List]: records ordered by (Scope, Key) in
+// List implements [admin.Admin.List]: records ordered by (Scope, Key) in
 // byte order (the columns are binary), after the cursor, expired ones
 // included (List takes no time), narrowed by p's filters (see
-// [retrysafe.ListParams.Matches]) as WHERE clauses of the same keyset
+// [admin.ListParams.Matches]) as WHERE clauses of the same keyset
 // query. The unfiltered queries (four shapes) are prepared once and kept;
 // a filtered one is prepared for its call only, so that the many shapes
 // filters make hold no server-side statements.
-func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+func (s *Store) List(ctx context.Context, p *admin.ListParams) ([]*retrysafe.Record, error) {
 	if p == nil {
-		p = &retrysafe.ListParams{}
+		p = &admin.ListParams{}
 	}
 	query, args, err := s.listQuery(p)
 	if err != nil {
@@ -95,11 +96,11 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	return s.records(ctx, "list", rows)
 }
 
-// Find implements [retrysafe.Admin.Find]: the records with p.Key ordered by
+// Find implements [admin.Admin.Find]: the records with p.Key ordered by
 // scope, in every scope or the one p selects, expired ones included (Find
 // takes no time). Without a scope it reads the whole table (the primary
 // key leads with the scope): it is meant for operators.
-func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+func (s *Store) Find(ctx context.Context, p *admin.FindParams) ([]*retrysafe.Record, error) {
 	if p == nil {
 		return nil, errors.New("mysql: find: nil params")
 	}
@@ -140,7 +141,7 @@ func (s *Store) records(ctx context.Context, op string, rows *sql.Rows) ([]*retr
 	return out, nil
 }
 
-// Delete implements [retrysafe.Admin.Delete]: it removes the record whatever
+// Delete implements [admin.Admin.Delete]: it removes the record whatever
 // its state or owner, notifies subscribers in this process, and returns
 // [retrysafe.ErrNotFound] when there was none.
 func (s *Store) Delete(ctx context.Context, scope, key string) error {

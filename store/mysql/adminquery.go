@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // listQuery builds List's keyset query: the cursor, the scope and each
 // filter of p that is set become a WHERE clause, so that with one scope
 // selected the primary key (scope, idem_key) bounds the scan. The columns
 // are binary, so LENGTH counts bytes and the comparisons are byte-wise.
-func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any, error) {
+func (s *Store) listQuery(p *admin.ListParams) (string, []any, error) {
 	var b strings.Builder
 	args := []any{p.AfterScope, p.AfterScope, p.AfterKey}
 	// The cursor condition is spelled out instead of a row comparison
@@ -70,12 +71,12 @@ func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any, error) {
 	return b.String(), args, nil
 }
 
-// Stats implements [retrysafe.Admin.Stats]: one pass over the table for
+// Stats implements [admin.Admin.Stats]: one pass over the table for
 // the counts, and two queries over the processing records (found through
 // the (state, lease_until_ns) index) for the oldest in flight and the
 // unknown outcomes. The three statements are prepared once, like the
 // others.
-func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, error) {
 	if p == nil {
 		return nil, errors.New("mysql: stats: nil params")
 	}
@@ -87,7 +88,7 @@ func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe
 	if err != nil {
 		return nil, s.wrap(ctx, "stats", err)
 	}
-	var out retrysafe.Stats
+	var out admin.Stats
 	if err := st.QueryRowContext(ctx, now, now, now).Scan(&out.Processing, &out.Completed, &out.LeaseExpired,
 		&out.Failed, &out.Expired); err != nil {
 		return nil, s.wrap(ctx, "stats", err)

@@ -14,11 +14,12 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // Store is a [retrysafe.Store] on MySQL 8 or MariaDB 10.11 (InnoDB). It
-// also implements [retrysafe.Pinger], [retrysafe.Sweeper],
-// [retrysafe.Notifier] (in-process only) and [retrysafe.Admin]. A Store is
+// also implements [admin.Pinger], [admin.Sweeper],
+// [retrysafe.Notifier] (in-process only) and [admin.Admin]. A Store is
 // safe for concurrent use, and any number of Stores in any number of
 // processes may share one table: correctness comes from InnoDB's row locks
 // and primary key alone.
@@ -39,10 +40,10 @@ type Store struct {
 // Compile-time checks of the interfaces Store implements.
 var (
 	_ retrysafe.Store    = (*Store)(nil)
-	_ retrysafe.Pinger   = (*Store)(nil)
-	_ retrysafe.Sweeper  = (*Store)(nil)
+	_ admin.Pinger       = (*Store)(nil)
+	_ admin.Sweeper      = (*Store)(nil)
 	_ retrysafe.Notifier = (*Store)(nil)
-	_ retrysafe.Admin    = (*Store)(nil)
+	_ admin.Admin        = (*Store)(nil)
 	_ io.Closer          = (*Store)(nil)
 )
 
@@ -145,7 +146,7 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// Ping checks that the database answers. It implements [retrysafe.Pinger].
+// Ping checks that the database answers. It implements [admin.Pinger].
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.open(); err != nil {
 		return s.wrap(ctx, "ping", err)

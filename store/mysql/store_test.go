@@ -12,6 +12,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/storetest"
@@ -266,7 +267,7 @@ func TestListKeyPrefixBytes(t *testing.T) {
 		{"\xff\xff", []string{"\xff\xffb"}},
 		{"%\xff", []string{"%\xffz"}}, // no upper bound: the prefix test alone
 	} {
-		recs, err := s.List(t.Context(), &retrysafe.ListParams{KeyPrefix: c.prefix})
+		recs, err := s.List(t.Context(), &admin.ListParams{KeyPrefix: c.prefix})
 		if err != nil {
 			t.Fatalf("List with prefix %q: %v", c.prefix, err)
 		}

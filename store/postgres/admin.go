@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/sweep"
 )
 
@@ -12,17 +13,17 @@ import (
 // when SweepParams.BatchSize is zero.
 const DefaultSweepBatch = 1000
 
-// Sweep implements [retrysafe.Sweeper]: it deletes completed records whose
+// Sweep implements [admin.Sweeper]: it deletes completed records whose
 // ExpiresAt <= p.Now, then retires processing records whose LeaseUntil +
 // p.ProcessingRetention <= p.Now (default
-// [retrysafe.DefaultProcessingRetention]), in batches of p.BatchSize
+// [admin.DefaultProcessingRetention]), in batches of p.BatchSize
 // (default 1000). Each batch is one short statement in its own transaction
 // that locks only the rows it deletes and skips rows another transaction
 // holds (FOR UPDATE SKIP LOCKED), so sweeping never blocks claims for long.
 // Partial indexes find the batches: on expires_at_ns of completed rows and
 // on lease_until_ns of processing rows. Each kind stops at its first short
 // batch; Sweep stops when ctx is done, and returns how many it deleted.
-func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+func (s *Store) Sweep(ctx context.Context, p *admin.SweepParams) (int, error) {
 	plan, err := sweep.New(p, DefaultSweepBatch)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: %w", err)
@@ -40,12 +41,12 @@ func (s *Store) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error
 	})
 }
 
-// List implements [retrysafe.Admin.List]: records ordered by (Scope, Key) in
+// List implements [admin.Admin.List]: records ordered by (Scope, Key) in
 // byte order, after the cursor, that pass p's filters (see
-// [retrysafe.ListParams.Matches]), expired ones included.
-func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+// [admin.ListParams.Matches]), expired ones included.
+func (s *Store) List(ctx context.Context, p *admin.ListParams) ([]*retrysafe.Record, error) {
 	if p == nil {
-		p = &retrysafe.ListParams{}
+		p = &admin.ListParams{}
 	}
 	sql, args, err := s.listQuery(p)
 	if err != nil {
@@ -54,11 +55,11 @@ func (s *Store) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe
 	return s.query(ctx, "list", sql, args...)
 }
 
-// Find implements [retrysafe.Admin.Find]: the records with p.Key ordered by
+// Find implements [admin.Admin.Find]: the records with p.Key ordered by
 // scope, in every scope or the one p selects, expired ones included (Find
 // takes no time). Without a scope it reads the whole table (the primary
 // key leads with the scope): it is meant for operators.
-func (s *Store) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+func (s *Store) Find(ctx context.Context, p *admin.FindParams) ([]*retrysafe.Record, error) {
 	sel := "SELECT " + selectColumns(p.WithBodies) + " FROM " + s.table
 	if p.OneScope() {
 		return s.query(ctx, "find", sel+" WHERE key = $1 AND scope = $2", p.Key, p.Scope)
@@ -87,7 +88,7 @@ func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]*retr
 	return out, nil
 }
 
-// Delete implements [retrysafe.Admin.Delete]: it removes the record whatever
+// Delete implements [admin.Admin.Delete]: it removes the record whatever
 // its state or owner, notifies waiters, and returns [retrysafe.ErrNotFound]
 // when there was none.
 func (s *Store) Delete(ctx context.Context, scope, key string) error {

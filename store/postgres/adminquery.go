@@ -5,14 +5,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // listQuery builds List's keyset query: the cursor, the scope and each
 // filter set become a WHERE clause, so that with one scope selected the
 // primary key (scope, key) bounds the scan. (pgx prepares and caches each
 // shape of it.)
-func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any, error) {
+func (s *Store) listQuery(p *admin.ListParams) (string, []any, error) {
 	var b strings.Builder
 	args := []any{p.AfterScope, p.AfterKey}
 	b.WriteString("SELECT " + selectColumns(p.WithBodies) + " FROM " + s.table + " WHERE (scope, key) > ($1, $2)")
@@ -62,16 +62,16 @@ func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any, error) {
 	return b.String(), args, nil
 }
 
-// Stats implements [retrysafe.Admin.Stats]: one pass over the table for
+// Stats implements [admin.Admin.Stats]: one pass over the table for
 // the counts, and two queries over the processing rows (found through the
 // partial index on lease_until_ns) for the oldest in flight and the
 // unknown outcomes.
-func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, error) {
 	now, err := mustNanos(p.Now)
 	if err != nil {
 		return nil, err
 	}
-	var st retrysafe.Stats
+	var st admin.Stats
 	err = s.pool.QueryRow(ctx, `SELECT
 	count(*) FILTER (WHERE state = 'processing'),
 	count(*) FILTER (WHERE state = 'completed'),

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
@@ -77,11 +78,11 @@ type batchResult struct {
 // statement: a second operation on a key already in the batch, a takeover
 // (an expired record or lease), a row another transaction held, or every
 // operation of a batch that failed.
-type BatchStats = retrysafe.BatchStats
+type BatchStats = admin.BatchStats
 
 // BatchStats returns how many batches this Store has sent, how many
 // operations they held, and how many of those ran alone afterwards. It
-// implements [retrysafe.Batcher].
+// implements [admin.Batcher].
 func (s *Store) BatchStats() BatchStats {
 	st := s.committer.Stats()
 	return BatchStats{Batches: st.Batches, Items: st.Items, Single: st.Single, Alone: s.alone.Load()}

@@ -111,7 +111,7 @@
 // claim holds and never locks the table. The same sweep then retires
 // processing records whose lease ran out more than
 // SweepParams.ProcessingRetention ago (default
-// [retrysafe.DefaultProcessingRetention], 7 days): attempts whose outcome
+// [admin.DefaultProcessingRetention], 7 days): attempts whose outcome
 // is unknown, which would otherwise stay forever. A partial index on
 // lease_until_ns of processing rows finds them.
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/storetest"
@@ -405,7 +406,7 @@ func TestPgBouncerConcurrentLoad(t *testing.T) {
 					_, err = s.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: key, Now: at(0)})
 				}
 				if err == nil {
-					_, err = s.List(ctx, &retrysafe.ListParams{Limit: 2})
+					_, err = s.List(ctx, &admin.ListParams{Limit: 2})
 				}
 				if err == nil {
 					err = s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: key, Token: p.Token, Now: at(1), TTL: ttl,
@@ -419,7 +420,7 @@ func TestPgBouncerConcurrentLoad(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	recs, err := s.List(ctx, &retrysafe.ListParams{Limit: callers * perCaller * 2, WithBodies: true})
+	recs, err := s.List(ctx, &admin.ListParams{Limit: callers * perCaller * 2, WithBodies: true})
 	if err != nil {
 		t.Fatal(err)
 	}

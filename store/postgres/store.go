@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
@@ -33,8 +34,8 @@ const (
 )
 
 // Store is a [retrysafe.Store] on PostgreSQL. It also implements
-// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier] and
-// [retrysafe.Admin]. A Store is safe for concurrent use, and any number of
+// [admin.Pinger], [admin.Sweeper], [retrysafe.Notifier] and
+// [admin.Admin]. A Store is safe for concurrent use, and any number of
 // Stores in any number of processes may share one table: correctness comes
 // from PostgreSQL's row locks and unique index alone.
 type Store struct {
@@ -58,10 +59,10 @@ type Store struct {
 // Compile-time checks of the interfaces Store implements.
 var (
 	_ retrysafe.Store    = (*Store)(nil)
-	_ retrysafe.Pinger   = (*Store)(nil)
-	_ retrysafe.Sweeper  = (*Store)(nil)
+	_ admin.Pinger       = (*Store)(nil)
+	_ admin.Sweeper      = (*Store)(nil)
 	_ retrysafe.Notifier = (*Store)(nil)
-	_ retrysafe.Admin    = (*Store)(nil)
+	_ admin.Admin        = (*Store)(nil)
 	_ io.Closer          = (*Store)(nil)
 )
 
@@ -277,7 +278,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Ping checks that the database answers. It implements [retrysafe.Pinger].
+// Ping checks that the database answers. It implements [admin.Pinger].
 func (s *Store) Ping(ctx context.Context) error {
 	return s.wrap(ctx, "ping", s.pool.Ping(ctx))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/postgres"
 )
 
@@ -222,15 +223,15 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	mustClaim(t, s, claimP("processing", fpA, at(0)))
-	n, err := s.Sweep(ctx, &retrysafe.SweepParams{Now: at(time.Hour + 9*time.Second), BatchSize: 3})
+	n, err := s.Sweep(ctx, &admin.SweepParams{Now: at(time.Hour + 9*time.Second), BatchSize: 3})
 	if err != nil || n != 10 {
 		t.Fatalf("Sweep = %d, %v; want 10", n, err)
 	}
-	n, err = s.Sweep(ctx, &retrysafe.SweepParams{Now: at(48 * time.Hour)})
+	n, err = s.Sweep(ctx, &admin.SweepParams{Now: at(48 * time.Hour)})
 	if err != nil || n != 15 {
 		t.Fatalf("second Sweep = %d, %v; want 15", n, err)
 	}
-	recs, err := s.List(ctx, &retrysafe.ListParams{})
+	recs, err := s.List(ctx, &admin.ListParams{})
 	if err != nil || len(recs) != 1 || recs[0].Key != "processing" {
 		t.Fatalf("left after sweeping: %v, %v", recs, err)
 	}
@@ -276,7 +277,7 @@ func TestSweepWhileClaiming(t *testing.T) {
 	wg.Go(func() {
 		<-start
 		for range 3 {
-			m, err := s.Sweep(ctx, &retrysafe.SweepParams{Now: sweepAt, BatchSize: 25})
+			m, err := s.Sweep(ctx, &admin.SweepParams{Now: sweepAt, BatchSize: 25})
 			if err != nil {
 				t.Error(err)
 				return
@@ -286,7 +287,7 @@ func TestSweepWhileClaiming(t *testing.T) {
 	})
 	close(start)
 	wg.Wait()
-	recs, err := s.List(ctx, &retrysafe.ListParams{Limit: 2 * n})
+	recs, err := s.List(ctx, &admin.ListParams{Limit: 2 * n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +319,7 @@ func TestAdmin(t *testing.T) {
 		}
 	}
 	var got []string
-	lp := &retrysafe.ListParams{Limit: 3}
+	lp := &admin.ListParams{Limit: 3}
 	for {
 		page, err := s.List(ctx, lp)
 		if err != nil {
@@ -340,7 +341,7 @@ func TestAdmin(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("List order = %v, want %v", got, want)
 	}
-	page, err := s.List(ctx, &retrysafe.ListParams{Scope: "s2", WithBodies: true, Limit: 2})
+	page, err := s.List(ctx, &admin.ListParams{Scope: "s2", WithBodies: true, Limit: 2})
 	if err != nil || len(page) != 2 || page[0].Scope != "s2" || string(page[0].Response.Body) != "body" {
 		t.Fatalf("List(scope s2, with bodies) = %v, %v", page, err)
 	}

@@ -9,20 +9,21 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // scanCount is the COUNT hint of each SCAN call.
 const scanCount = 1000
 
 // List returns up to params.Limit records ordered by (Scope, Key), strictly
-// after (AfterScope, AfterKey). It implements [retrysafe.Admin].
+// after (AfterScope, AfterKey). It implements [admin.Admin].
 //
 // Redis has no ordered index of the records, so every page SCANs all keys
 // under the prefix (of one scope when params.Scope is set) on every master
 // and sorts them: O(records) work per page. It is meant for operators, not
 // for the request path. List does not know the time, so it also returns
 // completed records past ExpiresAt that Redis has not dropped yet.
-func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+func (s *Store) List(ctx context.Context, params *admin.ListParams) ([]*retrysafe.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -117,11 +118,11 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 }
 
 // Stats counts the records by state and finds the oldest in flight and the
-// unknown outcomes. It implements [retrysafe.Admin].
+// unknown outcomes. It implements [admin.Admin].
 //
 // Like List, it SCANs every key under the prefix and reads each record's
 // fields (not its body): O(records) work per call.
-func (s *Store) Stats(ctx context.Context, params *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+func (s *Store) Stats(ctx context.Context, params *admin.StatsParams) (*admin.Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -141,17 +142,17 @@ func (s *Store) Stats(ctx context.Context, params *retrysafe.StatsParams) (*retr
 		keys = keys[n:]
 		recs = append(recs, batch...)
 	}
-	return retrysafe.StatsOf(recs, params), nil
+	return admin.StatsOf(recs, params), nil
 }
 
 // Find returns the records with params.Key ordered by scope, in every
-// scope or in the one params selects. It implements [retrysafe.Admin].
+// scope or in the one params selects. It implements [admin.Admin].
 //
 // With a scope it reads one hash. Without one it SCANs for the key's name
 // under every scope hash, on every master: O(records) work on the server,
 // but only the matching records travel. Like List, it also returns
 // completed records past ExpiresAt that Redis has not dropped yet.
-func (s *Store) Find(ctx context.Context, params *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+func (s *Store) Find(ctx context.Context, params *admin.FindParams) ([]*retrysafe.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -216,7 +217,7 @@ func (s *Store) fetch(ctx context.Context, op string, redisKeys []string, fields
 
 // Delete removes the record (scope, key) unconditionally and notifies
 // subscribers. It returns [retrysafe.ErrNotFound] when there was none. It
-// implements [retrysafe.Admin].
+// implements [admin.Admin].
 func (s *Store) Delete(ctx context.Context, scope, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err

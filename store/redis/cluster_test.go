@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/redisserver"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	redisstore "github.com/retrysafe/retrysafe/store/redis"
@@ -164,12 +165,12 @@ func TestCluster(t *testing.T) {
 			t.Errorf("masters hold %d records in all, want %d", total, n)
 		}
 		// Admin List and Find visit every master.
-		recs, err := s.List(ctx, &retrysafe.ListParams{Limit: 1000})
+		recs, err := s.List(ctx, &admin.ListParams{Limit: 1000})
 		if err != nil || len(recs) != n {
 			t.Fatalf("List: %d records, %v; want %d", len(recs), err, n)
 		}
 		for node, key := range keyOn {
-			found, err := s.Find(ctx, &retrysafe.FindParams{Key: key})
+			found, err := s.Find(ctx, &admin.FindParams{Key: key})
 			if err != nil || len(found) != 1 {
 				t.Fatalf("Find %s (on %s): %v, %v", key, node, found, err)
 			}
@@ -232,12 +233,12 @@ func TestCluster(t *testing.T) {
 		if total != tenants*perTenant {
 			t.Errorf("masters hold %d records in all, want %d", total, tenants*perTenant)
 		}
-		recs, err := s.List(ctx, &retrysafe.ListParams{Scope: "tenant-1", Limit: 1000})
+		recs, err := s.List(ctx, &admin.ListParams{Scope: "tenant-1", Limit: 1000})
 		if err != nil || len(recs) != perTenant {
 			t.Fatalf("List of tenant-1: %d records, %v; want %d", len(recs), err, perTenant)
 		}
 		for _, key := range []string{"{x}order-0", "order-{x}-1"} {
-			if found, err := s.Find(ctx, &retrysafe.FindParams{Key: key}); err != nil || len(found) != tenants {
+			if found, err := s.Find(ctx, &admin.FindParams{Key: key}); err != nil || len(found) != tenants {
 				t.Fatalf("Find %s: %d records, %v; want one per tenant", key, len(found), err)
 			}
 		}

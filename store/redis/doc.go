@@ -52,7 +52,7 @@
 // stored in the record and checked against params.Now on every read. Native
 // expiry only reclaims memory: a completed record gets PX = TTL, a processing
 // record gets PX = Lease + [Config.ProcessingRetention] (7 days by default,
-// [retrysafe.DefaultProcessingRetention], as the other stores' sweeps), so a
+// [admin.DefaultProcessingRetention], as the other stores' sweeps), so a
 // record whose lease ran out stays in Redis for a takeover (Attempt+1, same
 // CreatedAt) or a late Complete by its owner. A processing record that nobody
 // touches for that long disappears as if released. Because of native expiry

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	redisstore "github.com/retrysafe/retrysafe/store/redis"
 )
 
@@ -699,7 +700,7 @@ func TestListGlobPrefix(t *testing.T) {
 	}
 	for p, s := range stores {
 		for _, scope := range []string{"", "scope"} {
-			recs, err := s.List(ctx, &retrysafe.ListParams{Scope: scope})
+			recs, err := s.List(ctx, &admin.ListParams{Scope: scope})
 			if err != nil {
 				t.Fatal(err)
 			}

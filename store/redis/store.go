@@ -15,15 +15,16 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // DefaultPrefix is the key prefix used when [Config.Prefix] is empty.
 const DefaultPrefix = "retrysafe:"
 
 // DefaultProcessingRetention is the default of [Config.ProcessingRetention]:
-// [retrysafe.DefaultProcessingRetention] (7 days), the retention every
+// [admin.DefaultProcessingRetention] (7 days), the retention every
 // store's sweep applies by default.
-const DefaultProcessingRetention = retrysafe.DefaultProcessingRetention
+const DefaultProcessingRetention = admin.DefaultProcessingRetention
 
 // Config configures a [Store]. The zero value is valid.
 type Config struct {
@@ -78,8 +79,8 @@ type Config struct {
 const DefaultWaitTimeout = time.Second
 
 // Store is a [retrysafe.Store] on Redis. It also implements
-// [retrysafe.Pinger], [retrysafe.ReadyChecker], [retrysafe.Notifier] and
-// [retrysafe.Admin]. It needs no [retrysafe.Sweeper]: Redis expires the
+// [admin.Pinger], [admin.ReadyChecker], [retrysafe.Notifier] and
+// [admin.Admin]. It needs no [admin.Sweeper]: Redis expires the
 // keys itself.
 //
 // A Store is safe for concurrent use. Create it with [New] or [Open] and
@@ -113,11 +114,11 @@ type pipe interface {
 }
 
 var (
-	_ retrysafe.Store        = (*Store)(nil)
-	_ retrysafe.Pinger       = (*Store)(nil)
-	_ retrysafe.ReadyChecker = (*Store)(nil)
-	_ retrysafe.Notifier     = (*Store)(nil)
-	_ retrysafe.Admin        = (*Store)(nil)
+	_ retrysafe.Store    = (*Store)(nil)
+	_ admin.Pinger       = (*Store)(nil)
+	_ admin.ReadyChecker = (*Store)(nil)
+	_ retrysafe.Notifier = (*Store)(nil)
+	_ admin.Admin        = (*Store)(nil)
 )
 
 // New returns a Store that uses the caller's client: a *goredis.Client, a
@@ -217,7 +218,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Ping reports whether Redis answers. It implements [retrysafe.Pinger].
+// Ping reports whether Redis answers. It implements [admin.Pinger].
 func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -230,7 +231,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // CheckReady reports whether Redis answers, as [Store.Ping] does, but fails
 // at once when the server refuses connections. It implements
-// [retrysafe.ReadyChecker], for the gateway's /readyz.
+// [admin.ReadyChecker], for the gateway's /readyz.
 //
 // Ping on a server that refuses waits out go-redis's retries: each dial is
 // tried Options.DialerRetries times (5), 100 ms apart, and the command

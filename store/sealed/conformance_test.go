@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/sealed"
 	"github.com/retrysafe/retrysafe/store/storetest"
@@ -37,16 +38,16 @@ func TestConformanceNoRing(t *testing.T) {
 // while the suite's Admin scenarios expect the scopes Claim takes.
 func withoutAdmin(t *testing.T, s retrysafe.Store) retrysafe.Store {
 	t.Helper()
-	p, ok1 := retrysafe.As[retrysafe.Pinger](s)
-	sw, ok2 := retrysafe.As[retrysafe.Sweeper](s)
+	p, ok1 := retrysafe.As[admin.Pinger](s)
+	sw, ok2 := retrysafe.As[admin.Sweeper](s)
 	n, ok3 := retrysafe.As[retrysafe.Notifier](s)
 	if !ok1 || !ok2 || !ok3 {
 		t.Fatal("the wrapped store lacks an ability the suite should test")
 	}
 	return struct {
 		retrysafe.Store
-		retrysafe.Pinger
-		retrysafe.Sweeper
+		admin.Pinger
+		admin.Sweeper
 		retrysafe.Notifier
 	}{s, p, sw, n}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -17,7 +18,7 @@ import (
 // storedRecords returns every record the inner store keeps.
 func storedRecords(t *testing.T, inner *memory.Store) []*retrysafe.Record {
 	t.Helper()
-	recs, err := inner.List(t.Context(), &retrysafe.ListParams{Limit: 1000})
+	recs, err := inner.List(t.Context(), &admin.ListParams{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,30 +190,30 @@ func TestAdmin(t *testing.T) {
 	complete(t, s, scopeA, "a", payment())
 	complete(t, s, scopeB, "a", payment())
 	complete(t, s, "", "a", payment())
-	admin, ok := retrysafe.As[retrysafe.Admin](s)
+	adm, ok := retrysafe.As[admin.Admin](s)
 	if !ok {
 		t.Fatal("no Admin")
 	}
 	shown := ring.Scope(scopeA)
-	recs, err := admin.List(ctx, &retrysafe.ListParams{Scope: shown, WithBodies: true})
+	recs, err := adm.List(ctx, &admin.ListParams{Scope: shown, WithBodies: true})
 	if err != nil || len(recs) != 1 || recs[0].Scope != shown || recs[0].Fingerprint == "fp" {
 		t.Fatalf("List of the shown scope: %v, %v; want one record, scope %q, fingerprint as stored", recs, err, shown)
 	}
 	wantResponse(t, "listed", recs[0].Response, payment())
-	if recs, err := admin.List(ctx, &retrysafe.ListParams{ScopeSet: true}); err != nil || len(recs) != 1 || recs[0].Scope != "" {
+	if recs, err := adm.List(ctx, &admin.ListParams{ScopeSet: true}); err != nil || len(recs) != 1 || recs[0].Scope != "" {
 		t.Fatalf("List of the empty scope: %v, %v", recs, err)
 	}
-	found, err := admin.Find(ctx, &retrysafe.FindParams{Key: "a"})
+	found, err := adm.Find(ctx, &admin.FindParams{Key: "a"})
 	if err != nil || len(found) != 3 {
 		t.Fatalf("Find of a: %d records, %v; want 3", len(found), err)
 	}
-	if err := admin.Delete(ctx, shown, "a"); err != nil {
+	if err := adm.Delete(ctx, shown, "a"); err != nil {
 		t.Fatalf("Delete of the shown scope: %v", err)
 	}
 	if _, err := get(s, ctx, scopeA, "a"); !errors.Is(err, retrysafe.ErrNotFound) {
 		t.Fatalf("Get after Delete: %v, want ErrNotFound", err)
 	}
-	st, err := admin.Stats(ctx, &retrysafe.StatsParams{Now: now})
+	st, err := adm.Stats(ctx, &admin.StatsParams{Now: now})
 	if err != nil || st.Completed != 2 {
 		t.Fatalf("Stats: %+v, %v; want 2 completed", st, err)
 	}

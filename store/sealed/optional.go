@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // The optional abilities the wrapper must change: Notifier, whose scope
@@ -23,13 +24,13 @@ type (
 	adminLayer struct {
 		retrysafe.Store // the layer below
 		s               *store
-		a               retrysafe.Admin
+		a               admin.Admin
 	}
 )
 
 var (
 	_ retrysafe.Notifier = (*notifierLayer)(nil)
-	_ retrysafe.Admin    = (*adminLayer)(nil)
+	_ admin.Admin        = (*adminLayer)(nil)
 )
 
 // withOptional returns s with the layers of the abilities of s.inner that
@@ -39,7 +40,7 @@ func (s *store) withOptional() retrysafe.Store {
 	if n, ok := retrysafe.As[retrysafe.Notifier](s.inner); ok {
 		out = &notifierLayer{Store: out, s: s, n: n}
 	}
-	if a, ok := retrysafe.As[retrysafe.Admin](s.inner); ok {
+	if a, ok := retrysafe.As[admin.Admin](s.inner); ok {
 		out = &adminLayer{Store: out, s: s, a: a}
 	}
 	return out
@@ -73,7 +74,7 @@ func (l *adminLayer) StoredScope(scope string) string { return l.s.scope(scope) 
 // List always reads bodies and drops them afterwards when p.WithBodies is
 // false. A response it cannot open (key not in the ring, altered) is left
 // as stored; [KeyID] tells that it is sealed when its body is listed.
-func (l *adminLayer) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+func (l *adminLayer) List(ctx context.Context, p *admin.ListParams) ([]*retrysafe.Record, error) {
 	q := *p
 	q.WithBodies = p.WithBodies || l.s.ring != nil
 	recs, err := l.a.List(ctx, &q)
@@ -86,7 +87,7 @@ func (l *adminLayer) List(ctx context.Context, p *retrysafe.ListParams) ([]*retr
 
 // Find finds through the inner store and opens each record's response it
 // can, as List does.
-func (l *adminLayer) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+func (l *adminLayer) Find(ctx context.Context, p *admin.FindParams) ([]*retrysafe.Record, error) {
 	q := *p
 	q.WithBodies = p.WithBodies || l.s.ring != nil
 	recs, err := l.a.Find(ctx, &q)
@@ -120,7 +121,7 @@ func (l *adminLayer) openAll(recs []*retrysafe.Record, withBodies bool) {
 
 // Stats is the inner store's Stats: its records are processing ones,
 // which hold no response to open.
-func (l *adminLayer) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+func (l *adminLayer) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, error) {
 	return l.a.Stats(ctx, p)
 }
 

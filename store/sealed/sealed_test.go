@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -282,9 +283,9 @@ func TestList(t *testing.T) {
 	s := wrap(t, raw, ringOf(t, cur), sealed.Config{})
 	complete(t, s, scopeA, "b-cur", payment())
 
-	admin, _ := retrysafe.As[retrysafe.Admin](s)
+	adm, _ := retrysafe.As[admin.Admin](s)
 	for _, bodies := range []bool{true, false} {
-		recs, err := admin.List(t.Context(), &retrysafe.ListParams{WithBodies: bodies})
+		recs, err := adm.List(t.Context(), &admin.ListParams{WithBodies: bodies})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,26 +319,26 @@ func TestOptionalInterfaces(t *testing.T) {
 		"none": struct{ retrysafe.Store }{mem},
 		"pinger": struct {
 			retrysafe.Store
-			retrysafe.Pinger
+			admin.Pinger
 		}{mem, mem},
 		"sweeper+admin": struct {
 			retrysafe.Store
-			retrysafe.Sweeper
-			retrysafe.Admin
+			admin.Sweeper
+			admin.Admin
 		}{mem, mem, mem},
 		"pinger+notifier+admin (redis-like: no sweeper)": struct {
 			retrysafe.Store
-			retrysafe.Pinger
+			admin.Pinger
 			retrysafe.Notifier
-			retrysafe.Admin
+			admin.Admin
 		}{mem, mem, mem, mem},
 		"all": mem,
 	}
 	has := map[string]func(retrysafe.Store) bool{
-		"Pinger":   func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Pinger](s); return ok },
-		"Sweeper":  func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Sweeper](s); return ok },
+		"Pinger":   func(s retrysafe.Store) bool { _, ok := retrysafe.As[admin.Pinger](s); return ok },
+		"Sweeper":  func(s retrysafe.Store) bool { _, ok := retrysafe.As[admin.Sweeper](s); return ok },
 		"Notifier": func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Notifier](s); return ok },
-		"Admin":    func(s retrysafe.Store) bool { _, ok := retrysafe.As[retrysafe.Admin](s); return ok },
+		"Admin":    func(s retrysafe.Store) bool { _, ok := retrysafe.As[admin.Admin](s); return ok },
 	}
 	for name, inner := range cases {
 		ring := testRing(t, "k")
@@ -347,13 +348,13 @@ func TestOptionalInterfaces(t *testing.T) {
 				t.Errorf("%s: As finds %s on the wrapper = %v, want %v", name, ability, got, want)
 			}
 		}
-		admin, ok := retrysafe.As[retrysafe.Admin](s)
+		adm, ok := retrysafe.As[admin.Admin](s)
 		if !ok {
 			continue
 		}
 		scope := "scope-" + name
 		complete(t, s, scope, "k", payment())
-		recs, err := admin.List(t.Context(), &retrysafe.ListParams{Scope: ring.Scope(scope), WithBodies: true})
+		recs, err := adm.List(t.Context(), &admin.ListParams{Scope: ring.Scope(scope), WithBodies: true})
 		if err != nil || len(recs) != 1 {
 			t.Fatalf("%s: List: %d records, %v", name, len(recs), err)
 		}
@@ -424,9 +425,9 @@ func TestReplaysLeaveTheStoredRecordSealed(t *testing.T) {
 			t.Fatalf("replay %d through Get: %v", i, err)
 		}
 		wantResponse(t, "replay through Get", rec.Response, payment())
-		if admin, _ := retrysafe.As[retrysafe.Admin](s); admin == nil {
+		if adm, _ := retrysafe.As[admin.Admin](s); adm == nil {
 			t.Fatal("no Admin")
-		} else if _, err := admin.List(ctx, &retrysafe.ListParams{}); err != nil {
+		} else if _, err := adm.List(ctx, &admin.ListParams{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,16 +4,17 @@ import (
 	"context"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
-// List returns up to params.Limit records (default [retrysafe.DefaultListLimit])
+// List returns up to params.Limit records (default [admin.DefaultListLimit])
 // ordered by (Scope, Key), strictly after the cursor (AfterScope,
 // AfterKey), in params.Scope or in every scope when it is empty, that pass
-// params' filters (see [retrysafe.ListParams.Matches]). It lists
+// params' filters (see [admin.ListParams.Matches]). It lists
 // records as stored, including expired ones that no sweep has deleted yet.
 // Response bodies are included only with params.WithBodies.
-func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retrysafe.Record, error) {
-	var p retrysafe.ListParams
+func (s *Store) List(ctx context.Context, params *admin.ListParams) ([]*retrysafe.Record, error) {
+	var p admin.ListParams
 	if params != nil {
 		p = *params
 	}
@@ -25,7 +26,7 @@ func (s *Store) List(ctx context.Context, params *retrysafe.ListParams) ([]*retr
 // scope or in the one params selects, expired ones included until a sweep
 // deletes them. Without a scope it reads the whole table (there is no
 // index on the key alone): it is meant for operators.
-func (s *Store) Find(ctx context.Context, params *retrysafe.FindParams) ([]*retrysafe.Record, error) {
+func (s *Store) Find(ctx context.Context, params *admin.FindParams) ([]*retrysafe.Record, error) {
 	query := s.q.findNoBody
 	if params.WithBodies {
 		query = s.q.find

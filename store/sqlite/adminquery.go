@@ -5,12 +5,13 @@ import (
 	"strings"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // listQuery builds List's keyset query: the cursor, the scope and each
 // filter of p that is set become a WHERE clause, so that with one scope
 // selected the primary key (scope, idem_key) bounds the scan.
-func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any) {
+func (s *Store) listQuery(p *admin.ListParams) (string, []any) {
 	var b strings.Builder
 	args := []any{p.AfterScope, p.AfterKey}
 	b.WriteString("SELECT " + selectColumns(p.WithBodies) + " FROM " + quoteIdent(s.cfg.Table) + " WHERE (scope, idem_key) > (?, ?)")
@@ -48,14 +49,14 @@ func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any) {
 	return b.String(), args
 }
 
-// Stats implements [retrysafe.Admin]: one pass over the table for the
+// Stats implements [admin.Admin]: one pass over the table for the
 // counts, and two queries over the processing records (found through the
 // partial index on lease_until) for the oldest in flight and the unknown
 // outcomes.
-func (s *Store) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, error) {
 	now := toNanos(p.Now)
 	table := quoteIdent(s.cfg.Table)
-	var st retrysafe.Stats
+	var st admin.Stats
 	err := s.retry(ctx, "stats", func() error {
 		return s.db.QueryRowContext(ctx, `SELECT
 	COALESCE(SUM(CASE WHEN state = 'processing' THEN 1 ELSE 0 END), 0),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
@@ -281,10 +282,10 @@ func (s *Store) commitBatch(b *groupcommit.Batch[*writeOp, struct{}]) error {
 
 // BatchStats returns how many write transactions (batches) this Store's
 // writer has committed and how many calls they held. It implements
-// [retrysafe.Batcher]. Calls that write nothing (a replay, a Get) are not
+// [admin.Batcher]. Calls that write nothing (a replay, a Get) are not
 // batched and not counted; the writer never leaves a call undecided, so
 // Alone is zero.
-func (s *Store) BatchStats() retrysafe.BatchStats {
+func (s *Store) BatchStats() admin.BatchStats {
 	st := s.committer.Stats()
-	return retrysafe.BatchStats{Batches: st.Batches, Items: st.Items, Single: st.Single}
+	return admin.BatchStats{Batches: st.Batches, Items: st.Items, Single: st.Single}
 }

@@ -16,6 +16,7 @@ import (
 	msqlite "modernc.org/sqlite"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
@@ -215,7 +216,7 @@ func TestBatchesForm(t *testing.T) {
 		t.Fatalf("%d writes in %d batches: no batch held more than one write", ops, batches)
 	}
 	t.Logf("%d writes in %d batches (%.1f per batch)", ops, batches, float64(ops)/float64(batches))
-	recs, err := s.List(ctx, &retrysafe.ListParams{Limit: 1000})
+	recs, err := s.List(ctx, &admin.ListParams{Limit: 1000})
 	if err != nil || len(recs) != goroutines*rounds {
 		t.Fatalf("List: %d records, %v; want %d", len(recs), err, goroutines*rounds)
 	}
@@ -455,7 +456,7 @@ BEGIN INSERT INTO child (pid) VALUES (42); END`); err != nil {
 			}
 		}
 	}
-	if n, err := s.Sweep(ctx, &retrysafe.SweepParams{Now: base.Add(2 * time.Hour)}); err != nil || n != 12 {
+	if n, err := s.Sweep(ctx, &admin.SweepParams{Now: base.Add(2 * time.Hour)}); err != nil || n != 12 {
 		t.Fatalf("Sweep after the failed batch = %d, %v; want 12", n, err)
 	}
 }
@@ -710,7 +711,7 @@ func TestWriterRestarts(t *testing.T) {
 	if n := exits.Load(); n < (rounds+6)/7 {
 		t.Errorf("the writer exited %d times, want at least %d", n, (rounds+6)/7)
 	}
-	recs, err := s.List(context.Background(), &retrysafe.ListParams{Limit: 1000})
+	recs, err := s.List(context.Background(), &admin.ListParams{Limit: 1000})
 	if err != nil || len(recs) != goroutines*rounds {
 		t.Fatalf("List: %d records, %v; want %d", len(recs), err, goroutines*rounds)
 	}

@@ -16,16 +16,17 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
 // Compile-time interface guards.
 var (
 	_ retrysafe.Store    = (*Store)(nil)
-	_ retrysafe.Pinger   = (*Store)(nil)
-	_ retrysafe.Sweeper  = (*Store)(nil)
+	_ admin.Pinger       = (*Store)(nil)
+	_ admin.Sweeper      = (*Store)(nil)
 	_ retrysafe.Notifier = (*Store)(nil)
-	_ retrysafe.Admin    = (*Store)(nil)
+	_ admin.Admin        = (*Store)(nil)
 )
 
 // DefaultTable is the records table used when Config.Table is empty.
@@ -90,8 +91,8 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // Store is a [retrysafe.Store] on an SQLite database. It also implements
-// [retrysafe.Pinger], [retrysafe.Sweeper], [retrysafe.Notifier] and
-// [retrysafe.Admin]. It is safe for concurrent use by many goroutines, and
+// [admin.Pinger], [admin.Sweeper], [retrysafe.Notifier] and
+// [admin.Admin]. It is safe for concurrent use by many goroutines, and
 // several processes may share one database file.
 type Store struct {
 	db     *sql.DB

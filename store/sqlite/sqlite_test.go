@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
@@ -539,7 +540,7 @@ func TestListAndDelete(t *testing.T) {
 		}
 	}
 	var keys []string
-	var cur retrysafe.ListParams
+	var cur admin.ListParams
 	cur.Limit = 2
 	for {
 		page, err := s.List(ctx, &cur)
@@ -560,7 +561,7 @@ func TestListAndDelete(t *testing.T) {
 	if want := []string{"a1", "a2", "a3", "b1", "b2", "b3"}; !reflect.DeepEqual(keys, want) {
 		t.Fatalf("listed %v, want %v", keys, want)
 	}
-	page, err := s.List(ctx, &retrysafe.ListParams{Scope: "b", WithBodies: true})
+	page, err := s.List(ctx, &admin.ListParams{Scope: "b", WithBodies: true})
 	if err != nil || len(page) != 3 || string(page[0].Response.Body) != "b1" {
 		t.Fatalf("List scope b with bodies: %v %v", page, err)
 	}

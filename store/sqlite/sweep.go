@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/sweep"
 )
 
 // Sweep deletes completed records with ExpiresAt <= params.Now, then
 // retires processing records with LeaseUntil + params.ProcessingRetention
-// <= params.Now (default [retrysafe.DefaultProcessingRetention]), and
+// <= params.Now (default [admin.DefaultProcessingRetention]), and
 // returns how many it deleted. It deletes in batches of params.BatchSize
 // (default [DefaultSweepBatch]) records, each batch one DELETE … WHERE rowid
 // IN (SELECT … LIMIT n) committed as one of the Store's writes (in a group
@@ -22,7 +22,7 @@ import (
 // Sweeping only reclaims space: Claim and Get treat expired records as
 // absent whether or not a sweeper runs. A processing record is kept until a
 // sweep retires it.
-func (s *Store) Sweep(ctx context.Context, params *retrysafe.SweepParams) (int, error) {
+func (s *Store) Sweep(ctx context.Context, params *admin.SweepParams) (int, error) {
 	plan, err := sweep.New(params, DefaultSweepBatch)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: %w", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
@@ -274,18 +275,18 @@ SELECT 'tenant', 'old-' || i, 'fp', 'completed', 'tok', 1, ?1, ?1, ?1, ?2, 200, 
 	mustClaim(t, s, claimParams("stuck", "fp", base))
 
 	now := base.Add(2 * time.Hour) // old-* expired at base+1h; live expires at base+3h
-	n, err := s.Sweep(ctx, &retrysafe.SweepParams{Now: now, BatchSize: 1000})
+	n, err := s.Sweep(ctx, &admin.SweepParams{Now: now, BatchSize: 1000})
 	if err != nil || n != 2500 {
 		t.Fatalf("Sweep = %d, %v; want 2500", n, err)
 	}
 	if left := countRows(t, db, `SELECT COUNT(*) FROM retrysafe_records`); left != 2 {
 		t.Fatalf("%d records left, want 2 (live, stuck)", left)
 	}
-	if n, err := s.Sweep(ctx, &retrysafe.SweepParams{Now: now}); err != nil || n != 0 {
+	if n, err := s.Sweep(ctx, &admin.SweepParams{Now: now}); err != nil || n != 0 {
 		t.Fatalf("second Sweep = %d, %v; want 0", n, err)
 	}
 	// Exactly a multiple of the batch size ends too.
-	n, err = s.Sweep(ctx, &retrysafe.SweepParams{Now: base.Add(3 * time.Hour), BatchSize: 1})
+	n, err = s.Sweep(ctx, &admin.SweepParams{Now: base.Add(3 * time.Hour), BatchSize: 1})
 	if err != nil || n != 1 {
 		t.Fatalf("Sweep of the live record at expiry = %d, %v; want 1", n, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // The empty scope is the scope of callers without credentials.
@@ -15,11 +16,11 @@ const emptyScope = ""
 // ordered by scope, or in the one scope selected (the empty scope too),
 // expired ones included; bodies only when asked.
 func testAdminFind(t *testing.T, h *harness) {
-	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
+	ad, ok := retrysafe.As[admin.Admin](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Admin")
+		t.Skip("store does not implement admin.Admin")
 	}
-	find := func(p retrysafe.FindParams) []*retrysafe.Record {
+	find := func(p admin.FindParams) []*retrysafe.Record {
 		t.Helper()
 		recs, err := ad.Find(h.ctx, &p)
 		if err != nil {
@@ -44,25 +45,25 @@ func testAdminFind(t *testing.T, h *harness) {
 	}
 	h.claimNew(emptyScope, "k*", fpA, at(0))
 
-	checkListed(t, "Find of k in every scope", find(retrysafe.FindParams{Key: "k", WithBodies: true}), want, true)
-	checkListed(t, "Find of k without bodies", find(retrysafe.FindParams{Key: "k"}), want, false)
-	checkListed(t, "Find of k in scope 2", find(retrysafe.FindParams{Key: "k", Scope: scope2, WithBodies: true}), want[1:2], true)
+	checkListed(t, "Find of k in every scope", find(admin.FindParams{Key: "k", WithBodies: true}), want, true)
+	checkListed(t, "Find of k without bodies", find(admin.FindParams{Key: "k"}), want, false)
+	checkListed(t, "Find of k in scope 2", find(admin.FindParams{Key: "k", Scope: scope2, WithBodies: true}), want[1:2], true)
 	checkListed(t, "Find of k in the empty scope",
-		find(retrysafe.FindParams{Key: "k", ScopeSet: true, WithBodies: true}), want[:1], true)
-	if got := find(retrysafe.FindParams{Key: "k2", ScopeSet: true}); len(got) != 0 {
+		find(admin.FindParams{Key: "k", ScopeSet: true, WithBodies: true}), want[:1], true)
+	if got := find(admin.FindParams{Key: "k2", ScopeSet: true}); len(got) != 0 {
 		t.Errorf("Find of k2 in the empty scope: %d records, want none (k2 is in scope 1 only)", len(got))
 	}
-	if got := find(retrysafe.FindParams{Key: "absent"}); len(got) != 0 {
+	if got := find(admin.FindParams{Key: "absent"}); len(got) != 0 {
 		t.Errorf("Find of an absent key: %d records, want none", len(got))
 	}
-	if got := find(retrysafe.FindParams{Key: "k*"}); len(got) != 2 || got[0].Scope != emptyScope || got[1].Scope != scope1 {
+	if got := find(admin.FindParams{Key: "k*"}); len(got) != 2 || got[0].Scope != emptyScope || got[1].Scope != scope1 {
 		t.Errorf("Find of k* = %v, want its records in the empty scope and scope 1 (a key is not a pattern)", scopesOf(got))
 	}
 
 	// Expired but not swept: Get no longer returns it, Find still does.
 	later := at(ttl + time.Hour)
 	h.getNotFound(scope2, "k", later)
-	checkListed(t, "Find of k after it expired", find(retrysafe.FindParams{Key: "k", Scope: scope2, WithBodies: true}), want[1:2], true)
+	checkListed(t, "Find of k after it expired", find(admin.FindParams{Key: "k", Scope: scope2, WithBodies: true}), want[1:2], true)
 }
 
 func scopesOf(recs []*retrysafe.Record) []string {
@@ -78,9 +79,9 @@ func scopesOf(recs []*retrysafe.Record) []string {
 // but has not been swept. Find returns it, in its scope and across scopes,
 // like order-11 in the same state.
 func testAdminFindAmongMany(t *testing.T, h *harness) {
-	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
+	ad, ok := retrysafe.As[admin.Admin](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Admin")
+		t.Skip("store does not implement admin.Admin")
 	}
 	// 199 keys that sort before order-2: order-1, order-10 … order-19,
 	// order-100 … order-199, order-1200 … order-1287. order-11 and order-2
@@ -105,7 +106,7 @@ func testAdminFindAmongMany(t *testing.T, h *harness) {
 	later := at(ttl + time.Hour)
 	for _, key := range []string{"order-2", "order-11"} {
 		h.getNotFound(scope1, key, later)
-		for _, p := range []retrysafe.FindParams{{Key: key}, {Key: key, Scope: scope1}} {
+		for _, p := range []admin.FindParams{{Key: key}, {Key: key, Scope: scope1}} {
 			recs, err := ad.Find(h.ctx, &p)
 			if err != nil {
 				t.Fatalf("Find(%+v): %v", p, err)
@@ -120,23 +121,23 @@ func testAdminFindAmongMany(t *testing.T, h *harness) {
 // testAdminListEmptyScope: ScopeSet selects the empty scope in List;
 // without it, an empty Scope lists every scope.
 func testAdminListEmptyScope(t *testing.T, h *harness) {
-	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
+	ad, ok := retrysafe.As[admin.Admin](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Admin")
+		t.Skip("store does not implement admin.Admin")
 	}
 	for _, scope := range []string{emptyScope, scope1, scope2} {
 		for _, key := range []string{"a", "b"} {
 			h.claimNew(scope, key, fpA, at(0))
 		}
 	}
-	recs, err := ad.List(h.ctx, &retrysafe.ListParams{ScopeSet: true})
+	recs, err := ad.List(h.ctx, &admin.ListParams{ScopeSet: true})
 	if err != nil {
 		t.Fatalf("List of the empty scope: %v", err)
 	}
 	if len(recs) != 2 || recs[0].Scope != emptyScope || recs[1].Scope != emptyScope || recs[0].Key != "a" || recs[1].Key != "b" {
 		t.Errorf("List of the empty scope = %d records in scopes %v, want a and b of the empty scope", len(recs), scopesOf(recs))
 	}
-	recs, err = ad.List(h.ctx, &retrysafe.ListParams{})
+	recs, err = ad.List(h.ctx, &admin.ListParams{})
 	if err != nil {
 		t.Fatalf("List of every scope: %v", err)
 	}

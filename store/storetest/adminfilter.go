@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // statsFixture stores the records the filter and stats scenarios read,
@@ -49,12 +50,12 @@ func statsFixture(h *harness) time.Time {
 // exactly the records ListParams.Matches accepts, in (scope, key) order,
 // and page through them with the cursor without losing or repeating one.
 func testAdminListFilters(t *testing.T, h *harness) {
-	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
+	ad, ok := retrysafe.As[admin.Admin](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Admin")
+		t.Skip("store does not implement admin.Admin")
 	}
 	now := statsFixture(h)
-	all, err := ad.List(h.ctx, &retrysafe.ListParams{Limit: 1000})
+	all, err := ad.List(h.ctx, &admin.ListParams{Limit: 1000})
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -70,29 +71,29 @@ func testAdminListFilters(t *testing.T, h *harness) {
 	}
 	cases := []struct {
 		name string
-		p    retrysafe.ListParams
+		p    admin.ListParams
 		want int // the number of records that pass, counted by hand
 	}{
-		{"processing", retrysafe.ListParams{State: retrysafe.StateProcessing}, 9},
-		{"completed", retrysafe.ListParams{State: retrysafe.StateCompleted}, 3},
-		{"prefix order", retrysafe.ListParams{KeyPrefix: "order"}, 4},
-		{"prefix order-1", retrysafe.ListParams{KeyPrefix: "order-1"}, 2},
-		{"prefix a-", retrysafe.ListParams{KeyPrefix: "a-"}, 4},
-		{"prefix ending in a tilde", retrysafe.ListParams{KeyPrefix: "x~"}, 1},
-		{"prefix longer than every key", retrysafe.ListParams{KeyPrefix: "order-10-and-more"}, 0},
-		{"prefix with a pattern character", retrysafe.ListParams{KeyPrefix: "a_"}, 0},
-		{"prefix a- in scope 1", retrysafe.ListParams{Scope: scope1, KeyPrefix: "a-"}, 2},
-		{"completed in scope 2", retrysafe.ListParams{Scope: scope2, State: retrysafe.StateCompleted}, 1},
-		{"processing in the empty scope", retrysafe.ListParams{ScopeSet: true, State: retrysafe.StateProcessing}, 1},
-		{"updated from 100s", retrysafe.ListParams{UpdatedFrom: at(100 * time.Second)}, 6},
-		{"updated before 10s", retrysafe.ListParams{UpdatedTo: at(10 * time.Second)}, 3},
-		{"updated in [10s, 50s)", retrysafe.ListParams{UpdatedFrom: at(10 * time.Second), UpdatedTo: at(50 * time.Second)}, 2},
-		{"updated in [10s, 50s], processing", retrysafe.ListParams{UpdatedFrom: at(10 * time.Second), UpdatedTo: at(51 * time.Second), State: retrysafe.StateProcessing}, 2},
-		{"lease expired by now", retrysafe.ListParams{LeaseExpiredBy: now}, 3},
-		{"lease expired by 40s (bound included)", retrysafe.ListParams{LeaseExpiredBy: at(40 * time.Second)}, 2},
-		{"lease expired by now in scope 1", retrysafe.ListParams{Scope: scope1, LeaseExpiredBy: now}, 2},
-		{"lease expired, completed: none", retrysafe.ListParams{LeaseExpiredBy: now, State: retrysafe.StateCompleted}, 0},
-		{"after the cursor", retrysafe.ListParams{AfterScope: scope1, AfterKey: "order", KeyPrefix: "order"}, 3},
+		{"processing", admin.ListParams{State: retrysafe.StateProcessing}, 9},
+		{"completed", admin.ListParams{State: retrysafe.StateCompleted}, 3},
+		{"prefix order", admin.ListParams{KeyPrefix: "order"}, 4},
+		{"prefix order-1", admin.ListParams{KeyPrefix: "order-1"}, 2},
+		{"prefix a-", admin.ListParams{KeyPrefix: "a-"}, 4},
+		{"prefix ending in a tilde", admin.ListParams{KeyPrefix: "x~"}, 1},
+		{"prefix longer than every key", admin.ListParams{KeyPrefix: "order-10-and-more"}, 0},
+		{"prefix with a pattern character", admin.ListParams{KeyPrefix: "a_"}, 0},
+		{"prefix a- in scope 1", admin.ListParams{Scope: scope1, KeyPrefix: "a-"}, 2},
+		{"completed in scope 2", admin.ListParams{Scope: scope2, State: retrysafe.StateCompleted}, 1},
+		{"processing in the empty scope", admin.ListParams{ScopeSet: true, State: retrysafe.StateProcessing}, 1},
+		{"updated from 100s", admin.ListParams{UpdatedFrom: at(100 * time.Second)}, 6},
+		{"updated before 10s", admin.ListParams{UpdatedTo: at(10 * time.Second)}, 3},
+		{"updated in [10s, 50s)", admin.ListParams{UpdatedFrom: at(10 * time.Second), UpdatedTo: at(50 * time.Second)}, 2},
+		{"updated in [10s, 50s], processing", admin.ListParams{UpdatedFrom: at(10 * time.Second), UpdatedTo: at(51 * time.Second), State: retrysafe.StateProcessing}, 2},
+		{"lease expired by now", admin.ListParams{LeaseExpiredBy: now}, 3},
+		{"lease expired by 40s (bound included)", admin.ListParams{LeaseExpiredBy: at(40 * time.Second)}, 2},
+		{"lease expired by now in scope 1", admin.ListParams{Scope: scope1, LeaseExpiredBy: now}, 2},
+		{"lease expired, completed: none", admin.ListParams{LeaseExpiredBy: now, State: retrysafe.StateCompleted}, 0},
+		{"after the cursor", admin.ListParams{AfterScope: scope1, AfterKey: "order", KeyPrefix: "order"}, 3},
 	}
 	for _, c := range cases {
 		var want []*retrysafe.Record
@@ -133,11 +134,11 @@ func testAdminListFilters(t *testing.T, h *harness) {
 		}
 	}
 	// Bodies follow WithBodies with filters too.
-	recs, err := ad.List(h.ctx, &retrysafe.ListParams{State: retrysafe.StateCompleted, KeyPrefix: "b-done", WithBodies: true})
+	recs, err := ad.List(h.ctx, &admin.ListParams{State: retrysafe.StateCompleted, KeyPrefix: "b-done", WithBodies: true})
 	if err != nil || len(recs) != 1 || recs[0].Response == nil || string(recs[0].Response.Body) != string(sampleResponse().Body) {
 		t.Errorf("filtered List with bodies = %d records (err %v), want b-done with its body", len(recs), err)
 	}
-	recs, err = ad.List(h.ctx, &retrysafe.ListParams{State: retrysafe.StateCompleted, KeyPrefix: "b-done"})
+	recs, err = ad.List(h.ctx, &admin.ListParams{State: retrysafe.StateCompleted, KeyPrefix: "b-done"})
 	if err != nil || len(recs) != 1 || recs[0].Response == nil || recs[0].Response.Body != nil || recs[0].Response.Status != 201 {
 		t.Errorf("filtered List without bodies = %d records (err %v), want b-done with its status and no body", len(recs), err)
 	}
@@ -147,11 +148,11 @@ func testAdminListFilters(t *testing.T, h *harness) {
 // (retrysafe.Record.Status: lease-expired, failed, expired records), and returns the oldest record in flight and the
 // unknown outcomes, longest expired first, bounded by params.Unknown.
 func testAdminStats(t *testing.T, h *harness) {
-	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
+	ad, ok := retrysafe.As[admin.Admin](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Admin")
+		t.Skip("store does not implement admin.Admin")
 	}
-	empty, err := ad.Stats(h.ctx, &retrysafe.StatsParams{Now: at(0)})
+	empty, err := ad.Stats(h.ctx, &admin.StatsParams{Now: at(0)})
 	if err != nil {
 		t.Fatalf("Stats of an empty store: %v", err)
 	}
@@ -159,7 +160,7 @@ func testAdminStats(t *testing.T, h *harness) {
 		t.Errorf("Stats of an empty store = %+v, want zeros", empty)
 	}
 	now := statsFixture(h)
-	st, err := ad.Stats(h.ctx, &retrysafe.StatsParams{Now: now})
+	st, err := ad.Stats(h.ctx, &admin.StatsParams{Now: now})
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}
@@ -188,7 +189,7 @@ func testAdminStats(t *testing.T, h *harness) {
 			t.Errorf("Unknown record %s: want a processing record as stored", describe(r))
 		}
 	}
-	st, err = ad.Stats(h.ctx, &retrysafe.StatsParams{Now: now, Unknown: 2})
+	st, err = ad.Stats(h.ctx, &admin.StatsParams{Now: now, Unknown: 2})
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}
@@ -196,7 +197,7 @@ func testAdminStats(t *testing.T, h *harness) {
 		t.Errorf("Stats with Unknown=2: Unknown = %s (LeaseExpired %d), want %s (LeaseExpired 3)", got, st.LeaseExpired, want)
 	}
 	// Earlier, before any lease ran out: a-old is the oldest in flight.
-	st, err = ad.Stats(h.ctx, &retrysafe.StatsParams{Now: at(20 * time.Second)})
+	st, err = ad.Stats(h.ctx, &admin.StatsParams{Now: at(20 * time.Second)})
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}
@@ -205,7 +206,7 @@ func testAdminStats(t *testing.T, h *harness) {
 	}
 	// Once b-fail's result has expired it counts as expired, not failed
 	// (retrysafe.Record.Status): the counts are those of the statuses.
-	st, err = ad.Stats(h.ctx, &retrysafe.StatsParams{Now: at(25*time.Second + ttl)})
+	st, err = ad.Stats(h.ctx, &admin.StatsParams{Now: at(25*time.Second + ttl)})
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}
@@ -248,7 +249,7 @@ func testRoute(t *testing.T, h *harness) {
 	if got := h.get(scope1, "r-none", at(time.Second)); got.Route != "" {
 		t.Errorf("a claim without a route: Route = %q, want empty", got.Route)
 	}
-	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
+	ad, ok := retrysafe.As[admin.Admin](h.s)
 	if !ok {
 		return
 	}
@@ -257,7 +258,7 @@ func testRoute(t *testing.T, h *harness) {
 		"POST /orders/{id}/refunds": "r-1",
 		"POST /pay":                 "", // not a prefix match
 	} {
-		recs, err := ad.List(h.ctx, &retrysafe.ListParams{Route: route})
+		recs, err := ad.List(h.ctx, &admin.ListParams{Route: route})
 		if err != nil {
 			t.Fatalf("List with Route %q: %v", route, err)
 		}
@@ -272,7 +273,7 @@ func testRoute(t *testing.T, h *harness) {
 			t.Errorf("List with Route %q = %v, want %q", route, keys, want)
 		}
 	}
-	recs, err := ad.Find(h.ctx, &retrysafe.FindParams{Key: "r-2"})
+	recs, err := ad.Find(h.ctx, &admin.FindParams{Key: "r-2"})
 	if err != nil || len(recs) != 1 || recs[0].Route != "POST /payments" {
 		t.Errorf("Find of r-2: %d records (%v), want it with its route", len(recs), err)
 	}

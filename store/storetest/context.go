@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 func contextScenarios() []scenario {
@@ -61,14 +62,14 @@ func testCancelledContext(t *testing.T, h *harness) {
 	err = h.s.Release(cancelled, &retrysafe.ReleaseParams{Scope: scope1, Key: "processing", Token: proc.Token})
 	wantCancelled(t, "Release", err)
 
-	if p, ok := retrysafe.As[retrysafe.Pinger](h.s); ok {
+	if p, ok := retrysafe.As[admin.Pinger](h.s); ok {
 		wantCancelled(t, "Ping", p.Ping(cancelled))
 	}
-	if rc, ok := retrysafe.As[retrysafe.ReadyChecker](h.s); ok {
+	if rc, ok := retrysafe.As[admin.ReadyChecker](h.s); ok {
 		wantCancelled(t, "CheckReady", rc.CheckReady(cancelled))
 	}
-	if sw, ok := retrysafe.As[retrysafe.Sweeper](h.s); ok {
-		n, err := sw.Sweep(cancelled, &retrysafe.SweepParams{Now: at(ttl + time.Hour)})
+	if sw, ok := retrysafe.As[admin.Sweeper](h.s); ok {
+		n, err := sw.Sweep(cancelled, &admin.SweepParams{Now: at(ttl + time.Hour)})
 		wantCancelled(t, "Sweep", err)
 		if n != 0 {
 			t.Errorf("Sweep with a cancelled context reported %d deletions, want 0", n)
@@ -81,10 +82,10 @@ func testCancelledContext(t *testing.T, h *harness) {
 			unsubscribe()
 		}
 	}
-	if ad, ok := retrysafe.As[retrysafe.Admin](h.s); ok {
-		_, err := ad.List(cancelled, &retrysafe.ListParams{})
+	if ad, ok := retrysafe.As[admin.Admin](h.s); ok {
+		_, err := ad.List(cancelled, &admin.ListParams{})
 		wantCancelled(t, "List", err)
-		_, err = ad.Find(cancelled, &retrysafe.FindParams{Key: "completed"})
+		_, err = ad.Find(cancelled, &admin.FindParams{Key: "completed"})
 		wantCancelled(t, "Find", err)
 		wantCancelled(t, "Delete", ad.Delete(cancelled, scope1, "completed"))
 	}
@@ -94,8 +95,8 @@ func testCancelledContext(t *testing.T, h *harness) {
 	after := h.get(scope1, "completed", now)
 	checkSameRecord(t, "completed record after calls with a cancelled context", after, doneRec)
 	checkResponse(t, "completed response after calls with a cancelled context", after.Response, sampleResponse())
-	if ad, ok := retrysafe.As[retrysafe.Admin](h.s); ok {
-		recs, err := ad.List(h.ctx, &retrysafe.ListParams{})
+	if ad, ok := retrysafe.As[admin.Admin](h.s); ok {
+		recs, err := ad.List(h.ctx, &admin.ListParams{})
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}

@@ -53,7 +53,7 @@
 //   - A nil and an empty response body are equal; so are a nil and an
 //     empty header map. Header values keep their order and every byte
 //     (obs-text 0x80-0xFF included, which is not UTF-8).
-//   - One [retrysafe.Sweeper.Sweep] call deletes every expired record and
+//   - One [admin.Sweeper.Sweep] call deletes every expired record and
 //     returns the total; BatchSize bounds each statement, not the total.
 //   - Sweep retires a processing record once LeaseUntil +
 //     ProcessingRetention <= Now (zero: the default retention) and never
@@ -61,10 +61,10 @@
 //   - The function [retrysafe.Notifier.Subscribe] returns may be called
 //     more than once; the subscription outlives the context passed to
 //     Subscribe and lasts until that function is called.
-//   - [retrysafe.Admin.List] orders by Scope, then Key, comparing bytes;
-//     a zero or negative Limit means [retrysafe.DefaultListLimit];
+//   - [admin.Admin.List] orders by Scope, then Key, comparing bytes;
+//     a zero or negative Limit means [admin.DefaultListLimit];
 //     ScopeSet selects the empty scope.
-//   - [retrysafe.Admin.Find] returns the records of one key ordered by
+//   - [admin.Admin.Find] returns the records of one key ordered by
 //     scope, in every scope or one, expired ones included, whatever the
 //     keys around it (199 keys sorting before it included).
 //   - With a cancelled context a method returns an error matching

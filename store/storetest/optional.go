@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 func optionalScenarios() []scenario {
@@ -32,9 +33,9 @@ func optionalScenarios() []scenario {
 }
 
 func testReadyChecker(t *testing.T, h *harness) {
-	rc, ok := retrysafe.As[retrysafe.ReadyChecker](h.s)
+	rc, ok := retrysafe.As[admin.ReadyChecker](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.ReadyChecker")
+		t.Skip("store does not implement admin.ReadyChecker")
 	}
 	if err := rc.CheckReady(h.ctx); err != nil {
 		t.Fatalf("CheckReady: %v", err)
@@ -46,9 +47,9 @@ func testReadyChecker(t *testing.T, h *harness) {
 const notifyTimeout = 10 * time.Second
 
 func testPinger(t *testing.T, h *harness) {
-	p, ok := retrysafe.As[retrysafe.Pinger](h.s)
+	p, ok := retrysafe.As[admin.Pinger](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Pinger")
+		t.Skip("store does not implement admin.Pinger")
 	}
 	if err := p.Ping(h.ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
@@ -62,9 +63,9 @@ func testPinger(t *testing.T, h *harness) {
 // lease ran out, until ProcessingRetention has passed (see
 // testSweepRetention).
 func testSweeper(t *testing.T, h *harness) {
-	sw, ok := retrysafe.As[retrysafe.Sweeper](h.s)
+	sw, ok := retrysafe.As[admin.Sweeper](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Sweeper")
+		t.Skip("store does not implement admin.Sweeper")
 	}
 	sweepAt := at(ttl + time.Hour)
 
@@ -105,7 +106,7 @@ func testSweeper(t *testing.T, h *harness) {
 		}
 	}
 
-	n, err := sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: sweepAt, BatchSize: 3})
+	n, err := sw.Sweep(h.ctx, &admin.SweepParams{Now: sweepAt, BatchSize: 3})
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
@@ -124,13 +125,13 @@ func testSweeper(t *testing.T, h *harness) {
 		}
 	}
 
-	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: sweepAt})
+	n, err = sw.Sweep(h.ctx, &admin.SweepParams{Now: sweepAt})
 	if err != nil || n != 0 {
 		t.Errorf("second Sweep: %d, %v; want 0, nil", n, err)
 	}
 	// Later, the rest of the completed records expire; processing ones
 	// stay while their retention lasts.
-	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: at(10 * ttl), ProcessingRetention: 30 * ttl})
+	n, err = sw.Sweep(h.ctx, &admin.SweepParams{Now: at(10 * ttl), ProcessingRetention: 30 * ttl})
 	if err != nil || n != 2 {
 		t.Errorf("Sweep after every completed record expired: %d, %v; want 2, nil", n, err)
 	}
@@ -145,12 +146,12 @@ func testSweeper(t *testing.T, h *harness) {
 // out at least ProcessingRetention before Now (LeaseUntil + retention <=
 // Now), keeps one whose lease ran out more recently or is live (Extend and
 // takeover move LeaseUntil), and leaves completed records to their TTL.
-// Zero means retrysafe.DefaultProcessingRetention; negative is an error.
+// Zero means admin.DefaultProcessingRetention; negative is an error.
 // A retired record's owner is fenced and its key is free again.
 func testSweepRetention(t *testing.T, h *harness) {
-	sw, ok := retrysafe.As[retrysafe.Sweeper](h.s)
+	sw, ok := retrysafe.As[admin.Sweeper](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Sweeper")
+		t.Skip("store does not implement admin.Sweeper")
 	}
 	const retention = 2 * time.Hour
 	sweepAt := at(3 * time.Hour)
@@ -190,10 +191,10 @@ func testSweepRetention(t *testing.T, h *harness) {
 		t.Fatalf("Complete: %v", err)
 	}
 
-	if n, err := sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: sweepAt, ProcessingRetention: -time.Second}); err == nil {
+	if n, err := sw.Sweep(h.ctx, &admin.SweepParams{Now: sweepAt, ProcessingRetention: -time.Second}); err == nil {
 		t.Errorf("Sweep with a negative ProcessingRetention deleted %d records and returned no error", n)
 	}
-	n, err := sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: sweepAt, BatchSize: 1, ProcessingRetention: retention})
+	n, err := sw.Sweep(h.ctx, &admin.SweepParams{Now: sweepAt, BatchSize: 1, ProcessingRetention: retention})
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
@@ -223,7 +224,7 @@ func testSweepRetention(t *testing.T, h *harness) {
 			t.Errorf("record %q after Sweep: Get error %v, want it kept", tc.key, err)
 		}
 	}
-	if n, err := sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: sweepAt, ProcessingRetention: retention}); err != nil || n != 0 {
+	if n, err := sw.Sweep(h.ctx, &admin.SweepParams{Now: sweepAt, ProcessingRetention: retention}); err != nil || n != 0 {
 		t.Errorf("second Sweep: %d, %v; want 0, nil", n, err)
 	}
 
@@ -240,18 +241,18 @@ func testSweepRetention(t *testing.T, h *harness) {
 	// abandoned lease (Base+1h+30s, extended and taken over) is due, the
 	// two others are retired; the live one goes when its own is due.
 	youngest := at(time.Hour + lease)
-	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: youngest.Add(retrysafe.DefaultProcessingRetention - time.Second)})
+	n, err = sw.Sweep(h.ctx, &admin.SweepParams{Now: youngest.Add(admin.DefaultProcessingRetention - time.Second)})
 	if err != nil || n != 2 { // abandoned-young, completed-within-ttl
 		t.Errorf("Sweep with the default retention, 1s before the extended and taken-over records are due: %d, %v; want 2 (abandoned-young and the expired completed record)", n, err)
 	}
-	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: youngest.Add(retrysafe.DefaultProcessingRetention)})
+	n, err = sw.Sweep(h.ctx, &admin.SweepParams{Now: youngest.Add(admin.DefaultProcessingRetention)})
 	if err != nil || n != 2 {
 		t.Errorf("Sweep with the default retention when the extended and taken-over records are due: %d, %v; want 2", n, err)
 	}
 	if rec := h.get(scope1, "live", at(2*time.Second)); rec.State != retrysafe.StateProcessing {
 		t.Errorf("live record: %s", describe(rec))
 	}
-	n, err = sw.Sweep(h.ctx, &retrysafe.SweepParams{Now: at(48*time.Hour + retrysafe.DefaultProcessingRetention)})
+	n, err = sw.Sweep(h.ctx, &admin.SweepParams{Now: at(48*time.Hour + admin.DefaultProcessingRetention)})
 	if err != nil || n != 1 {
 		t.Errorf("Sweep with the default retention when the 48h lease is due: %d, %v; want 1", n, err)
 	}
@@ -402,12 +403,12 @@ func compareID(scopeA, keyA, scopeB, keyB string) int {
 // an (AfterScope, AfterKey) cursor and a Limit; Scope filters;
 // WithBodies=false leaves Response.Body nil but keeps status and headers.
 func testAdminList(t *testing.T, h *harness) {
-	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
+	ad, ok := retrysafe.As[admin.Admin](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Admin")
+		t.Skip("store does not implement admin.Admin")
 	}
 	want := adminFixture(t, h)
-	list := func(p retrysafe.ListParams) []*retrysafe.Record {
+	list := func(p admin.ListParams) []*retrysafe.Record {
 		t.Helper()
 		recs, err := ad.List(h.ctx, &p)
 		if err != nil {
@@ -419,7 +420,7 @@ func testAdminList(t *testing.T, h *harness) {
 	// Page through everything, 10 at a time.
 	var got []*retrysafe.Record
 	var sizes []int
-	cursor := retrysafe.ListParams{Limit: 10, WithBodies: true}
+	cursor := admin.ListParams{Limit: 10, WithBodies: true}
 	for range 10 {
 		page := list(cursor)
 		sizes = append(sizes, len(page))
@@ -437,17 +438,17 @@ func testAdminList(t *testing.T, h *harness) {
 
 	// An exact multiple of the limit ends with an empty page.
 	last := want[len(want)-1]
-	if page := list(retrysafe.ListParams{AfterScope: last.Scope, AfterKey: last.Key}); len(page) != 0 {
+	if page := list(admin.ListParams{AfterScope: last.Scope, AfterKey: last.Key}); len(page) != 0 {
 		t.Errorf("List after the last record returned %d records, want 0", len(page))
 	}
 
 	// Limit 0 means DefaultListLimit (100): everything in one page.
-	checkListed(t, "List with Limit 0", list(retrysafe.ListParams{WithBodies: true}), want, true)
+	checkListed(t, "List with Limit 0", list(admin.ListParams{WithBodies: true}), want, true)
 	// A negative Limit is the default too, not an empty page.
-	checkListed(t, "List with Limit -1", list(retrysafe.ListParams{Limit: -1, WithBodies: true}), want, true)
+	checkListed(t, "List with Limit -1", list(admin.ListParams{Limit: -1, WithBodies: true}), want, true)
 
 	// Without bodies.
-	checkListed(t, "List without bodies", list(retrysafe.ListParams{}), want, false)
+	checkListed(t, "List without bodies", list(admin.ListParams{}), want, false)
 
 	// One scope, paged from inside it.
 	var scope2Want []*retrysafe.Record
@@ -456,11 +457,11 @@ func testAdminList(t *testing.T, h *harness) {
 			scope2Want = append(scope2Want, r)
 		}
 	}
-	checkListed(t, "List of scope 2", list(retrysafe.ListParams{Scope: scope2, WithBodies: true}), scope2Want, true)
+	checkListed(t, "List of scope 2", list(admin.ListParams{Scope: scope2, WithBodies: true}), scope2Want, true)
 	checkListed(t, "List of scope 2 after key-04",
-		list(retrysafe.ListParams{Scope: scope2, AfterScope: scope2, AfterKey: "key-04", Limit: 3, WithBodies: true}),
+		list(admin.ListParams{Scope: scope2, AfterScope: scope2, AfterKey: "key-04", Limit: 3, WithBodies: true}),
 		scope2Want[5:8], true)
-	if page := list(retrysafe.ListParams{Scope: "0000000000000000000000000000000000000000000000000000000000000000"}); len(page) != 0 {
+	if page := list(admin.ListParams{Scope: "0000000000000000000000000000000000000000000000000000000000000000"}); len(page) != 0 {
 		t.Errorf("List of an empty scope returned %d records", len(page))
 	}
 }
@@ -498,9 +499,9 @@ func checkListed(t *testing.T, what string, got, want []*retrysafe.Record, withB
 // testAdminDelete: Delete removes a record whatever its state and owner,
 // and returns ErrNotFound when there is none.
 func testAdminDelete(t *testing.T, h *harness) {
-	ad, ok := retrysafe.As[retrysafe.Admin](h.s)
+	ad, ok := retrysafe.As[admin.Admin](h.s)
 	if !ok {
-		t.Skip("store does not implement retrysafe.Admin")
+		t.Skip("store does not implement admin.Admin")
 	}
 	proc, _ := h.claimNew(scope1, "processing", fpA, at(0))
 	done, _ := h.claimNew(scope1, "completed", fpA, at(0))

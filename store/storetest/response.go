@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 func responseScenarios() []scenario {
@@ -131,8 +132,8 @@ func testExactBytes(t *testing.T, h *harness) {
 	h.mustComplete(scope1, "bytes", p.Token, at(time.Second), want)
 	checkResponse(t, "Get", h.get(scope1, "bytes", at(time.Second)).Response, want)
 	checkResponse(t, "replaying Claim", h.claimBlocked(scope1, "bytes", fpA, at(2*time.Second)).Response, want)
-	if ad, ok := retrysafe.As[retrysafe.Admin](h.s); ok {
-		recs, err := ad.List(h.ctx, &retrysafe.ListParams{Scope: scope1, WithBodies: true})
+	if ad, ok := retrysafe.As[admin.Admin](h.s); ok {
+		recs, err := ad.List(h.ctx, &admin.ListParams{Scope: scope1, WithBodies: true})
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}

@@ -42,10 +42,10 @@ const (
 // cleanup with t.Cleanup. Scenarios run in parallel (t.Parallel), so
 // stores returned by different calls must not see each other's records.
 //
-// Scenarios for the optional interfaces ([retrysafe.Pinger],
-// [retrysafe.ReadyChecker], [retrysafe.Sweeper], [retrysafe.Notifier],
-// [retrysafe.Admin]) run only
-// when the store implements them; otherwise they are skipped with a note.
+// Scenarios for the optional interfaces ([admin.Pinger],
+// [admin.ReadyChecker], [admin.Sweeper], [retrysafe.Notifier],
+// [admin.Admin]) run only when the store implements them; otherwise they
+// are skipped with a note.
 func Run(t *testing.T, newStore func(t *testing.T) retrysafe.Store) {
 	t.Helper()
 	for _, sc := range scenarios() {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/storetest"
 )
@@ -157,12 +158,12 @@ func (s wallClock) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrys
 // sweepsEverything deletes processing records too.
 type sweepsEverything struct{ base }
 
-func (s sweepsEverything) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+func (s sweepsEverything) Sweep(ctx context.Context, p *admin.SweepParams) (int, error) {
 	n, err := s.base.Sweep(ctx, p)
 	if err != nil {
 		return n, err
 	}
-	recs, err := s.List(ctx, &retrysafe.ListParams{Limit: 1000})
+	recs, err := s.List(ctx, &admin.ListParams{Limit: 1000})
 	for _, rec := range recs {
 		if rec.State == retrysafe.StateProcessing && s.Delete(ctx, rec.Scope, rec.Key) == nil {
 			n++
@@ -175,7 +176,7 @@ func (s sweepsEverything) Sweep(ctx context.Context, p *retrysafe.SweepParams) (
 // lease ran out.
 type neverRetires struct{ base }
 
-func (s neverRetires) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+func (s neverRetires) Sweep(ctx context.Context, p *admin.SweepParams) (int, error) {
 	q := *p
 	q.ProcessingRetention = 1 << 62
 	return s.base.Sweep(ctx, &q)
@@ -185,7 +186,7 @@ func (s neverRetires) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int,
 // record as soon as its lease runs out.
 type retiresAtLeaseEnd struct{ base }
 
-func (s retiresAtLeaseEnd) Sweep(ctx context.Context, p *retrysafe.SweepParams) (int, error) {
+func (s retiresAtLeaseEnd) Sweep(ctx context.Context, p *admin.SweepParams) (int, error) {
 	q := *p
 	q.ProcessingRetention = time.Nanosecond
 	return s.base.Sweep(ctx, &q)
@@ -194,7 +195,7 @@ func (s retiresAtLeaseEnd) Sweep(ctx context.Context, p *retrysafe.SweepParams) 
 // ignoresCursor lists from the start every time.
 type ignoresCursor struct{ base }
 
-func (s ignoresCursor) List(ctx context.Context, p *retrysafe.ListParams) ([]*retrysafe.Record, error) {
+func (s ignoresCursor) List(ctx context.Context, p *admin.ListParams) ([]*retrysafe.Record, error) {
 	q := *p
 	q.AfterScope, q.AfterKey = "", ""
 	return s.base.List(ctx, &q)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // UnavailableTimeout is the context deadline RunUnavailable gives each call.
@@ -16,7 +17,7 @@ import (
 // the check. Keep backend connect timeouts shorter than this.
 const UnavailableTimeout = 5 * time.Second
 
-// ReadyCheckLimit is how long [retrysafe.ReadyChecker.CheckReady] may take
+// ReadyCheckLimit is how long [admin.ReadyChecker.CheckReady] may take
 // on a store whose backend refuses connections (RunUnavailable checks it):
 // half the gateway's readiness deadline, and far more than a refused dial
 // needs. A check that waits out its client's retries takes longer (the
@@ -64,24 +65,24 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			return s.Release(ctx, &retrysafe.ReleaseParams{Scope: scope1, Key: "k", Token: tok})
 		}},
 	}
-	if p, ok := retrysafe.As[retrysafe.Pinger](s); ok {
+	if p, ok := retrysafe.As[admin.Pinger](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
 		}{"Ping", p.Ping})
 	}
-	if rc, ok := retrysafe.As[retrysafe.ReadyChecker](s); ok {
+	if rc, ok := retrysafe.As[admin.ReadyChecker](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
 		}{"CheckReady", rc.CheckReady})
 	}
-	if sw, ok := retrysafe.As[retrysafe.Sweeper](s); ok {
+	if sw, ok := retrysafe.As[admin.Sweeper](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
 		}{"Sweep", func(ctx context.Context) error {
-			_, err := sw.Sweep(ctx, &retrysafe.SweepParams{Now: now})
+			_, err := sw.Sweep(ctx, &admin.SweepParams{Now: now})
 			return err
 		}})
 	}
@@ -97,12 +98,12 @@ func RunUnavailable(t *testing.T, newBroken func(t *testing.T) retrysafe.Store) 
 			return err
 		}})
 	}
-	if ad, ok := retrysafe.As[retrysafe.Admin](s); ok {
+	if ad, ok := retrysafe.As[admin.Admin](s); ok {
 		calls = append(calls, struct {
 			name string
 			call func(ctx context.Context) error
 		}{"List", func(ctx context.Context) error {
-			_, err := ad.List(ctx, &retrysafe.ListParams{})
+			_, err := ad.List(ctx, &admin.ListParams{})
 			return err
 		}}, struct {
 			name string
