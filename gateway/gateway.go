@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/webhook"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -135,9 +136,10 @@ type Gateway struct {
 	mux *http.ServeMux // routes; nil when there are none
 	def *routeHandler  // requests that match no route
 
-	scopeLimited *prometheus.CounterVec // new keys refused by a scope limit
-	readyFailing atomic.Bool            // the last /readyz failed
-	readyLog     warnLimiter            // one warning a minute while it fails
+	scopeLimited    *prometheus.CounterVec // new keys refused by a scope limit
+	webhookFailures *prometheus.CounterVec // deliveries refused by a webhook route's verification
+	readyFailing    atomic.Bool            // the last /readyz failed
+	readyLog        warnLimiter            // one warning a minute while it fails
 }
 
 // routeHandler serves the requests of one route (or the defaults).
@@ -204,6 +206,9 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	if g.scopeLimited, err = newScopeLimitMetric(g.registry); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	if g.webhookFailures, err = newWebhookMetric(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	if b, ok := retrysafe.As[retrysafe.Batcher](cfg.Store); ok {
@@ -299,6 +304,14 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 	}
 	mc := p.middlewareConfig(g)
 	mc.RouteName = pattern // stored with each record, for the operator page
+	var wr *webhookRoute
+	if p.Webhook != nil {
+		var err error
+		if wr, err = g.newWebhookRoute(pattern, *p.Webhook); err != nil {
+			return nil, err
+		}
+		applyWebhook(&mc, pattern, &p, wr) // webhook.go
+	}
 	cfg, err := mc.WithDefaults()
 	if err != nil {
 		return nil, err
@@ -315,6 +328,12 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 		return nil, err
 	}
 	rh.h = mw(forward)
+	if wr != nil {
+		rh.h = wr.wrap(rh.h, cfg.MaxBody)
+		for _, reason := range webhook.Reasons {
+			g.webhookFailures.WithLabelValues(pattern, string(reason))
+		}
+	}
 	return rh, nil
 }
 

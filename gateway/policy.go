@@ -59,6 +59,9 @@ type Policy struct {
 	// ScopeLimits limit the new keys of each scope on this route; the
 	// zero value limits nothing.
 	ScopeLimits ScopeLimits
+	// Webhook, when set, makes the route a webhook receiver (config file:
+	// webhook); see [WebhookPolicy].
+	Webhook *WebhookPolicy
 }
 
 // scope returns the Scope function of p and the phrase naming what a
