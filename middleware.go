@@ -216,6 +216,9 @@ func (h *protectedHandler) refuse(w http.ResponseWriter, r *http.Request, err er
 	// (a stored response it cannot decrypt, say) may hide a completed
 	// record: running the handler could run the operation twice.
 	if c.FailOpen && errors.Is(err, ErrStoreUnavailable) {
+		if w.Header().Get(HeaderRepeatabilityResult) != "" {
+			w.Header().Set(HeaderRepeatabilityResult, "accepted") // it runs, unprotected
+		}
 		h.next.ServeHTTP(w, withBody(r, r.Context(), body))
 		return OutcomeFailOpen
 	}

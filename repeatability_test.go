@@ -1,11 +1,14 @@
 package retrysafe_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/store/memory"
 )
 
 // OASIS Repeatable Requests: Repeatability-Request-ID is a key,
@@ -72,5 +75,29 @@ func TestRepeatableRequests(t *testing.T) {
 	// Without the OASIS headers nothing changes: no Repeatability-Result.
 	if r := send(t, srv.URL, http.MethodPost, "k2", `{}`, "Authorization", "a"); r.header.Get(retrysafe.HeaderRepeatabilityResult) != "" {
 		t.Fatalf("Repeatability-Result on a plain request: %q", r.header.Get(retrysafe.HeaderRepeatabilityResult))
+	}
+}
+
+// downStore fails every Claim as an unreachable store does.
+type downStore struct{ retrysafe.Store }
+
+func (downStore) Claim(context.Context, *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	return nil, retrysafe.Unavailable("claim", errors.New("connection refused"))
+}
+
+// A request that runs unprotected under FailOpen was accepted, not
+// rejected; a fail-closed 503 was rejected.
+func TestRepeatabilityResultWhenTheStoreIsDown(t *testing.T) {
+	t.Parallel()
+	store := memory.New(memory.Config{})
+	t.Cleanup(func() { _ = store.Close() })
+	for _, failOpen := range []bool{true, false} {
+		h := &counter{}
+		srv := newServer(t, retrysafe.Config{Store: downStore{store}, FailOpen: failOpen}, h)
+		r := send(t, srv.URL, http.MethodPost, "", `{}`, "Authorization", "a", "Repeatability-Request-ID", "r1")
+		want := map[bool]string{true: "accepted", false: "rejected"}[failOpen]
+		if got := r.header.Get(retrysafe.HeaderRepeatabilityResult); got != want || (h.runs.Load() == 1) != failOpen {
+			t.Errorf("FailOpen %v: Repeatability-Result %q, want %q (status %d, runs %d)", failOpen, got, want, r.status, h.runs.Load())
+		}
 	}
 }
