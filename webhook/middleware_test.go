@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -87,4 +88,32 @@ func wantProblemRecorder(t *testing.T, w *httptest.ResponseRecorder, status int,
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || !strings.HasSuffix(p.Type, "/"+slug) || p.Detail == "" {
 		t.Fatalf("problem %+v (%v), want type .../%s with a detail", p, err, slug)
 	}
+}
+
+func ExampleVerifier_Middleware() {
+	store := memory.New(memory.Config{})
+	defer store.Close()
+	v, err := webhook.New(webhook.Config{Scheme: webhook.Stripe, Secrets: []string{"whsec_…"}})
+	if err != nil {
+		panic(err)
+	}
+	protect, err := retrysafe.NewMiddleware(retrysafe.Config{
+		Store:       store,
+		Key:         v.Key(), // the event's id
+		RequireKey:  true,
+		Scope:       func(*http.Request) (string, error) { return "stripe", nil },
+		StoreStatus: func(status int) bool { return status < 500 }, // 5xx: let Stripe retry
+	})
+	if err != nil {
+		panic(err)
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	verify := v.Middleware(webhook.MiddlewareConfig{})
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhooks/stripe", verify(protect(handler)))
+
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/webhooks/stripe", strings.NewReader(`{"id":"evt_1"}`)))
+	fmt.Println(w.Code)
+	// Output: 401
 }
