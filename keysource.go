@@ -3,6 +3,7 @@ package retrysafe
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -142,7 +143,8 @@ func (h *protectedHandler) extractKey(w http.ResponseWriter, r *http.Request, bo
 	}
 	if err != nil {
 		detail := err.Error()
-		if ke, isKey := err.(*KeyError); isKey {
+		var ke *KeyError
+		if errors.As(err, &ke) {
 			detail = "The idempotency key is invalid: " + ke.Reason + "."
 		}
 		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid idempotency key", http.StatusBadRequest, detail), 0)

@@ -254,6 +254,9 @@ func (fr *fileRoute) route(p Policy) (Route, error) {
 		return Route{}, err
 	}
 	if fr.Webhook != nil {
+		if p.Bypass {
+			return Route{}, errors.New("webhook: set on a route with protect: false, which would pass deliveries through unverified; remove one of them")
+		}
 		if p.Webhook, err = fr.Webhook.policy(); err != nil {
 			return Route{}, fmt.Errorf("webhook: %w", err)
 		}

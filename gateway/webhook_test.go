@@ -226,6 +226,7 @@ func TestWebhookConfigErrors(t *testing.T) {
 		"no secrets":     {`{scheme: stripe}`, "secrets_file or secrets_env"},
 		"secret inline":  {`{scheme: stripe, secret: whsec_x}`, "webhook: unknown field secret"},
 		"bad tolerance":  {`{scheme: stripe, secrets_file: ` + secrets + `, tolerance: 5}`, "tolerance"},
+		"unprotected":    {`{scheme: stripe, secrets_file: ` + secrets + `}` + "\n    protect: false", "protect: false"},
 	} {
 		_, err := gateway.ParseConfig([]byte("routes:\n  - match: \"POST /hook\"\n    webhook: "+tc.yaml+"\n"), gateway.DefaultPolicy())
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
