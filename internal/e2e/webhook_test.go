@@ -143,9 +143,10 @@ routes:
 	// untilAccepted delivers as Stripe does: again after a 5xx or 409,
 	// until a 2xx.
 	type answer struct {
-		body     []byte
-		replayed bool
-		fiveXX   int
+		body      []byte
+		replayed  bool
+		fiveXX    int // 5xx answers before the 2xx
+		conflicts int // 409 answers before the 2xx (an overlapping delivery)
 	}
 	untilAccepted := func(body []byte) answer {
 		var a answer
@@ -159,6 +160,7 @@ routes:
 			case status >= 500:
 				a.fiveXX++
 			case status == http.StatusConflict:
+				a.conflicts++
 			default:
 				t.Errorf("delivery answered %d %s", status, b)
 				return a
@@ -230,8 +232,9 @@ routes:
 	if n := forgedSeen.Load(); n != 0 {
 		t.Errorf("%d forged deliveries reached the upstream", n)
 	}
-	deliveries, replays := 0, 0
+	deliveries, replays, fiveXX, planned, conflicts := 0, 0, 0, 0, 0
 	for i, e := range plan {
+		planned += e.fails
 		mu.Lock()
 		got := runs[e.id]
 		mu.Unlock()
@@ -243,6 +246,8 @@ routes:
 		fresh := 0
 		for _, a := range results[i].answers {
 			deliveries++
+			fiveXX += a.fiveXX
+			conflicts += a.conflicts
 			if string(a.body) != want {
 				t.Errorf("%s: a delivery got %q, want the stored answer %q", e.id, a.body, want)
 			}
@@ -262,7 +267,15 @@ routes:
 			t.Errorf("a forged delivery's id has a record: %v", err)
 		}
 	}
-	t.Logf("%d accepted deliveries, %d of them replays", deliveries, replays)
+	t.Logf("%d accepted deliveries, %d of them replays; %d answered 500 first, %d 409 (overlapping)", deliveries, replays, fiveXX, conflicts)
+	// Each run that failed answered one delivery, and only those: the
+	// sender saw every planned 500, and no stored answer was a 5xx.
+	if fiveXX != planned {
+		t.Errorf("deliveries saw %d 5xx answers, want the %d the upstream gave", fiveXX, planned)
+	}
+	if conflicts == 0 {
+		t.Error("no delivery overlapped another of its event (no 409): the test did not test concurrency")
+	}
 }
 
 func problemTypeOf(b []byte) string {
