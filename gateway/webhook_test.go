@@ -2,14 +2,17 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -258,4 +261,64 @@ func get(t *testing.T, u string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// Standard Webhooks (v1a, Ed25519: the gateway holds only the public key)
+// and Shopify (key from X-Shopify-Webhook-Id when X-Shopify-Event-Id is
+// absent) through webhook routes.
+func TestWebhookStandardAndShopifyRoutes(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	dir := t.TempDir()
+	seed := make([]byte, ed25519.SeedSize)
+	copy(seed, "a fixed seed for this test only!")
+	priv := ed25519.NewKeyFromSeed(seed)
+	pubFile, shopFile := filepath.Join(dir, "svix"), filepath.Join(dir, "shopify")
+	writeSecrets(t, pubFile, "whpk_"+base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)))
+	writeSecrets(t, shopFile, "shpss_secret")
+	gw := webhookGateway(t, up, `
+routes:
+  - match: "POST /payments"
+    webhook: {scheme: standard, secrets_file: `+pubFile+`}
+  - match: "POST /orders/{id}/refunds"
+    webhook: {scheme: shopify, secrets_file: `+shopFile+`}
+`, storeKinds()[0].open(t))
+	post := func(path, body string, hdr ...string) *result {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+path, strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return &result{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+	body := `{"type":"invoice.paid"}`
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	sig := "v1a," + base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("msg_1."+ts+"."+body)))
+	for i := range 2 {
+		r := post("/payments", body, "webhook-id", "msg_1", "webhook-timestamp", ts, "webhook-signature", sig)
+		if r.Status != http.StatusCreated || (i == 1) != (r.Header.Get(retrysafe.HeaderReplayed) == "true") {
+			t.Fatalf("standard delivery %d: %s", i, r)
+		}
+	}
+	if r := post("/payments", body+" ", "webhook-id", "msg_1", "webhook-timestamp", ts, "webhook-signature", sig); r.Status != http.StatusUnauthorized {
+		t.Fatalf("standard, changed body: %s", r)
+	}
+	m := hmac.New(sha256.New, []byte("shpss_secret"))
+	m.Write([]byte(body))
+	shopSig := base64.StdEncoding.EncodeToString(m.Sum(nil))
+	for i := range 2 {
+		r := post("/orders/7/refunds", body, "X-Shopify-Webhook-Id", "wh-1", "X-Shopify-Hmac-Sha256", shopSig)
+		if r.Status != http.StatusCreated || (i == 1) != (r.Header.Get(retrysafe.HeaderReplayed) == "true") {
+			t.Fatalf("shopify delivery %d: %s", i, r)
+		}
+	}
+	if up.calls.Load() != 2 {
+		t.Fatalf("upstream ran %d times, want 2 (one per event)", up.calls.Load())
+	}
 }
