@@ -24,34 +24,27 @@ type fileConfig struct {
 }
 
 type fileRoute struct {
-	Match           *string      `yaml:"match"`
-	Protect         *bool        `yaml:"protect"`
-	Methods         []string     `yaml:"methods"`
-	RequireKey      *bool        `yaml:"require_key"`
-	TTL             *string      `yaml:"ttl"`
-	Lease           *string      `yaml:"lease"`
-	InFlight        *string      `yaml:"in_flight"`
-	WaitTimeout     *string      `yaml:"wait_timeout"`
-	MaxBody         *string      `yaml:"max_body"`
-	MaxResponseBody *string      `yaml:"max_response_body"`
-	IgnoreFields    []string     `yaml:"ignore_fields"`
-	StoreStatuses   []string     `yaml:"store_statuses"`
-	ScopeHeader     *nameList    `yaml:"scope_header"`
-	ScopeCookie     *string      `yaml:"scope_cookie"`
-	AllowEmptyScope *bool        `yaml:"allow_empty_scope"`
-	ErrorDialect    *string      `yaml:"error_dialect"`
-	ScopeRate       *string      `yaml:"scope_rate"`
-	ScopeBurst      *int         `yaml:"scope_burst"`
-	ScopeMaxLive    *int         `yaml:"scope_max_live"`
-	Webhook         *fileWebhook `yaml:"webhook"`
-}
+	Webhook *fileWebhook `yaml:"webhook"` // webhook.go
 
-// fileWebhook is a route's webhook option (see [WebhookPolicy]).
-type fileWebhook struct {
-	Scheme      *string `yaml:"scheme"`
-	SecretsFile *string `yaml:"secrets_file"`
-	SecretsEnv  *string `yaml:"secrets_env"`
-	Tolerance   *string `yaml:"tolerance"`
+	Match           *string   `yaml:"match"`
+	Protect         *bool     `yaml:"protect"`
+	Methods         []string  `yaml:"methods"`
+	RequireKey      *bool     `yaml:"require_key"`
+	TTL             *string   `yaml:"ttl"`
+	Lease           *string   `yaml:"lease"`
+	InFlight        *string   `yaml:"in_flight"`
+	WaitTimeout     *string   `yaml:"wait_timeout"`
+	MaxBody         *string   `yaml:"max_body"`
+	MaxResponseBody *string   `yaml:"max_response_body"`
+	IgnoreFields    []string  `yaml:"ignore_fields"`
+	StoreStatuses   []string  `yaml:"store_statuses"`
+	ScopeHeader     *nameList `yaml:"scope_header"`
+	ScopeCookie     *string   `yaml:"scope_cookie"`
+	AllowEmptyScope *bool     `yaml:"allow_empty_scope"`
+	ErrorDialect    *string   `yaml:"error_dialect"`
+	ScopeRate       *string   `yaml:"scope_rate"`
+	ScopeBurst      *int      `yaml:"scope_burst"`
+	ScopeMaxLive    *int      `yaml:"scope_max_live"`
 }
 
 // nameList is a YAML list of names that also accepts a single string
@@ -77,11 +70,11 @@ func (l *nameList) UnmarshalYAML(n *yaml.Node) error {
 
 // routeFields lists the YAML fields of a route, for error messages.
 var routeFields = []string{
+	"webhook",
 	"match", "protect", "methods", "require_key", "ttl", "lease", "in_flight", "wait_timeout",
 	"max_body", "max_response_body", "ignore_fields", "store_statuses", "scope_header",
 	"scope_rate", "scope_burst", "scope_max_live",
 	"scope_cookie", "allow_empty_scope", "error_dialect",
-	"webhook",
 }
 
 // LoadConfigFile reads a YAML route file (see [ParseConfig]).
@@ -118,14 +111,11 @@ func LoadConfigFile(path string, defaults Policy) ([]Route, error) {
 //	    scope_rate: 10/s                 # new keys per scope: 10/s, 600/m, 1000/h
 //	    scope_burst: 20
 //	    scope_max_live: 1000             # new keys per scope within the TTL, per instance
-//	  - match: "POST /webhooks/stripe"
-//	    webhook:                         # verify, then each event once (docs/webhooks.md)
-//	      scheme: stripe                 # standard | stripe | github | shopify
-//	      secrets_file: /run/secrets/stripe-webhook   # one per line; several = rotation
-//	      secrets_env: STRIPE_WEBHOOK_SECRET          # and/or from the environment
-//	      tolerance: 5m
-//	  - match: "POST /hooks/"
+//	  - match: "POST /webhooks/"
 //	    protect: false                   # pass through unprotected
+//
+// A route's webhook option (scheme, secrets_file, secrets_env, tolerance)
+// makes it a webhook receiver; see [WebhookPolicy] and docs/webhooks.md.
 //
 // Decoding is strict: an unknown field, a value of the wrong type or an
 // invalid value is an error that names the route and the field. When a
@@ -168,6 +158,9 @@ func (fr *fileRoute) route(p Policy) (Route, error) {
 	p.IgnoreFields = append([]string(nil), p.IgnoreFields...)
 	if fr.Protect != nil {
 		p.Bypass = !*fr.Protect
+	}
+	if err := fr.webhook(&p); err != nil { // webhook.go
+		return Route{}, err
 	}
 	switch {
 	case fr.Methods != nil:
@@ -252,14 +245,6 @@ func (fr *fileRoute) route(p Policy) (Route, error) {
 	}
 	if err := fr.scopeLimits(&p.ScopeLimits); err != nil {
 		return Route{}, err
-	}
-	if fr.Webhook != nil {
-		if p.Bypass {
-			return Route{}, errors.New("webhook: set on a route with protect: false, which would pass deliveries through unverified; remove one of them")
-		}
-		if p.Webhook, err = fr.Webhook.policy(); err != nil {
-			return Route{}, fmt.Errorf("webhook: %w", err)
-		}
 	}
 	return Route{Pattern: pattern, Policy: p}, nil
 }
@@ -496,8 +481,7 @@ func explainYAMLError(err error, infos []routeInfo, fc *fileConfig) error {
 			what = strings.Replace(what, " not found in type gateway.fileRoute", "", 1)
 			what = "unknown " + what + " (known fields: " + strings.Join(sortedCopy(routeFields), ", ") + ")"
 		case strings.Contains(what, "in type gateway.fileWebhook"):
-			what = strings.Replace(what, " not found in type gateway.fileWebhook", "", 1)
-			what = "webhook: unknown " + what + " (known fields: scheme, secrets_file, secrets_env, tolerance)"
+			what = "webhook: unknown " + strings.Replace(what, " not found in type gateway.fileWebhook", "", 1) + " (known fields: scheme, secrets_file, secrets_env, tolerance)"
 		case strings.Contains(what, "in type gateway.fileConfig"):
 			what = strings.Replace(what, " not found in type gateway.fileConfig", "", 1)
 			what = "unknown top-level " + what + " (known fields: routes)"

@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/retrysafe/retrysafe"
-	"github.com/retrysafe/retrysafe/webhook"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -205,10 +204,10 @@ func New(cfg Config) (*Gateway, error) {
 	if g.metrics, err = NewMetrics(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	if g.scopeLimited, err = newScopeLimitMetric(g.registry); err != nil {
+	if g.webhookFailures, err = newWebhookMetric(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	if g.webhookFailures, err = newWebhookMetric(g.registry); err != nil {
+	if g.scopeLimited, err = newScopeLimitMetric(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	if b, ok := retrysafe.As[retrysafe.Batcher](cfg.Store); ok {
@@ -304,14 +303,6 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 	}
 	mc := p.middlewareConfig(g)
 	mc.RouteName = pattern // stored with each record, for the operator page
-	var wr *webhookRoute
-	if p.Webhook != nil {
-		var err error
-		if wr, err = g.newWebhookRoute(pattern, *p.Webhook); err != nil {
-			return nil, err
-		}
-		applyWebhook(&mc, pattern, &p, wr) // webhook.go
-	}
 	cfg, err := mc.WithDefaults()
 	if err != nil {
 		return nil, err
@@ -323,6 +314,10 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 	if p.ScopeLimits.enabled() {
 		rh.limiter = newScopeLimiter(p.ScopeLimits, cfg.TTL)
 	}
+	wr, err := g.webhookFor(pattern, &p, &cfg) // nil unless a webhook route (webhook.go)
+	if err != nil {
+		return nil, err
+	}
 	mw, err := retrysafe.NewMiddleware(cfg)
 	if err != nil {
 		return nil, err
@@ -330,9 +325,6 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 	rh.h = mw(forward)
 	if wr != nil {
 		rh.h = wr.wrap(rh.h, cfg.MaxBody)
-		for _, reason := range webhook.Reasons {
-			g.webhookFailures.WithLabelValues(pattern, string(reason))
-		}
 	}
 	return rh, nil
 }

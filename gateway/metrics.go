@@ -23,11 +23,10 @@ const MetricPrefix = "retrysafe_"
 //	retrysafe_upstream_errors_total{kind}                counter
 //	retrysafe_sweep_deleted_total                        counter
 //	retrysafe_sweep_errors_total                         counter
-//	retrysafe_webhook_verification_failures_total{route,reason}  counter (webhook.go)
 //
 // outcome is one of [retrysafe.Outcome]'s values (new, replayed, conflict,
 // mismatch, invalid_key, missing_key, unauthorized, empty_scope, too_large, store_error, fail_open,
-// released, abandoned, lease_lost, bad_request_body, store_full, first_sent_expired); op is claim, get, extend, complete or
+// released, abandoned, lease_lost, bad_request_body, store_full); op is claim, get, extend, complete or
 // release; result is response, not_sent, unknown or canceled (an
 // unprotected request whose client went away); kind is not_sent or unknown.
 type Metrics struct {

@@ -18,6 +18,9 @@ type Policy struct {
 	// Bypass passes the route through unprotected (config file:
 	// protect: false).
 	Bypass bool
+	// Webhook, when set, makes the route a webhook receiver (config file:
+	// webhook); see [WebhookPolicy].
+	Webhook *WebhookPolicy
 	// Methods are the protected methods; nil means POST and PATCH.
 	Methods []string
 	// RequireKey answers 400 to a protected request without a key; when
@@ -59,9 +62,6 @@ type Policy struct {
 	// ScopeLimits limit the new keys of each scope on this route; the
 	// zero value limits nothing.
 	ScopeLimits ScopeLimits
-	// Webhook, when set, makes the route a webhook receiver (config file:
-	// webhook); see [WebhookPolicy].
-	Webhook *WebhookPolicy
 }
 
 // scope returns the Scope function of p and the phrase naming what a

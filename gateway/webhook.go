@@ -191,19 +191,32 @@ func newWebhookMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error)
 	return c, nil
 }
 
-// applyWebhook turns mc into a webhook route's middleware configuration:
-// the key from the verified delivery, required; the route as the scope;
-// and, unless the route lists store_statuses, 5xx answers not stored (the
-// sender retries them and the event runs again).
-func applyWebhook(mc *retrysafe.Config, pattern string, p *Policy, wr *webhookRoute) {
-	scope := webhookScope(pattern)
-	mc.Key = wr.verifier.Key()
-	mc.RequireKey = true
-	mc.Scope = func(*http.Request) (string, error) { return scope, nil }
-	mc.RequireScope = false
-	if p.StoreStatuses == nil {
-		mc.StoreStatus = func(status int) bool { return status < 500 }
+// webhookFor returns the webhook route of pattern, or nil when p has no
+// webhook option, and turns cfg (the route's middleware configuration,
+// defaults applied) into a webhook route's: the key from the verified
+// delivery, required; the route as the scope; and, unless the route lists
+// store_statuses, 5xx answers not stored (the sender retries them and the
+// event runs again).
+func (g *Gateway) webhookFor(pattern string, p *Policy, cfg *retrysafe.Config) (*webhookRoute, error) {
+	if p.Webhook == nil {
+		return nil, nil
 	}
+	wr, err := g.newWebhookRoute(pattern, *p.Webhook)
+	if err != nil {
+		return nil, err
+	}
+	scope := webhookScope(pattern)
+	cfg.Key = wr.verifier.Key()
+	cfg.RequireKey = true
+	cfg.Scope = func(*http.Request) (string, error) { return scope, nil }
+	cfg.ScopeSource = "the route"
+	if p.StoreStatuses == nil {
+		cfg.StoreStatus = func(status int) bool { return status < 500 }
+	}
+	for _, reason := range webhook.Reasons {
+		g.webhookFailures.WithLabelValues(pattern, string(reason))
+	}
+	return wr, nil
 }
 
 // policy checks a route's webhook option.
@@ -240,4 +253,28 @@ func schemeNames() string {
 		s[i] = string(sc)
 	}
 	return strings.Join(s, ", ")
+}
+
+// webhook sets p.Webhook from the route's webhook option, if any.
+func (fr *fileRoute) webhook(p *Policy) error {
+	if fr.Webhook == nil {
+		return nil
+	}
+	if p.Bypass {
+		return errors.New("webhook: set on a route with protect: false, which would pass deliveries through unverified; remove one of them")
+	}
+	w, err := fr.Webhook.policy()
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	p.Webhook = w
+	return nil
+}
+
+// fileWebhook is a route's webhook option in the config file.
+type fileWebhook struct {
+	Scheme      *string `yaml:"scheme"`
+	SecretsFile *string `yaml:"secrets_file"`
+	SecretsEnv  *string `yaml:"secrets_env"`
+	Tolerance   *string `yaml:"tolerance"`
 }
