@@ -51,6 +51,13 @@ type Config struct {
 	// RequireKey makes a protected request without Idempotency-Key fail
 	// with 400. When false such requests pass through unprotected.
 	RequireKey bool
+	// Key takes the key from somewhere other than the Idempotency-Key
+	// header: another header ([KeyFromHeader]) or a member of the JSON
+	// body ([KeyFromJSON]), such as a webhook's event id. The body is
+	// then read (within MaxBody) before the key. Nil reads Idempotency-Key
+	// or, without it, the OASIS Repeatability-Request-ID (with
+	// Repeatability-First-Sent; see docs/gateway.md).
+	Key KeyFunc
 
 	// TTL is how long a completed record is replayed (default 24h).
 	TTL time.Duration

@@ -112,30 +112,17 @@ func (h *protectedHandler) serveTraced(w http.ResponseWriter, r *http.Request) {
 // request passed through unprotected or the client went away first).
 func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome {
 	c := h.cfg
-	values := r.Header[HeaderKey] // as Header.Values: HeaderKey is canonical
-	if len(values) == 0 {
-		if !c.RequireKey {
+	var key string
+	var rr repeatability // the Repeatable Requests headers (repeatability.go)
+	if c.Key == nil {
+		var outcome Outcome
+		var pass bool
+		if key, rr, outcome, pass = h.headerKey(w, r); pass {
 			h.next.ServeHTTP(w, r)
 			return ""
+		} else if outcome != "" {
+			return outcome
 		}
-		WriteProblem(w, c.problem(ProblemMissingKey, "Idempotency-Key required", http.StatusBadRequest,
-			"This endpoint requires an Idempotency-Key header: generate a unique value (a UUID) once per operation and send it on every retry."), 0)
-		return OutcomeMissingKey
-	}
-	if len(values) > 1 {
-		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid Idempotency-Key", http.StatusBadRequest,
-			"Send exactly one Idempotency-Key header."), 0)
-		return OutcomeInvalidKey
-	}
-	key, err := ParseKey(values[0])
-	if err != nil {
-		detail := err.Error()
-		var ke *KeyError
-		if errors.As(err, &ke) {
-			detail = fmt.Sprintf("The Idempotency-Key header is invalid: %s. Use 1 to %d printable ASCII characters, such as a UUID.", ke.Reason, MaxKeyLength)
-		}
-		WriteProblem(w, c.problem(ProblemInvalidKey, "Invalid Idempotency-Key", http.StatusBadRequest, detail), 0)
-		return OutcomeInvalidKey
 	}
 	body, err := readBody(r, c.MaxBody)
 	if err != nil {
@@ -166,6 +153,16 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 			"The request body could not be read ("+err.Error()+"), so nothing was processed. Send the whole body, framed as its Content-Length or chunked encoding says, and retry with the same Idempotency-Key."), 0)
 		return OutcomeBadRequestBody
 	}
+	if c.Key != nil { // the key is somewhere else (keysource.go)
+		var outcome Outcome
+		var pass bool
+		if key, outcome, pass = h.extractKey(w, r, body); pass {
+			h.next.ServeHTTP(w, withBody(r, r.Context(), body))
+			return ""
+		} else if outcome != "" {
+			return outcome
+		}
+	}
 	scope, err := c.Scope(r)
 	if err != nil {
 		WriteProblem(w, &Problem{Type: "about:blank", Title: "Unauthorized", Status: http.StatusUnauthorized,
@@ -179,12 +176,15 @@ func (h *protectedHandler) serve(w http.ResponseWriter, r *http.Request) Outcome
 	if err != nil {
 		return "" // the client went away while the body was fingerprinted; nothing ran
 	}
+	fp = rr.fingerprint(fp)
 
 	rec, claimed, err := h.e.acquire(r.Context(), scope, key, fp)
 	switch {
 	case err == nil && claimed:
+		rr.accept(w)
 		return h.execute(w, r, rec, body)
 	case err == nil:
+		rr.accept(w)
 		h.replay(w, r, rec.Response)
 		return OutcomeReplayed
 	}
@@ -218,6 +218,9 @@ func (h *protectedHandler) refuse(w http.ResponseWriter, r *http.Request, err er
 	// (a stored response it cannot decrypt, say) may hide a completed
 	// record: running the handler could run the operation twice.
 	if c.FailOpen && errors.Is(err, ErrStoreUnavailable) {
+		if w.Header().Get(HeaderRepeatabilityResult) != "" {
+			w.Header().Set(HeaderRepeatabilityResult, "accepted") // it runs, unprotected
+		}
 		h.next.ServeHTTP(w, withBody(r, r.Context(), body))
 		return OutcomeFailOpen
 	}

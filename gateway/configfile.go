@@ -24,6 +24,8 @@ type fileConfig struct {
 }
 
 type fileRoute struct {
+	Webhook *fileWebhook `yaml:"webhook"` // webhook.go
+
 	Match           *string   `yaml:"match"`
 	Protect         *bool     `yaml:"protect"`
 	Methods         []string  `yaml:"methods"`
@@ -68,6 +70,7 @@ func (l *nameList) UnmarshalYAML(n *yaml.Node) error {
 
 // routeFields lists the YAML fields of a route, for error messages.
 var routeFields = []string{
+	"webhook",
 	"match", "protect", "methods", "require_key", "ttl", "lease", "in_flight", "wait_timeout",
 	"max_body", "max_response_body", "ignore_fields", "store_statuses", "scope_header",
 	"scope_rate", "scope_burst", "scope_max_live",
@@ -111,6 +114,9 @@ func LoadConfigFile(path string, defaults Policy) ([]Route, error) {
 //	  - match: "POST /webhooks/"
 //	    protect: false                   # pass through unprotected
 //
+// A route's webhook option (scheme, secrets_file, secrets_env, tolerance)
+// makes it a webhook receiver; see [WebhookPolicy] and docs/webhooks.md.
+//
 // Decoding is strict: an unknown field, a value of the wrong type or an
 // invalid value is an error that names the route and the field. When a
 // route's pattern names a method and methods is not set, that method is the
@@ -152,6 +158,9 @@ func (fr *fileRoute) route(p Policy) (Route, error) {
 	p.IgnoreFields = append([]string(nil), p.IgnoreFields...)
 	if fr.Protect != nil {
 		p.Bypass = !*fr.Protect
+	}
+	if err := fr.webhook(&p); err != nil { // webhook.go
+		return Route{}, err
 	}
 	switch {
 	case fr.Methods != nil:
@@ -471,6 +480,8 @@ func explainYAMLError(err error, infos []routeInfo, fc *fileConfig) error {
 		case strings.Contains(what, "in type gateway.fileRoute"):
 			what = strings.Replace(what, " not found in type gateway.fileRoute", "", 1)
 			what = "unknown " + what + " (known fields: " + strings.Join(sortedCopy(routeFields), ", ") + ")"
+		case strings.Contains(what, "in type gateway.fileWebhook"):
+			what = "webhook: unknown " + strings.Replace(what, " not found in type gateway.fileWebhook", "", 1) + " (known fields: scheme, secrets_file, secrets_env, tolerance)"
 		case strings.Contains(what, "in type gateway.fileConfig"):
 			what = strings.Replace(what, " not found in type gateway.fileConfig", "", 1)
 			what = "unknown top-level " + what + " (known fields: routes)"

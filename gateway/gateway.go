@@ -137,9 +137,10 @@ type Gateway struct {
 	mux *http.ServeMux // routes; nil when there are none
 	def *routeHandler  // requests that match no route
 
-	scopeLimited *prometheus.CounterVec // new keys refused by a scope limit
-	readyFailing atomic.Bool            // the last /readyz failed
-	readyLog     warnLimiter            // one warning a minute while it fails
+	scopeLimited    *prometheus.CounterVec // new keys refused by a scope limit
+	webhookFailures *prometheus.CounterVec // deliveries refused by a webhook route's verification
+	readyFailing    atomic.Bool            // the last /readyz failed
+	readyLog        warnLimiter            // one warning a minute while it fails
 }
 
 // routeHandler serves the requests of one route (or the defaults).
@@ -203,6 +204,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	var err error
 	if g.metrics, err = NewMetrics(g.registry); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	if g.webhookFailures, err = newWebhookMetric(g.registry); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	if g.scopeLimited, err = newScopeLimitMetric(g.registry); err != nil {
@@ -312,11 +316,18 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 	if p.ScopeLimits.enabled() {
 		rh.limiter = newScopeLimiter(p.ScopeLimits, cfg.TTL)
 	}
+	wr, err := g.webhookFor(pattern, &p, &cfg) // nil unless a webhook route (webhook.go)
+	if err != nil {
+		return nil, err
+	}
 	mw, err := retrysafe.NewMiddleware(cfg)
 	if err != nil {
 		return nil, err
 	}
 	rh.h = mw(forward)
+	if wr != nil {
+		rh.h = wr.wrap(rh.h, cfg.MaxBody)
+	}
 	return rh, nil
 }
 

@@ -19,6 +19,9 @@ type Policy struct {
 	// Bypass passes the route through unprotected (config file:
 	// protect: false).
 	Bypass bool
+	// Webhook, when set, makes the route a webhook receiver (config file:
+	// webhook); see [WebhookPolicy].
+	Webhook *WebhookPolicy
 	// Methods are the protected methods; nil means POST and PATCH.
 	Methods []string
 	// RequireKey answers 400 to a protected request without a key; when
