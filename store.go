@@ -80,9 +80,17 @@ type Record struct {
 	Response *Response // nil unless State is StateCompleted
 }
 
-// MaxCheckpointData is the largest Checkpoint.Data a store must accept,
-// in bytes. The engine refuses a larger one before calling the store.
+// MaxCheckpointData is the largest Checkpoint.Data the engine writes, in
+// bytes: it refuses a larger one before calling the store. A store must
+// accept [CheckpointStoreLimit] bytes, which leaves room for a wrapper's
+// own overhead (store/sealed encrypts the data).
 const MaxCheckpointData = 64 << 10
+
+// CheckpointStoreLimit is the largest Checkpoint.Data every store must
+// accept, in bytes: [MaxCheckpointData] plus 1 KiB for wrappers (store/sealed
+// adds a key id, a nonce and a tag). A MySQL column for it must be a
+// MEDIUMBLOB: a BLOB holds 65,535 bytes.
+const CheckpointStoreLimit = MaxCheckpointData + 1<<10
 
 // Checkpoint is a durable note of how far an operation got, written by
 // its owner (fenced by its token) between side effects: "charge
@@ -301,7 +309,7 @@ type ReleaseParams struct {
 //     params.Abandon it sets Abandoned and leaves LeaseUntil as it is (Lease
 //     ignored); with params.Checkpoint it stores a copy of it as
 //     Record.Checkpoint, At = Now, replacing the earlier one (Data up to
-//     [MaxCheckpointData] bytes, any byte values, empty included), all in one
+//     [CheckpointStoreLimit] bytes, any byte values, empty included), all in one
 //     atomic write. An Extend without a checkpoint keeps the one stored.
 //     Complete clears Abandoned and keeps Checkpoint. Every read (Get, the
 //     record Claim returns, Admin) carries both.

@@ -153,7 +153,7 @@ func testAbandonThenFinish(t *testing.T, h *harness) {
 
 // testCheckpoint: Extend with a Checkpoint stores a copy of it, with At =
 // Now, and renews the lease as usual; a later one replaces it; an Extend
-// without one keeps it; empty data and MaxCheckpointData bytes of any
+// without one keeps it; empty data and CheckpointStoreLimit bytes of any
 // value are kept exactly; Abandon and Checkpoint may come in one call.
 func testCheckpoint(t *testing.T, h *harness) {
 	p, _ := h.claimNew(scope1, "k", fpA, at(0))
@@ -182,7 +182,7 @@ func testCheckpoint(t *testing.T, h *harness) {
 	checkCheckpoint(t, "after a plain Extend", h.get(scope1, "k", at(15*time.Second)).Checkpoint, "charge-requested", want, at(10*time.Second))
 
 	// A later one replaces it, whatever its size.
-	big := make([]byte, retrysafe.MaxCheckpointData)
+	big := make([]byte, retrysafe.CheckpointStoreLimit)
 	for i := range big {
 		big[i] = byte(i*7 + i/256)
 	}
