@@ -286,12 +286,15 @@ func TestOnUnknownBlock(t *testing.T) {
 	var runs atomic.Int64
 	srv := newServer(t, retrysafe.Config{Store: store, Lease: uLease, Now: clock.Now, Logger: quiet, OnUnknown: retrysafe.OnUnknownBlock, Observer: obs}, abandoning(&runs))
 	send(t, srv.URL, http.MethodPost, "k", `{}`)
-	for _, at := range []time.Duration{uLease, time.Hour} {
-		clock.Set(u0.Add(at))
+	for _, tc := range []struct {
+		at    time.Duration
+		retry string
+	}{{time.Second, "29"}, {uLease, "30"}, {time.Hour, "30"}} {
+		clock.Set(u0.Add(tc.at))
 		r := send(t, srv.URL, http.MethodPost, "k", `{}`)
 		wantProblem(t, r, http.StatusConflict, retrysafe.ProblemOutcomeUnknown)
-		if got := r.header.Get("Retry-After"); got != "30" {
-			t.Errorf("Retry-After of a blocked record = %q, want 30 (the lease length)", got)
+		if got := r.header.Get("Retry-After"); got != tc.retry {
+			t.Errorf("Retry-After of a blocked record at +%s = %q, want %s (the lease left, then the lease length)", tc.at, got, tc.retry)
 		}
 		if d := problemDetail(t, r); !strings.Contains(d, "until the outcome is resolved") || strings.Contains(d, "runs the operation again") {
 			t.Errorf("detail %q, want it to say the key waits for a resolution", d)
