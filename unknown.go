@@ -142,7 +142,10 @@ func (e *engine) unknownOutcome(ctx context.Context, rec *Record) (replay *Recor
 		case errors.Is(err, ErrLeaseLost):
 			return nil, "", nil // completed, released or taken over meanwhile
 		case err != nil:
-			return nil, "", err
+			// Not a store error for the caller: with FailOpen that would
+			// run the operation the Resolver found done.
+			e.cfg.Logger.ErrorContext(ctx, "retrysafe: storing the Resolver's response failed; the record stays blocked", "err", err)
+			return nil, "", e.blocked(rec)
 		}
 		done := rec.Clone()
 		done.State, done.Response, done.Abandoned = StateCompleted, resp, false

@@ -708,3 +708,31 @@ func TestOnUnknownConfig(t *testing.T) {
 		t.Fatalf("defaults: %q %s %v", c.OnUnknown, c.ResolveTimeout, err)
 	}
 }
+
+// completeDown is a store whose Complete is unavailable.
+type completeDown struct{ retrysafe.Store }
+
+func (completeDown) Complete(context.Context, *retrysafe.CompleteParams) error {
+	return retrysafe.Unavailable("complete", errors.New("connection refused"))
+}
+
+// TestResolverCompleteStoreDownKeepsBlocked: when the Resolver's response
+// cannot be stored, the retry is blocked, not answered store-unavailable:
+// with FailOpen that would run the operation the Resolver found done.
+func TestResolverCompleteStoreDownKeepsBlocked(t *testing.T) {
+	t.Parallel()
+	clock := newTestClock(u0)
+	mem := newMemory(t)
+	var runs atomic.Int64
+	srv := newServer(t, retrysafe.Config{Store: completeDown{mem}, Lease: uLease, Now: clock.Now, Logger: quiet, FailOpen: true,
+		Resolver: func(ctx context.Context, rec *retrysafe.Record) (retrysafe.Resolution, error) {
+			return retrysafe.Resolution{Action: retrysafe.ResolveComplete, Response: created("done")}, nil
+		}}, abandoning(&runs))
+	send(t, srv.URL, http.MethodPost, "k", `{}`)
+	clock.Set(u0.Add(uLease))
+	r := send(t, srv.URL, http.MethodPost, "k", `{}`)
+	wantProblem(t, r, http.StatusConflict, retrysafe.ProblemOutcomeUnknown)
+	if runs.Load() != 1 {
+		t.Fatalf("runs = %d, want 1: the operation ran again", runs.Load())
+	}
+}
