@@ -158,8 +158,9 @@ type ListParams struct {
 	// UpdatedAt < UpdatedTo (either bound may be zero: open).
 	UpdatedFrom, UpdatedTo time.Time
 	// LeaseExpiredBy, when not zero, selects the processing records whose
-	// lease ran out by then (LeaseUntil <= LeaseExpiredBy): the attempts
-	// whose outcome is unknown.
+	// lease ran out by then (LeaseUntil <= LeaseExpiredBy) or that their
+	// owner abandoned (Record.Abandoned): the attempts whose outcome is
+	// unknown.
 	LeaseExpiredBy time.Time
 	// Route selects the records whose Route equals it (exactly).
 	Route string
@@ -174,7 +175,7 @@ func (p *ListParams) Matches(rec *retrysafe.Record) bool {
 		len(rec.Key) < len(p.KeyPrefix) || rec.Key[:len(p.KeyPrefix)] != p.KeyPrefix,
 		!p.UpdatedFrom.IsZero() && rec.UpdatedAt.Before(p.UpdatedFrom),
 		!p.UpdatedTo.IsZero() && !rec.UpdatedAt.Before(p.UpdatedTo),
-		!p.LeaseExpiredBy.IsZero() && (rec.State != retrysafe.StateProcessing || p.LeaseExpiredBy.Before(rec.LeaseUntil)),
+		!p.LeaseExpiredBy.IsZero() && (rec.State != retrysafe.StateProcessing || !rec.Abandoned && p.LeaseExpiredBy.Before(rec.LeaseUntil)),
 		p.Route != "" && rec.Route != p.Route:
 		return false
 	}
@@ -260,8 +261,9 @@ type Stats struct {
 	// Processing and Completed count the records in each state.
 	Processing, Completed int64
 	// LeaseExpired counts the processing records whose lease ran out by
-	// Now (LeaseUntil <= Now; [retrysafe.StatusUnknown]): attempts whose
-	// outcome is unknown. They are part of Processing.
+	// Now (LeaseUntil <= Now) or that their owner abandoned
+	// ([retrysafe.StatusUnknown]): attempts whose outcome is unknown. They
+	// are part of Processing.
 	LeaseExpired int64
 	// Failed counts the completed records of [retrysafe.StatusFailed] (a
 	// stored status of 400 or more, not expired); Expired those whose
@@ -271,9 +273,9 @@ type Stats struct {
 	// OldestInFlight is the processing record with a live lease (LeaseUntil
 	// > Now) created first (ties broken by scope, then key), or nil.
 	OldestInFlight *retrysafe.Record
-	// Unknown are up to StatsParams.Unknown processing records whose lease
-	// ran out by Now, the longest expired first (by LeaseUntil, then scope,
-	// then key).
+	// Unknown are up to StatsParams.Unknown processing records of
+	// [retrysafe.StatusUnknown] (lease ran out by Now, or abandoned), by
+	// LeaseUntil (the longest expired first), then scope, then key.
 	Unknown []*retrysafe.Record
 }
 
