@@ -80,10 +80,11 @@ func extendArgs(op string, p *retrysafe.ExtendParams) ([]any, error) {
 	return []any{p.Abandon, until, now, p.Abandon, has, name, has, data, has, now, p.Scope, p.Key, p.Token}, nil
 }
 
-// checkCheckpoint refuses a checkpoint the engine would refuse too: a name
-// of 1 to 64 printable ASCII bytes, data of at most
-// retrysafe.MaxCheckpointData bytes. (CheckpointTx's callers reach the
-// store without the engine.)
+// checkCheckpoint refuses a checkpoint the store cannot take: a name of 1
+// to 64 printable ASCII bytes, as the engine writes, and data of at most
+// retrysafe.CheckpointStoreLimit bytes (the engine's MaxCheckpointData and
+// a wrapper's overhead). CheckpointTx's callers reach the store without
+// the engine.
 func checkCheckpoint(cp *retrysafe.Checkpoint) error {
 	if len(cp.Name) == 0 || len(cp.Name) > 64 {
 		return fmt.Errorf("checkpoint name %q: want 1 to 64 bytes", cp.Name)
@@ -93,8 +94,8 @@ func checkCheckpoint(cp *retrysafe.Checkpoint) error {
 			return fmt.Errorf("checkpoint name %q: byte %d is not printable ASCII", cp.Name, i)
 		}
 	}
-	if len(cp.Data) > retrysafe.MaxCheckpointData {
-		return fmt.Errorf("checkpoint %q: %d bytes of data, at most %d allowed", cp.Name, len(cp.Data), retrysafe.MaxCheckpointData)
+	if len(cp.Data) > retrysafe.CheckpointStoreLimit {
+		return fmt.Errorf("checkpoint %q: %d bytes of data, at most %d allowed", cp.Name, len(cp.Data), retrysafe.CheckpointStoreLimit)
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		add("state = 'processing' AND lease_until_ns <= $", n)
+		add("state = 'processing' AND (lease_until_ns <= $ OR abandoned)", n)
 	}
 	if p.Route != "" {
 		add("route = $", p.Route)

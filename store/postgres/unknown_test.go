@@ -324,7 +324,7 @@ func TestCheckpointTx(t *testing.T) {
 		"no lease":      {Scope: scope, Key: p.Key, Token: p.Token, Now: at(0), Checkpoint: &retrysafe.Checkpoint{Name: "x"}},
 		"empty name":    {Scope: scope, Key: p.Key, Token: p.Token, Now: at(0), Lease: lease, Checkpoint: &retrysafe.Checkpoint{}},
 		"too much data": {Scope: scope, Key: p.Key, Token: p.Token, Now: at(0), Lease: lease,
-			Checkpoint: &retrysafe.Checkpoint{Name: "x", Data: make([]byte, retrysafe.MaxCheckpointData+1)}},
+			Checkpoint: &retrysafe.Checkpoint{Name: "x", Data: make([]byte, retrysafe.CheckpointStoreLimit+1)}},
 	} {
 		if err := s.CheckpointTx(ctx, tx, bad); err == nil || errors.Is(err, retrysafe.ErrLeaseLost) {
 			t.Errorf("CheckpointTx with %s = %v, want an error saying so", what, err)

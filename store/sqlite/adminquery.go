@@ -38,7 +38,7 @@ func (s *Store) listQuery(p *retrysafe.ListParams) (string, []any) {
 		add("updated_at < ?", toNanos(p.UpdatedTo))
 	}
 	if !p.LeaseExpiredBy.IsZero() {
-		add("state = 'processing' AND lease_until <= ?", toNanos(p.LeaseExpiredBy))
+		add("state = 'processing' AND (lease_until <= ? OR abandoned)", toNanos(p.LeaseExpiredBy))
 	}
 	if p.Route != "" {
 		add("route = ?", p.Route)

@@ -206,7 +206,7 @@ func TestCheckpointTx(t *testing.T) {
 			"no lease":      {Scope: p.Scope, Key: p.Key, Token: p.Token, Now: base, Checkpoint: &retrysafe.Checkpoint{Name: "x"}},
 			"empty name":    {Scope: p.Scope, Key: p.Key, Token: p.Token, Now: base, Lease: time.Minute, Checkpoint: &retrysafe.Checkpoint{}},
 			"too much data": {Scope: p.Scope, Key: p.Key, Token: p.Token, Now: base, Lease: time.Minute,
-				Checkpoint: &retrysafe.Checkpoint{Name: "x", Data: make([]byte, retrysafe.MaxCheckpointData+1)}},
+				Checkpoint: &retrysafe.Checkpoint{Name: "x", Data: make([]byte, retrysafe.CheckpointStoreLimit+1)}},
 		} {
 			if err := s.CheckpointTx(ctx, tx, bad); err == nil || errors.Is(err, retrysafe.ErrLeaseLost) {
 				t.Errorf("CheckpointTx with %s = %v, want an error saying so", what, err)
