@@ -5,9 +5,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -258,5 +260,105 @@ VALUES ('tenant', 'old', 'fp', 'processing', 'tok', 1, 1, 1, 2, 'POST /x')`); er
 	}
 	if rec.Token != "tok" || rec.Route != "POST /x" || rec.Abandoned || rec.Checkpoint != nil {
 		t.Fatalf("record after Migrate: %+v", rec)
+	}
+}
+
+// TestBatchTakeoverPolicy: claims of one expired, abandoned record in one
+// batch, with every takeover policy (those that may not take over queued
+// first), and an extension with an abandon and a checkpoint in the same
+// batch. Each claim decides as it would alone, in the batch's order: the
+// NoTakeover claims and those naming another token see the abandoned
+// record and leave it, the first claim that may take over wins (with the
+// checkpoint), and the claims after it see the winner's record.
+func TestBatchTakeoverPolicy(t *testing.T) {
+	t.Parallel()
+	s, plain := openBatchStore(t)
+	ctx := context.Background()
+	stale := claimParams("stale", "fp", base.Add(-time.Hour))
+	mustClaim(t, s, stale)
+	if err := s.Extend(ctx, &retrysafe.ExtendParams{Scope: stale.Scope, Key: stale.Key, Token: stale.Token, Now: stale.Now,
+		Lease: stale.Lease, Abandon: true, Checkpoint: &retrysafe.Checkpoint{Name: "charged", Data: []byte("ch_1")}}); err != nil {
+		t.Fatal(err)
+	}
+	live := claimParams("live", "fp", base)
+	mustClaim(t, s, live)
+
+	const n = 16
+	params := make([]*retrysafe.ClaimParams, n)
+	results := make([]*retrysafe.ClaimResult, n)
+	var calls []func() error
+	for i := range n {
+		p := claimParams("stale", "fp", base)
+		switch {
+		case i < n/4:
+			p.NoTakeover = true
+			p.TakeoverToken = stale.Token // NoTakeover wins
+		case i < n/2:
+			p.TakeoverToken = retrysafe.NewToken()
+		case i%2 == 0:
+			p.TakeoverToken = stale.Token
+		}
+		params[i] = p
+		calls = append(calls, func() (err error) {
+			results[i], err = s.Claim(ctx, p)
+			return err
+		})
+	}
+	calls = append(calls, func() error {
+		return s.Extend(ctx, &retrysafe.ExtendParams{Scope: live.Scope, Key: live.Key, Token: live.Token, Now: base, Lease: time.Hour,
+			Abandon: true, Checkpoint: &retrysafe.Checkpoint{Name: "sent"}})
+	})
+	unlock, plugErr := plugWriter(t, s, plain)
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		// One at a time, so that they queue (and run) in this order.
+		wg.Go(func() { errs[i] = call() })
+		waitFor(t, fmt.Sprintf("%d writes are queued", i+1), func() bool { return s.QueuedWrites() == i+1 })
+	}
+	unlock()
+	wg.Wait()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("plug: %v", err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	winner := -1
+	for i, res := range results {
+		if !res.Claimed {
+			continue
+		}
+		if winner >= 0 {
+			t.Fatalf("claims %d and %d both won", winner, i)
+		}
+		winner = i
+		if p := params[i]; p.NoTakeover || (p.TakeoverToken != "" && p.TakeoverToken != stale.Token) {
+			t.Fatalf("claim %d won, but its policy (NoTakeover %v, TakeoverToken ours %v) forbids the takeover",
+				i, p.NoTakeover, p.TakeoverToken == stale.Token)
+		}
+		if cp := res.Record.Checkpoint; res.Record.Attempt != 2 || res.Record.Abandoned || cp == nil || cp.Name != "charged" || string(cp.Data) != "ch_1" {
+			t.Fatalf("the takeover returned attempt %d, abandoned %v, checkpoint %+v", res.Record.Attempt, res.Record.Abandoned, cp)
+		}
+	}
+	if winner != n/2 {
+		t.Fatalf("claim %d took the record over, want claim %d, the first that may", winner, n/2)
+	}
+	for i, res := range results {
+		switch {
+		case i < winner && (res.Record.Token != stale.Token || !res.Record.Abandoned):
+			t.Errorf("claim %d (before the takeover) saw token %.8s abandoned %v, want the stale, abandoned record", i, res.Record.Token, res.Record.Abandoned)
+		case i > winner && res.Record.Token != params[winner].Token:
+			t.Errorf("claim %d (after the takeover) saw token %.8s, want the winner's", i, res.Record.Token)
+		}
+	}
+	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: live.Scope, Key: live.Key, Now: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Abandoned || !rec.LeaseUntil.Equal(base.Add(live.Lease)) || rec.Checkpoint == nil || rec.Checkpoint.Name != "sent" {
+		t.Errorf("the batched abandon with a checkpoint left %+v (checkpoint %+v)", rec, rec.Checkpoint)
 	}
 }
