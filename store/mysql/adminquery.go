@@ -59,7 +59,7 @@ func (s *Store) listQuery(p *admin.ListParams) (string, []any, error) {
 		}
 	}
 	if !p.LeaseExpiredBy.IsZero() {
-		if err := addTime("state = 'processing' AND lease_until_ns <= ?", p.LeaseExpiredBy); err != nil {
+		if err := addTime("state = 'processing' AND (lease_until_ns <= ? OR abandoned)", p.LeaseExpiredBy); err != nil {
 			return "", nil, err
 		}
 	}

@@ -53,7 +53,7 @@ func (s *Store) claimOnce(ctx context.Context, p *retrysafe.ClaimParams, now, un
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(ctx, p.Scope, p.Key, p.Fingerprint, p.Token, now, until, p.Route)
+	rows, err := st.QueryContext(ctx, p.Scope, p.Key, p.Fingerprint, p.Token, now, until, p.Route, p.NoTakeover, p.TakeoverToken)
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +84,13 @@ func (s *Store) claimOnce(ctx context.Context, p *retrysafe.ClaimParams, now, un
 		return nil, err
 	}
 	if claimed {
-		// The record is the caller's, as the procedure wrote it.
-		return &retrysafe.ClaimResult{Claimed: true, Record: p.ProcessingRecord(int(r.attempt),
+		// The record is the caller's, as the procedure wrote it, with
+		// the checkpoint a takeover kept.
+		rec := p.ProcessingRecord(int(r.attempt),
 			fromNanos(r.created), fromNanos(sql.NullInt64{Int64: now, Valid: true}),
-			fromNanos(sql.NullInt64{Int64: until, Valid: true}))}, nil
+			fromNanos(sql.NullInt64{Int64: until, Valid: true}))
+		rec.Checkpoint = r.checkpoint()
+		return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
 	}
 	rec, err := r.record()
 	if err != nil {

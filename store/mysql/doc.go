@@ -42,7 +42,7 @@
 //
 // [Store.CompleteTx] runs the completion in the caller's *sql.Tx, so a
 // handler's business rows and the stored response commit or roll back
-// together.
+// together; [Store.CheckpointTx] does the same for a checkpoint.
 //
 // # Times and bytes
 //

@@ -4,27 +4,100 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/retrysafe/retrysafe"
 )
 
 // Extend implements [retrysafe.Store.Extend]: one UPDATE fenced by the
 // owner token and state 'processing'. It sets LeaseUntil to p.Now+p.Lease
-// and UpdatedAt to p.Now.
+// and UpdatedAt to p.Now; with p.Abandon it marks the record abandoned and
+// leaves LeaseUntil as it is; with p.Checkpoint it stores that checkpoint
+// (At = p.Now) in the same UPDATE.
 func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	args, err := extendArgs("extend", p)
+	if err != nil {
+		return err
+	}
+	n, err := s.exec(ctx, s.q.extend, args...)
+	return s.wrap(ctx, "extend", fencedResult(n, err))
+}
+
+// CheckpointTx is [Store.Extend] with a checkpoint inside the caller's
+// transaction tx, as [Store.CompleteTx] is Complete: the business writes
+// of a step and the checkpoint that records it commit, or roll back,
+// together. p.Checkpoint must be set; the lease is renewed to p.Now +
+// p.Lease as by Extend (Lease must be positive unless p.Abandon). The
+// same rules for tx hold as for CompleteTx: the UPDATE locks the record's
+// row until tx ends, so the owner's own Extend or Complete of the record
+// waits for tx. An [retrysafe.ErrLeaseLost] leaves tx usable.
+func (s *Store) CheckpointTx(ctx context.Context, tx *sql.Tx, p *retrysafe.ExtendParams) error {
+	if tx == nil {
+		return errors.New("mysql: checkpoint: nil *sql.Tx")
+	}
+	if p == nil || p.Checkpoint == nil {
+		return errors.New("mysql: checkpoint: params.Checkpoint is nil")
+	}
+	if p.Lease <= 0 && !p.Abandon {
+		return errors.New("mysql: checkpoint: params.Lease must be positive (the lease is renewed as by Extend)")
+	}
+	args, err := extendArgs("checkpoint", p)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, s.q.extend, args...)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	return s.wrap(ctx, "checkpoint", fencedResult(n, err))
+}
+
+// extendArgs encodes an extension's arguments for the extend statement.
+func extendArgs(op string, p *retrysafe.ExtendParams) ([]any, error) {
 	if p == nil {
-		return errors.New("mysql: extend: nil params")
+		return nil, errors.New("mysql: " + op + ": nil params")
 	}
 	now, err := nanos(p.Now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	until, err := nanos(p.Now.Add(p.Lease))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	n, err := s.exec(ctx, s.q.extend, until, now, p.Scope, p.Key, p.Token)
-	return s.wrap(ctx, "extend", fencedResult(n, err))
+	var (
+		has  bool
+		name string
+		data []byte
+	)
+	if cp := p.Checkpoint; cp != nil {
+		if err := checkCheckpoint(cp); err != nil {
+			return nil, fmt.Errorf("mysql: %s: %w", op, err)
+		}
+		has, name, data = true, cp.Name, encodeBody(cp.Data)
+	}
+	return []any{p.Abandon, until, now, p.Abandon, has, name, has, data, has, now, p.Scope, p.Key, p.Token}, nil
+}
+
+// checkCheckpoint refuses a checkpoint the store cannot take: a name of 1
+// to 64 printable ASCII bytes, as the engine writes, and data of at most
+// retrysafe.CheckpointStoreLimit bytes (the engine's MaxCheckpointData and
+// a wrapper's overhead). CheckpointTx's callers reach the store without
+// the engine.
+func checkCheckpoint(cp *retrysafe.Checkpoint) error {
+	if len(cp.Name) == 0 || len(cp.Name) > 64 {
+		return fmt.Errorf("checkpoint name %q: want 1 to 64 bytes", cp.Name)
+	}
+	for i := range len(cp.Name) {
+		if c := cp.Name[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("checkpoint name %q: byte %d is not printable ASCII", cp.Name, i)
+		}
+	}
+	if len(cp.Data) > retrysafe.CheckpointStoreLimit {
+		return fmt.Errorf("checkpoint %q: %d bytes of data, at most %d allowed", cp.Name, len(cp.Data), retrysafe.CheckpointStoreLimit)
+	}
+	return nil
 }
 
 // Complete implements [retrysafe.Store.Complete]: one UPDATE fenced by the

@@ -67,7 +67,8 @@ type scanner interface {
 
 // recordColumns are the columns every statement that returns a record
 // selects, in the order scanRecord reads them.
-const recordColumns = "scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body, route"
+const recordColumns = "scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body, route," +
+	" abandoned, checkpoint_name, checkpoint_data, checkpoint_at_ns"
 
 // row holds one record's columns as scanned.
 type row struct {
@@ -76,12 +77,15 @@ type row struct {
 	created, updated, lease, expires      sql.NullInt64
 	status                                sql.NullInt64
 	header, body, route                   []byte
+	abandoned                             bool
+	cpName, cpData                        []byte // cpName nil: no checkpoint
+	cpAt                                  sql.NullInt64
 }
 
 // dest returns the scan destinations of the columns after scope and key.
 func (r *row) dest() []any {
 	return []any{&r.fingerprint, &r.state, &r.token, &r.attempt, &r.created, &r.updated, &r.lease, &r.expires,
-		&r.status, &r.header, &r.body, &r.route}
+		&r.status, &r.header, &r.body, &r.route, &r.abandoned, &r.cpName, &r.cpData, &r.cpAt}
 }
 
 // record builds the Record the row holds.
@@ -98,6 +102,8 @@ func (r *row) record() (*retrysafe.Record, error) {
 		UpdatedAt:   fromNanos(r.updated),
 		LeaseUntil:  fromNanos(r.lease),
 		ExpiresAt:   fromNanos(r.expires),
+		Abandoned:   r.abandoned,
+		Checkpoint:  r.checkpoint(),
 	}
 	if rec.State == retrysafe.StateCompleted {
 		h, err := decodeHeader(r.header)
@@ -107,6 +113,18 @@ func (r *row) record() (*retrysafe.Record, error) {
 		rec.Response = &retrysafe.Response{Status: int(r.status.Int64), Header: h, Body: r.body}
 	}
 	return rec, nil
+}
+
+// checkpoint returns the row's checkpoint, nil when it has none.
+func (r *row) checkpoint() *retrysafe.Checkpoint {
+	if r.cpName == nil {
+		return nil
+	}
+	data := r.cpData
+	if data == nil {
+		data = []byte{}
+	}
+	return &retrysafe.Checkpoint{Name: string(r.cpName), Data: data, At: fromNanos(r.cpAt)}
 }
 
 // scanRecord reads one row of recordColumns.

@@ -52,7 +52,7 @@ func (s *Store) listQuery(p *admin.ListParams) (string, []any, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		add("state = 'processing' AND lease_until_ns <= $", n)
+		add("state = 'processing' AND (lease_until_ns <= $ OR abandoned)", n)
 	}
 	if p.Route != "" {
 		add("route = $", p.Route)
@@ -65,7 +65,8 @@ func (s *Store) listQuery(p *admin.ListParams) (string, []any, error) {
 // Stats implements [admin.Admin.Stats]: one pass over the table for
 // the counts, and two queries over the processing rows (found through the
 // partial index on lease_until_ns) for the oldest in flight and the
-// unknown outcomes.
+// unknown outcomes ([retrysafe.StatusUnknown]: a lease that ran out, or an
+// owner that abandoned its attempt).
 func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, error) {
 	now, err := mustNanos(p.Now)
 	if err != nil {
@@ -75,7 +76,7 @@ func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, 
 	err = s.pool.QueryRow(ctx, `SELECT
 	count(*) FILTER (WHERE state = 'processing'),
 	count(*) FILTER (WHERE state = 'completed'),
-	count(*) FILTER (WHERE state = 'processing' AND lease_until_ns <= $1),
+	count(*) FILTER (WHERE state = 'processing' AND (lease_until_ns <= $1 OR abandoned)),
 	count(*) FILTER (WHERE state = 'completed' AND status >= 400 AND expires_at_ns > $1),
 	count(*) FILTER (WHERE state = 'completed' AND expires_at_ns <= $1)
 FROM `+s.table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.Failed, &st.Expired)
@@ -84,7 +85,7 @@ FROM `+s.table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.F
 	}
 	cols := selectColumns(false)
 	oldest, err := s.query(ctx, "stats", "SELECT "+cols+" FROM "+s.table+
-		" WHERE state = 'processing' AND lease_until_ns > $1 ORDER BY created_at_ns, scope, key LIMIT 1", now)
+		" WHERE state = 'processing' AND lease_until_ns > $1 AND NOT abandoned ORDER BY created_at_ns, scope, key LIMIT 1", now)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ FROM `+s.table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.F
 		st.OldestInFlight = oldest[0]
 	}
 	st.Unknown, err = s.query(ctx, "stats", "SELECT "+cols+" FROM "+s.table+
-		" WHERE state = 'processing' AND lease_until_ns <= $1 ORDER BY lease_until_ns, scope, key LIMIT $2", now, p.UnknownLimit())
+		" WHERE state = 'processing' AND (lease_until_ns <= $1 OR abandoned) ORDER BY lease_until_ns, scope, key LIMIT $2", now, p.UnknownLimit())
 	if err != nil {
 		return nil, err
 	}

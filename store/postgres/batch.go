@@ -47,6 +47,15 @@ type batchOp struct {
 	header      []byte
 	body        []byte
 	payload     string // the notification payload (complete, release)
+	// A claim's takeover policy (ClaimParams.NoTakeover, TakeoverToken).
+	noTakeover    bool
+	takeoverToken string
+	// An extension's abandon and checkpoint (hasCheckpoint: cpName and
+	// cpData are one; otherwise the stored checkpoint stays).
+	abandon       bool
+	hasCheckpoint bool
+	cpName        string
+	cpData        []byte
 }
 
 // outcome is what the batch function decided for one operation.
@@ -114,7 +123,8 @@ func (s *Store) submit(ctx context.Context, name string, op *batchOp) (batchResu
 func (s *Store) runOne(ctx context.Context, q querier, op *batchOp) (batchResult, error) {
 	if op.kind == opClaim {
 		var claimed bool
-		rec, err := scanRecord(q.QueryRow(ctx, s.sql.claim, op.scope, op.key, op.fingerprint, op.token, op.now, op.until, op.route), &claimed)
+		rec, err := scanRecord(q.QueryRow(ctx, s.sql.claim, op.scope, op.key, op.fingerprint, op.token, op.now, op.until, op.route,
+			op.noTakeover, op.takeoverToken), &claimed)
 		if err != nil {
 			// The statement always returns exactly one row, so ErrNoRows
 			// too is a failure of the store.
@@ -136,7 +146,11 @@ func (s *Store) runOne(ctx context.Context, q querier, op *batchOp) (batchResult
 	case opRelease:
 		tag, err = q.Exec(ctx, s.sql.release, op.scope, op.key, op.token, s.cfg.NotifyChannel, op.payload)
 	case opExtend:
-		tag, err = q.Exec(ctx, s.sql.extend, op.scope, op.key, op.token, op.until, op.now)
+		var name *string // NULL: no checkpoint
+		if op.hasCheckpoint {
+			name = &op.cpName
+		}
+		tag, err = q.Exec(ctx, s.sql.extend, op.scope, op.key, op.token, op.until, op.now, op.abandon, name, op.cpData)
 	default:
 		return batchResult{}, fmt.Errorf("postgres: unknown operation %q", op.kind)
 	}
@@ -262,13 +276,18 @@ type batchRow struct {
 	attempt, status                   pgtype.Int4
 	created, updated, leaseUntil, exp pgtype.Int8
 	header, body                      []byte
+	abandoned                         pgtype.Bool
+	cpName                            pgtype.Text
+	cpData                            []byte
+	cpAt                              pgtype.Int8
 	dest                              []any
 }
 
 func newBatchRow() *batchRow {
 	r := &batchRow{}
 	r.dest = []any{&r.ord, &r.out, &r.scope, &r.key, &r.fp, &r.state, &r.token, &r.attempt,
-		&r.created, &r.updated, &r.leaseUntil, &r.exp, &r.status, &r.header, &r.body, &r.route}
+		&r.created, &r.updated, &r.leaseUntil, &r.exp, &r.status, &r.header, &r.body, &r.route,
+		&r.abandoned, &r.cpName, &r.cpData, &r.cpAt}
 	return r
 }
 
@@ -276,7 +295,7 @@ func newBatchRow() *batchRow {
 // last record's header and body, so that a reused row keeps neither alive.
 func (d *batchRow) release() {
 	d.out, d.scope, d.key, d.fp, d.state, d.token, d.route = nil, nil, nil, nil, nil, nil, nil
-	d.header, d.body = nil, nil
+	d.header, d.body, d.cpData = nil, nil, nil
 }
 
 // fromInt8 is the time of a nullable nanosecond column (see fromNanos).
@@ -324,7 +343,7 @@ func str(b []byte, known string) string {
 func (d *batchRow) scan(rows pgx.Rows, ops []*batchOp) (int32, batchResult, error) {
 	// A record keeps its header and body: never let a scan fill the
 	// previous row's slices (pgx allocates new ones today).
-	d.header, d.body = nil, nil
+	d.header, d.body, d.cpData = nil, nil, nil
 	if err := rows.Scan(d.dest...); err != nil {
 		return 0, batchResult{}, err
 	}
@@ -349,6 +368,10 @@ func (d *batchRow) scan(rows pgx.Rows, ops []*batchOp) (int32, batchResult, erro
 		State: retrysafe.State(str(d.state, state)), Token: str(d.token, op.token), Route: str(d.route, op.route),
 		Attempt:   int(d.attempt.Int32),
 		CreatedAt: fromInt8(d.created), UpdatedAt: fromInt8(d.updated), LeaseUntil: fromInt8(d.leaseUntil), ExpiresAt: fromInt8(d.exp),
+		Abandoned: d.abandoned.Bool,
+	}
+	if d.cpName.Valid {
+		rec.Checkpoint = &retrysafe.Checkpoint{Name: d.cpName.String, Data: d.cpData, At: fromInt8(d.cpAt)}
 	}
 	if d.status.Valid {
 		h, err := decodeHeader(d.header)

@@ -49,10 +49,16 @@ type (
 	opBodyField        batchOp
 	opPayloadField     batchOp
 	opRouteField       batchOp
+	opNoTakeoverField  batchOp
+	opTakeoverField    batchOp
+	opAbandonField     batchOp
+	opCPNameField      batchOp
+	opCPDataField      batchOp
 )
 
 func textValue(s string) (pgtype.Text, error) { return pgtype.Text{String: s, Valid: true}, nil }
 func int8Value(n int64) (pgtype.Int8, error)  { return pgtype.Int8{Int64: n, Valid: true}, nil }
+func boolValue(b bool) (pgtype.Bool, error)   { return pgtype.Bool{Bool: b, Valid: true}, nil }
 
 func (o *opKindField) TextValue() (pgtype.Text, error)        { return textValue(string(o.kind)) }
 func (o *opScopeField) TextValue() (pgtype.Text, error)       { return textValue(o.scope) }
@@ -63,6 +69,20 @@ func (o *opPayloadField) TextValue() (pgtype.Text, error)     { return textValue
 func (o *opRouteField) TextValue() (pgtype.Text, error)       { return textValue(o.route) }
 func (o *opNowField) Int64Value() (pgtype.Int8, error)        { return int8Value(o.now) }
 func (o *opUntilField) Int64Value() (pgtype.Int8, error)      { return int8Value(o.until) }
+func (o *opNoTakeoverField) BoolValue() (pgtype.Bool, error)  { return boolValue(o.noTakeover) }
+func (o *opTakeoverField) TextValue() (pgtype.Text, error)    { return textValue(o.takeoverToken) }
+func (o *opAbandonField) BoolValue() (pgtype.Bool, error)     { return boolValue(o.abandon) }
+
+// TextValue is the checkpoint's name, NULL when the operation has none.
+func (o *opCPNameField) TextValue() (pgtype.Text, error) {
+	if !o.hasCheckpoint {
+		return pgtype.Text{}, nil
+	}
+	return textValue(o.cpName)
+}
+
+// BytesValue is the checkpoint's data (a nil slice: NULL).
+func (o *opCPDataField) BytesValue() ([]byte, error) { return o.cpData, nil }
 
 // Int64Value is the status, NULL when the operation has none.
 func (o *opStatusField) Int64Value() (pgtype.Int8, error) {
@@ -79,7 +99,8 @@ func (o *opHeaderField) BytesValue() ([]byte, error) { return o.header, nil }
 func (o *opBodyField) BytesValue() ([]byte, error) { return o.body, nil }
 
 // batchColumns are the arrays of the batch function's arguments in its
-// order, the notify channel (argument 12) left out.
+// order, the notify channel (argument 12) left out: the first 11 come
+// before it, the rest after.
 var batchColumns = [...]func(*batchOp) any{
 	func(o *batchOp) any { return (*opKindField)(o) },
 	func(o *batchOp) any { return (*opScopeField)(o) },
@@ -93,6 +114,11 @@ var batchColumns = [...]func(*batchOp) any{
 	func(o *batchOp) any { return (*opBodyField)(o) },
 	func(o *batchOp) any { return (*opPayloadField)(o) },
 	func(o *batchOp) any { return (*opRouteField)(o) },
+	func(o *batchOp) any { return (*opNoTakeoverField)(o) },
+	func(o *batchOp) any { return (*opTakeoverField)(o) },
+	func(o *batchOp) any { return (*opAbandonField)(o) },
+	func(o *batchOp) any { return (*opCPNameField)(o) },
+	func(o *batchOp) any { return (*opCPDataField)(o) },
 }
 
 // batchArgs holds what runBatch builds for one batch, reused through the
@@ -138,13 +164,15 @@ func (a *batchArgs) arguments(mode pgx.QueryExecMode, channel string) []any {
 	// The channel is argument 12, between the payloads and the routes.
 	switch mode {
 	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeDescribeExec:
-		for i := range a.arrays[:11] {
+		for i := range a.arrays {
+			if i == 11 {
+				a.params = append(a.params, channel)
+			}
 			a.params = append(a.params, &a.arrays[i])
 		}
-		a.params = append(a.params, channel, &a.arrays[11])
 	default:
 		s := a.slices()
-		a.params = append(append(append(a.params, s[:11]...), channel), s[11])
+		a.params = append(append(append(a.params, s[:11]...), channel), s[11:]...)
 	}
 	return a.params
 }
@@ -159,11 +187,20 @@ func (a *batchArgs) slices() []any {
 		statuses                       = make([]*int32, n)
 		headers, bodies                = make([][]byte, n), make([][]byte, n)
 		payloads, routes               = make([]string, n), make([]string, n)
+		noTakeovers, abandons          = make([]bool, n), make([]bool, n)
+		takeoverTokens                 = make([]string, n)
+		cpNames                        = make([]*string, n)
+		cpData                         = make([][]byte, n)
 	)
 	for i, o := range a.ops {
 		ops[i], scopes[i], keys[i], fps[i], tokens[i] = string(o.kind), o.scope, o.key, o.fingerprint, o.token
 		nows[i], untils[i], statuses[i], headers[i], bodies[i] = o.now, o.until, o.status, o.header, o.body
 		payloads[i], routes[i] = o.payload, o.route
+		noTakeovers[i], takeoverTokens[i], abandons[i], cpData[i] = o.noTakeover, o.takeoverToken, o.abandon, o.cpData
+		if o.hasCheckpoint {
+			cpNames[i] = &o.cpName
+		}
 	}
-	return []any{ops, scopes, keys, fps, tokens, nows, untils, statuses, headers, bodies, payloads, routes}
+	return []any{ops, scopes, keys, fps, tokens, nows, untils, statuses, headers, bodies, payloads, routes,
+		noTakeovers, takeoverTokens, abandons, cpNames, cpData}
 }

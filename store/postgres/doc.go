@@ -81,7 +81,7 @@
 //
 // [Store.CompleteTx] runs the completion in the caller's pgx.Tx (never
 // batched), so a handler's business rows and the stored response commit or
-// roll back together.
+// roll back together; [Store.CheckpointTx] does the same for a checkpoint.
 //
 // # Times
 //

@@ -19,6 +19,7 @@ import (
 // a function must come with a new migration (and a new line here).
 var functionsHash = map[int]string{
 	1: "32748c2cab15cce5e65cce24b0ac0dc4ba3c7b7c69a925f052cef9d35db5dd61",
+	2: "7967b3180a904e281c3848be4d17a2d78ecade79434f3ffa720a4080b00d5e4e",
 }
 
 func TestFunctionsNeedAMigration(t *testing.T) {

@@ -27,7 +27,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		return nil, err
 	}
 	res, err := s.submit(ctx, "claim", &batchOp{kind: opClaim, scope: p.Scope, key: p.Key, fingerprint: p.Fingerprint,
-		token: p.Token, now: now, until: until, route: p.Route})
+		token: p.Token, now: now, until: until, route: p.Route, noTakeover: p.NoTakeover, takeoverToken: p.TakeoverToken})
 	if err != nil {
 		return nil, err
 	}
@@ -74,24 +74,96 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 }
 
 // Extend implements [retrysafe.Store.Extend]: fenced, batched like Claim.
-// It sets LeaseUntil to p.Now+p.Lease and UpdatedAt to p.Now.
+// It sets LeaseUntil to p.Now+p.Lease and UpdatedAt to p.Now; with
+// p.Abandon it marks the record abandoned and leaves LeaseUntil as it is;
+// with p.Checkpoint it stores that checkpoint (At = p.Now) in the same
+// write.
 func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
-	if p == nil {
-		return errors.New("postgres: extend: nil params")
-	}
-	now, err := mustNanos(p.Now)
+	op, err := extendOp("extend", p)
 	if err != nil {
 		return err
 	}
-	until, err := mustNanos(p.Now.Add(p.Lease))
-	if err != nil {
-		return err
-	}
-	res, err := s.submit(ctx, "extend", &batchOp{kind: opExtend, scope: p.Scope, key: p.Key, token: p.Token, now: now, until: until})
+	res, err := s.submit(ctx, "extend", op)
 	if err != nil {
 		return err
 	}
 	return fenced("extend", res)
+}
+
+// CheckpointTx is [Store.Extend] with a checkpoint inside the caller's
+// transaction tx, as [Store.CompleteTx] is Complete: the business writes
+// of a step and the checkpoint that records it commit, or roll back,
+// together. p.Checkpoint must be set; the lease is renewed to p.Now +
+// p.Lease as by Extend (Lease must be positive unless p.Abandon). It
+// returns [retrysafe.ErrLeaseLost] when p.Token no longer owns a
+// processing record, leaving tx usable; any other error has aborted tx.
+// The UPDATE holds the record's row until tx ends, so the owner's own
+// batched Extend or Complete of that record waits for tx: finish tx first.
+func (s *Store) CheckpointTx(ctx context.Context, tx pgx.Tx, p *retrysafe.ExtendParams) error {
+	if tx == nil {
+		return errors.New("postgres: checkpoint: nil transaction")
+	}
+	if p == nil || p.Checkpoint == nil {
+		return errors.New("postgres: checkpoint: params.Checkpoint is nil")
+	}
+	if p.Lease <= 0 && !p.Abandon {
+		return errors.New("postgres: checkpoint: params.Lease must be positive (the lease is renewed as by Extend)")
+	}
+	op, err := extendOp("checkpoint", p)
+	if err != nil {
+		return err
+	}
+	res, err := s.runOne(ctx, tx, op)
+	if err != nil {
+		return s.wrap(ctx, "checkpoint", err)
+	}
+	return fenced("checkpoint", res)
+}
+
+// extendOp encodes an extension's arguments.
+func extendOp(name string, p *retrysafe.ExtendParams) (*batchOp, error) {
+	if p == nil {
+		return nil, errors.New("postgres: " + name + ": nil params")
+	}
+	now, err := mustNanos(p.Now)
+	if err != nil {
+		return nil, err
+	}
+	until, err := mustNanos(p.Now.Add(p.Lease))
+	if err != nil {
+		return nil, err
+	}
+	op := &batchOp{kind: opExtend, scope: p.Scope, key: p.Key, token: p.Token, now: now, until: until, abandon: p.Abandon}
+	if cp := p.Checkpoint; cp != nil {
+		if err := checkCheckpoint(cp); err != nil {
+			return nil, fmt.Errorf("postgres: %s: %w", name, err)
+		}
+		op.hasCheckpoint, op.cpName, op.cpData = true, cp.Name, cp.Data
+		if op.cpData == nil {
+			op.cpData = []byte{} // NULL is no data at all; empty data is a checkpoint's
+		}
+	}
+	return op, nil
+}
+
+// checkCheckpoint refuses a checkpoint the store cannot take: a name of 1
+// to 64 printable ASCII bytes, as the engine writes, and data of at most
+// retrysafe.CheckpointStoreLimit bytes (the engine's MaxCheckpointData and
+// a wrapper's overhead). CheckpointTx's callers reach the store without
+// the engine.
+func checkCheckpoint(cp *retrysafe.Checkpoint) error {
+	if len(cp.Name) == 0 || len(cp.Name) > 64 {
+		return fmt.Errorf("checkpoint name %q: want 1 to 64 bytes", cp.Name)
+	}
+	for i := range len(cp.Name) {
+		if c := cp.Name[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("checkpoint name %q: byte %d is not printable ASCII", cp.Name, i)
+		}
+	}
+	if len(cp.Data) > retrysafe.CheckpointStoreLimit {
+		return fmt.Errorf("checkpoint %q: %d bytes of data, at most %d allowed", cp.Name, len(cp.Data), retrysafe.CheckpointStoreLimit)
+	}
+	return nil
 }
 
 // Complete implements [retrysafe.Store.Complete]: fenced, batched like
@@ -206,9 +278,13 @@ func scanRecord(row pgx.Row, extra ...any) (*retrysafe.Record, error) {
 		leaseUntil, expAt *int64
 		status            *int32
 		header, body      []byte
+		cpName            *string
+		cpData            []byte
+		cpAt              *int64
 	)
 	dest := append([]any{&rec.Scope, &rec.Key, &rec.Fingerprint, &state, &rec.Token, &attempt,
-		&created, &updated, &leaseUntil, &expAt, &status, &header, &body, &rec.Route}, extra...)
+		&created, &updated, &leaseUntil, &expAt, &status, &header, &body, &rec.Route,
+		&rec.Abandoned, &cpName, &cpData, &cpAt}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -218,6 +294,9 @@ func scanRecord(row pgx.Row, extra ...any) (*retrysafe.Record, error) {
 	rec.UpdatedAt = fromNanos(&updated)
 	rec.LeaseUntil = fromNanos(leaseUntil)
 	rec.ExpiresAt = fromNanos(expAt)
+	if cpName != nil {
+		rec.Checkpoint = &retrysafe.Checkpoint{Name: *cpName, Data: cpData, At: fromNanos(cpAt)}
+	}
 	if status != nil {
 		h, err := decodeHeader(header)
 		if err != nil {

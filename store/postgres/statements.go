@@ -4,7 +4,8 @@ import "strings"
 
 // recordColumns are the columns every statement that returns a record
 // selects, in the order scanRecord reads them.
-const recordColumns = "scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body, route"
+const recordColumns = "scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body, route," +
+	" abandoned, checkpoint_name, checkpoint_data, checkpoint_at_ns"
 
 // statements holds the SQL of every operation, with the table name filled in
 // once by buildStatements.
@@ -17,7 +18,8 @@ type statements struct {
 }
 
 // selectColumns are recordColumns, with the body read as NULL unless
-// withBodies (Admin's List, Find and Stats).
+// withBodies (Admin's List, Find and Stats). A checkpoint's data is read
+// either way: it is the owner's note, not a stored answer.
 func selectColumns(withBodies bool) string {
 	if withBodies {
 		return recordColumns
@@ -29,14 +31,20 @@ func buildStatements(table, claimFn, batchFn string) statements {
 	sel := "SELECT " + recordColumns + " FROM " + table
 	return statements{
 		// $1 scope, $2 key, $3 fingerprint, $4 token, $5 now, $6 lease
-		// until, $7 route: one statement, one round trip, exactly one row.
-		claim: "SELECT * FROM " + claimFn + "($1, $2, $3, $4, $5, $6, $7)",
+		// until, $7 route, $8 no takeover, $9 takeover token: one
+		// statement, one round trip, exactly one row.
+		claim: "SELECT * FROM " + claimFn + "($1, $2, $3, $4, $5, $6, $7, $8, $9)",
 		// One array per argument, one element per operation, and the
-		// notify channel, then the routes; see functions.sql.
-		batch: "SELECT * FROM " + batchFn + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+		// notify channel, then the routes and the rest; see functions.sql.
+		batch: "SELECT * FROM " + batchFn + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
 		get:   sel + " WHERE scope = $1 AND key = $2",
-		// $1 scope, $2 key, $3 token, $4 lease until, $5 now.
-		extend: "UPDATE " + table + " SET lease_until_ns = $4, updated_at_ns = $5" +
+		// $1 scope, $2 key, $3 token, $4 lease until, $5 now, $6 abandon
+		// (the lease stays as it is), $7 checkpoint name (NULL: none, the
+		// stored one stays), $8 its data.
+		extend: "UPDATE " + table + " SET lease_until_ns = CASE WHEN $6 THEN lease_until_ns ELSE $4 END, updated_at_ns = $5," +
+			" abandoned = abandoned OR $6, checkpoint_name = coalesce($7, checkpoint_name)," +
+			" checkpoint_data = CASE WHEN $7::text IS NULL THEN checkpoint_data ELSE $8 END," +
+			" checkpoint_at_ns = CASE WHEN $7::text IS NULL THEN checkpoint_at_ns ELSE $5 END" +
 			" WHERE scope = $1 AND key = $2 AND token = $3 AND state = 'processing'",
 		// $1 scope, $2 key, $3 token, $4 now, $5 expires, $6 status,
 		// $7 header, $8 body, $9 channel, $10 payload. It returns one row
@@ -44,7 +52,7 @@ func buildStatements(table, claimFn, batchFn string) statements {
 		// someone subscribed to the record (the notify flag), and (like
 		// every NOTIFY) only when the transaction commits.
 		complete: "WITH u AS (UPDATE " + table + " SET state = 'completed', updated_at_ns = $4, expires_at_ns = $5," +
-			" status = $6, header = $7, body = $8" +
+			" status = $6, header = $7, body = $8, abandoned = false" +
 			" WHERE scope = $1 AND key = $2 AND token = $3 AND state = 'processing' RETURNING notify)" +
 			" SELECT CASE WHEN notify THEN pg_notify($9, $10)::text END FROM u",
 		// $1 scope, $2 key, $3 token, $4 channel, $5 payload.

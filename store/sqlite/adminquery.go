@@ -39,7 +39,7 @@ func (s *Store) listQuery(p *admin.ListParams) (string, []any) {
 		add("updated_at < ?", toNanos(p.UpdatedTo))
 	}
 	if !p.LeaseExpiredBy.IsZero() {
-		add("state = 'processing' AND lease_until <= ?", toNanos(p.LeaseExpiredBy))
+		add("state = 'processing' AND (lease_until <= ? OR abandoned)", toNanos(p.LeaseExpiredBy))
 	}
 	if p.Route != "" {
 		add("route = ?", p.Route)
@@ -52,7 +52,8 @@ func (s *Store) listQuery(p *admin.ListParams) (string, []any) {
 // Stats implements [admin.Admin]: one pass over the table for the
 // counts, and two queries over the processing records (found through the
 // partial index on lease_until) for the oldest in flight and the unknown
-// outcomes.
+// outcomes ([retrysafe.StatusUnknown]: a lease that ran out, or an owner
+// that abandoned its attempt).
 func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, error) {
 	now := toNanos(p.Now)
 	table := quoteIdent(s.cfg.Table)
@@ -61,7 +62,7 @@ func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, 
 		return s.db.QueryRowContext(ctx, `SELECT
 	COALESCE(SUM(CASE WHEN state = 'processing' THEN 1 ELSE 0 END), 0),
 	COALESCE(SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END), 0),
-	COALESCE(SUM(CASE WHEN state = 'processing' AND lease_until <= ?1 THEN 1 ELSE 0 END), 0),
+	COALESCE(SUM(CASE WHEN state = 'processing' AND (lease_until <= ?1 OR abandoned) THEN 1 ELSE 0 END), 0),
 	COALESCE(SUM(CASE WHEN state = 'completed' AND status >= 400 AND expires_at > ?1 THEN 1 ELSE 0 END), 0),
 	COALESCE(SUM(CASE WHEN state = 'completed' AND expires_at <= ?1 THEN 1 ELSE 0 END), 0)
 FROM `+table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.Failed, &st.Expired)
@@ -71,7 +72,7 @@ FROM `+table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.Fai
 	}
 	cols := selectColumns(false)
 	oldest, err := s.query(ctx, "stats", "SELECT "+cols+" FROM "+table+
-		" WHERE state = 'processing' AND lease_until > ?1 ORDER BY created_at, scope, idem_key LIMIT 1", now)
+		" WHERE state = 'processing' AND lease_until > ?1 AND NOT abandoned ORDER BY created_at, scope, idem_key LIMIT 1", now)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ FROM `+table, now).Scan(&st.Processing, &st.Completed, &st.LeaseExpired, &st.Fai
 		st.OldestInFlight = oldest[0]
 	}
 	st.Unknown, err = s.query(ctx, "stats", "SELECT "+cols+" FROM "+table+
-		" WHERE state = 'processing' AND lease_until <= ?1 ORDER BY lease_until, scope, idem_key LIMIT ?2", now, p.UnknownLimit())
+		" WHERE state = 'processing' AND (lease_until <= ?1 OR abandoned) ORDER BY lease_until, scope, idem_key LIMIT ?2", now, p.UnknownLimit())
 	if err != nil {
 		return nil, err
 	}

@@ -46,13 +46,14 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	args := []any{
 		params.Scope, params.Key, params.Fingerprint, params.Token,
 		toNanos(params.Now), toNanos(params.Now.Add(params.Lease)), params.Route,
+		params.NoTakeover, params.TakeoverToken,
 	}
 	var res *retrysafe.ClaimResult
 	err := s.write(ctx, "claim", func(b *batchTx) error {
 		// A new key, the common case, is one plain insert, which
 		// inserts exactly when the upsert below would (no row of
 		// this scope and key), without its RETURNING.
-		r, err := b.stmt(s.q.claimNew).Exec(args...)
+		r, err := b.stmt(s.q.claimNew).Exec(args[:7]...)
 		if err != nil {
 			return err
 		}
@@ -103,6 +104,11 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		// statement short.
 		res = &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt,
 			fromNanos(created), fromNanos(toNanos(params.Now)), fromNanos(toNanos(params.Now.Add(params.Lease))))}
+		if rec.State == retrysafe.StateProcessing {
+			// A takeover keeps the checkpoint, as read above under the
+			// same lock: the new owner resumes from it.
+			res.Record.Checkpoint = rec.Checkpoint
+		}
 		return nil
 	})
 	if err != nil {
@@ -113,7 +119,8 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 
 // claimable reports whether the claim upsert's WHERE holds for rec at
 // params.Now: a completed record that expired, or a processing record
-// whose lease ran out, claimed with the same fingerprint. Times compare
+// whose lease ran out, claimed with the same fingerprint, and neither
+// NoTakeover nor a TakeoverToken other than its token. Times compare
 // as the stored integer nanoseconds; a completed record without an
 // expiry (NULL, never written by this store) is not claimable, as in SQL.
 func claimable(rec *retrysafe.Record, params *retrysafe.ClaimParams) bool {
@@ -122,7 +129,8 @@ func claimable(rec *retrysafe.Record, params *retrysafe.ClaimParams) bool {
 	case retrysafe.StateCompleted:
 		return !rec.ExpiresAt.IsZero() && toNanos(rec.ExpiresAt) <= now
 	case retrysafe.StateProcessing:
-		return toNanos(rec.LeaseUntil) <= now && rec.Fingerprint == params.Fingerprint
+		return toNanos(rec.LeaseUntil) <= now && rec.Fingerprint == params.Fingerprint &&
+			!params.NoTakeover && (params.TakeoverToken == "" || rec.Token == params.TakeoverToken)
 	}
 	return false
 }

@@ -6,7 +6,8 @@
 // timeout, migrations run on open), or [New] on your own *sql.DB, for
 // example the one that holds your business tables, so that [Store.CompleteTx]
 // can commit an operation's business write and its completion in one
-// transaction.
+// transaction, and [Store.CheckpointTx] a step's business write and the
+// checkpoint that records it.
 //
 // # Schema
 //

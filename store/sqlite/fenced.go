@@ -4,25 +4,91 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/retrysafe/retrysafe"
 )
 
 // Extend renews the lease of the processing record owned by params.Token:
-// LeaseUntil = params.Now + params.Lease. It returns [retrysafe.ErrLeaseLost]
-// when the record is absent, completed, or owned by another token. One
-// fenced UPDATE; the lease itself is not checked.
+// LeaseUntil = params.Now + params.Lease. With params.Abandon it marks the
+// record abandoned and leaves LeaseUntil as it is; with params.Checkpoint
+// it stores that checkpoint (At = params.Now) in the same write. It
+// returns [retrysafe.ErrLeaseLost] when the record is absent, completed,
+// or owned by another token. One fenced UPDATE; the lease itself is not
+// checked.
 func (s *Store) Extend(ctx context.Context, params *retrysafe.ExtendParams) error {
-	if params == nil {
-		return errors.New("sqlite: extend: nil params")
-	}
-	if params.Now.IsZero() {
-		return errors.New("sqlite: extend: params.Now is zero")
+	args, err := extendArgs("extend", params)
+	if err != nil {
+		return err
 	}
 	return s.write(ctx, "extend", func(b *batchTx) error {
-		return fenced(b.stmt(s.q.extend).Exec(params.Scope, params.Key, params.Token,
-			toNanos(params.Now.Add(params.Lease)), toNanos(params.Now)))
+		return fenced(b.stmt(s.q.extend).Exec(args...))
 	})
+}
+
+// CheckpointTx is [Store.Extend] with a checkpoint inside the caller's
+// transaction tx on the same database, as [Store.CompleteTx] is Complete:
+// the business writes of a step and the checkpoint that records it commit,
+// or roll back, together. params.Checkpoint must be set; the lease is
+// renewed to params.Now + params.Lease as by Extend (Lease must be
+// positive unless params.Abandon). It returns [retrysafe.ErrLeaseLost]
+// when params.Token no longer owns a processing record, leaving tx usable.
+// The same rules for tx as for CompleteTx hold (BEGIN IMMEDIATE; no other
+// write of the Store from its goroutine while it is open).
+func (s *Store) CheckpointTx(ctx context.Context, tx *sql.Tx, params *retrysafe.ExtendParams) error {
+	if tx == nil {
+		return errors.New("sqlite: checkpoint: nil *sql.Tx")
+	}
+	if params == nil || params.Checkpoint == nil {
+		return errors.New("sqlite: checkpoint: params.Checkpoint is nil")
+	}
+	if params.Lease <= 0 && !params.Abandon {
+		return errors.New("sqlite: checkpoint: params.Lease must be positive (the lease is renewed as by Extend)")
+	}
+	args, err := extendArgs("checkpoint", params)
+	if err != nil {
+		return err
+	}
+	return s.translate(ctx, "checkpoint", fenced(tx.ExecContext(ctx, s.q.extend, args...)))
+}
+
+// extendArgs encodes an extension's arguments for the extend statement.
+func extendArgs(op string, params *retrysafe.ExtendParams) ([]any, error) {
+	if params == nil {
+		return nil, errors.New("sqlite: " + op + ": nil params")
+	}
+	if params.Now.IsZero() {
+		return nil, errors.New("sqlite: " + op + ": params.Now is zero")
+	}
+	var name, data any // NULL: no checkpoint, the stored one stays
+	if cp := params.Checkpoint; cp != nil {
+		if err := checkCheckpoint(cp); err != nil {
+			return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+		}
+		name, data = cp.Name, encodeBody(cp.Data)
+	}
+	return []any{params.Scope, params.Key, params.Token,
+		toNanos(params.Now.Add(params.Lease)), toNanos(params.Now), params.Abandon, name, data}, nil
+}
+
+// checkCheckpoint refuses a checkpoint the store cannot take: a name of 1
+// to 64 printable ASCII bytes, as the engine writes, and data of at most
+// retrysafe.CheckpointStoreLimit bytes (the engine's MaxCheckpointData and
+// a wrapper's overhead). CheckpointTx's callers reach the store without
+// the engine.
+func checkCheckpoint(cp *retrysafe.Checkpoint) error {
+	if len(cp.Name) == 0 || len(cp.Name) > 64 {
+		return fmt.Errorf("checkpoint name %q: want 1 to 64 bytes", cp.Name)
+	}
+	for i := range len(cp.Name) {
+		if c := cp.Name[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("checkpoint name %q: byte %d is not printable ASCII", cp.Name, i)
+		}
+	}
+	if len(cp.Data) > retrysafe.CheckpointStoreLimit {
+		return fmt.Errorf("checkpoint %q: %d bytes of data, at most %d allowed", cp.Name, len(cp.Data), retrysafe.CheckpointStoreLimit)
+	}
+	return nil
 }
 
 // Complete stores params.Response in the processing record owned by

@@ -4,7 +4,8 @@ import "strings"
 
 // recordColumns are the columns scanRecord reads, in order.
 const recordColumns = `scope, idem_key, fingerprint, state, token, attempt,
-	created_at, updated_at, lease_until, expires_at, status, headers, body, route`
+	created_at, updated_at, lease_until, expires_at, status, headers, body, route,
+	abandoned, checkpoint_name, checkpoint_data, checkpoint_at`
 
 // queries holds the store's SQL with the table name filled in.
 type queries struct {
@@ -14,7 +15,8 @@ type queries struct {
 }
 
 // selectColumns are recordColumns, with the body read as NULL unless
-// withBodies (Admin's List, Find and Stats).
+// withBodies (Admin's List, Find and Stats). A checkpoint's data is read
+// either way: it is the owner's note, not a stored answer.
 func selectColumns(withBodies bool) string {
 	if withBodies {
 		return recordColumns
@@ -40,10 +42,12 @@ ON CONFLICT (scope, idem_key) DO NOTHING`),
 
 		// One atomic statement: insert, or take over the existing row
 		// when it is completed and expired, or processing with an
-		// expired lease and the same fingerprint. The DO UPDATE's WHERE
+		// expired lease and the same fingerprint (unless ?8, NoTakeover, is
+		// set, or ?9, TakeoverToken, names another owner). The DO UPDATE's WHERE
 		// leaves any other row untouched and RETURNING then yields no
-		// row. A takeover keeps CreatedAt and increments Attempt; an
-		// expired completed record is replaced by a new one.
+		// row. A takeover keeps CreatedAt and the checkpoint, clears
+		// abandoned and increments Attempt; an expired completed record is
+		// replaced by a new one.
 		claim: r.Replace(`INSERT INTO {{table}} (
 	scope, idem_key, fingerprint, state, token, attempt,
 	created_at, updated_at, lease_until, expires_at, status, headers, body, route
@@ -60,20 +64,31 @@ ON CONFLICT (scope, idem_key) DO UPDATE SET
 	expires_at  = NULL,
 	status      = NULL,
 	headers     = NULL,
-	body        = NULL
+	body        = NULL,
+	abandoned   = 0,
+	checkpoint_name = CASE WHEN {{table}}.state = 'completed' THEN NULL ELSE {{table}}.checkpoint_name END,
+	checkpoint_data = CASE WHEN {{table}}.state = 'completed' THEN NULL ELSE {{table}}.checkpoint_data END,
+	checkpoint_at   = CASE WHEN {{table}}.state = 'completed' THEN NULL ELSE {{table}}.checkpoint_at END
 WHERE ({{table}}.state = 'completed' AND {{table}}.expires_at <= excluded.updated_at)
    OR ({{table}}.state = 'processing' AND {{table}}.lease_until <= excluded.updated_at
-       AND {{table}}.fingerprint = excluded.fingerprint)
+       AND {{table}}.fingerprint = excluded.fingerprint
+       AND NOT ?8 AND (?9 = '' OR {{table}}.token = ?9))
 RETURNING attempt, created_at`),
 
 		get: r.Replace(`SELECT {{columns}} FROM {{table}} WHERE scope = ?1 AND idem_key = ?2`),
 
 		// The fenced statements: one each, matching only the owner's
 		// processing record.
-		extend: r.Replace(`UPDATE {{table}} SET lease_until = ?4, updated_at = ?5
+		// ?6 Abandon (the lease stays as it is), ?7 the checkpoint's name
+		// (NULL: no checkpoint, the stored one stays), ?8 its data.
+		extend: r.Replace(`UPDATE {{table}} SET lease_until = CASE WHEN ?6 THEN lease_until ELSE ?4 END, updated_at = ?5,
+	abandoned = abandoned OR ?6,
+	checkpoint_name = coalesce(?7, checkpoint_name),
+	checkpoint_data = CASE WHEN ?7 IS NULL THEN checkpoint_data ELSE ?8 END,
+	checkpoint_at   = CASE WHEN ?7 IS NULL THEN checkpoint_at ELSE ?5 END
 WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND state = 'processing'`),
 		complete: r.Replace(`UPDATE {{table}} SET state = 'completed', updated_at = ?4, expires_at = ?5,
-	status = ?6, headers = ?7, body = ?8
+	status = ?6, headers = ?7, body = ?8, abandoned = 0
 WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND state = 'processing'`),
 		release: r.Replace(`DELETE FROM {{table}}
 WHERE scope = ?1 AND idem_key = ?2 AND token = ?3 AND state = 'processing'`),

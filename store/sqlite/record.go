@@ -69,11 +69,18 @@ func scanRecord(row scanner) (*retrysafe.Record, error) {
 		expires, status              sql.NullInt64
 		headers                      []byte
 		body                         []byte
+		cpName                       sql.NullString
+		cpData                       []byte
+		cpAt                         sql.NullInt64
 	)
 	err := row.Scan(&rec.Scope, &rec.Key, &rec.Fingerprint, &state, &rec.Token, &rec.Attempt,
-		&created, &updated, &leaseUntil, &expires, &status, &headers, &body, &rec.Route)
+		&created, &updated, &leaseUntil, &expires, &status, &headers, &body, &rec.Route,
+		&rec.Abandoned, &cpName, &cpData, &cpAt)
 	if err != nil {
 		return nil, err
+	}
+	if cpName.Valid {
+		rec.Checkpoint = &retrysafe.Checkpoint{Name: cpName.String, Data: cpData, At: fromNullNanos(cpAt)}
 	}
 	rec.State = retrysafe.State(state)
 	rec.CreatedAt = fromNanos(created)

@@ -1,0 +1,264 @@
+package mysql_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/store/mysql"
+)
+
+// getRec reads a record at now, nil when there is none.
+func getRec(t *testing.T, s retrysafe.Store, key string, now time.Time) *retrysafe.Record {
+	t.Helper()
+	rec, err := s.Get(t.Context(), &retrysafe.GetParams{Scope: scope, Key: key, Now: now})
+	if errors.Is(err, retrysafe.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestUnknownOutcomes walks one record through the store contract of
+// issue 30 with lone calls (each its own single statement): a checkpoint
+// and an abandon ride on the fenced Extend, a takeover keeps the
+// checkpoint and clears the abandon, NoTakeover and TakeoverToken refuse a
+// takeover, Complete keeps the checkpoint, and Stats counts an abandoned
+// record as unknown while its lease still runs.
+func TestUnknownOutcomes(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	p := claimP("k", fpA, at(0))
+	mustClaim(t, s, p)
+	ext := func(e *retrysafe.ExtendParams) error {
+		e.Scope, e.Key = scope, "k"
+		return s.Extend(ctx, e)
+	}
+	data := bytes.Repeat([]byte{0, 0xff, 'x'}, retrysafe.MaxCheckpointData/3)
+	if err := ext(&retrysafe.ExtendParams{Token: "other", Now: at(0), Lease: lease,
+		Checkpoint: &retrysafe.Checkpoint{Name: "charged", Data: data}}); !errors.Is(err, retrysafe.ErrLeaseLost) {
+		t.Fatalf("checkpoint under another token = %v, want ErrLeaseLost", err)
+	}
+	if rec := getRec(t, s, "k", at(0)); rec.Checkpoint != nil {
+		t.Fatalf("a fenced-out checkpoint was stored: %+v", rec.Checkpoint)
+	}
+	t1 := at(time.Second)
+	if err := ext(&retrysafe.ExtendParams{Token: p.Token, Now: t1, Lease: lease,
+		Checkpoint: &retrysafe.Checkpoint{Name: "charged", Data: data, At: at(-time.Hour)}}); err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	rec := getRec(t, s, "k", t1)
+	if cp := rec.Checkpoint; cp == nil || cp.Name != "charged" || !bytes.Equal(cp.Data, data) || !cp.At.Equal(t1) {
+		t.Fatalf("checkpoint read back as %+v, want charged with %d bytes at Now", cp, len(data))
+	}
+	if !rec.LeaseUntil.Equal(t1.Add(lease)) || rec.Abandoned {
+		t.Fatalf("after a checkpoint: lease until %v (want Now+Lease), abandoned %v", rec.LeaseUntil, rec.Abandoned)
+	}
+	t2 := t1.Add(time.Second)
+	if err := ext(&retrysafe.ExtendParams{Token: p.Token, Now: t2, Lease: time.Hour, Abandon: true}); err != nil {
+		t.Fatalf("abandon: %v", err)
+	}
+	rec = getRec(t, s, "k", t2)
+	if !rec.Abandoned || !rec.LeaseUntil.Equal(t1.Add(lease)) || rec.Checkpoint == nil || rec.Status(t2) != retrysafe.StatusUnknown {
+		t.Fatalf("after abandon: abandoned %v, lease until %v (want %v), checkpoint %v", rec.Abandoned, rec.LeaseUntil, t1.Add(lease), rec.Checkpoint != nil)
+	}
+	st, err := s.Stats(ctx, &admin.StatsParams{Now: t2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LeaseExpired != 1 || len(st.Unknown) != 1 || st.OldestInFlight != nil || !st.Unknown[0].Abandoned {
+		t.Fatalf("Stats of an abandoned record: %d unknown, %d listed, oldest in flight %v", st.LeaseExpired, len(st.Unknown), st.OldestInFlight)
+	}
+	late := t1.Add(2 * lease)
+	for name, c := range map[string]*retrysafe.ClaimParams{
+		"NoTakeover":            {NoTakeover: true, TakeoverToken: p.Token, Fingerprint: fpA},
+		"another TakeoverToken": {TakeoverToken: "other", Fingerprint: fpA},
+		"another fingerprint":   {Fingerprint: "fp-b"},
+	} {
+		c.Scope, c.Key, c.Token, c.Now, c.Lease = scope, "k", retrysafe.NewToken(), late, lease
+		res := mustClaim(t, s, c)
+		if res.Claimed || res.Record.Token != p.Token || !res.Record.Abandoned || res.Record.Checkpoint == nil {
+			t.Fatalf("%s: claimed %v, record ours %v, abandoned %v", name, res.Claimed, res.Record.Token == p.Token, res.Record.Abandoned)
+		}
+	}
+	c := claimP("k", fpA, late)
+	c.TakeoverToken = p.Token
+	res := mustClaim(t, s, c)
+	if !res.Claimed || res.Record.Attempt != 2 || res.Record.Abandoned {
+		t.Fatalf("takeover with the record's token: claimed %v, attempt %d, abandoned %v", res.Claimed, res.Record.Attempt, res.Record.Abandoned)
+	}
+	if cp := res.Record.Checkpoint; cp == nil || cp.Name != "charged" || !bytes.Equal(cp.Data, data) || !cp.At.Equal(t1) {
+		t.Fatalf("takeover returned checkpoint %+v, want the kept one", cp)
+	}
+	if err := ext(&retrysafe.ExtendParams{Token: c.Token, Now: late, Abandon: true, Checkpoint: &retrysafe.Checkpoint{Name: "second"}}); err != nil {
+		t.Fatalf("abandon with a checkpoint: %v", err)
+	}
+	if rec := getRec(t, s, "k", late); !rec.Abandoned || rec.Checkpoint.Name != "second" || len(rec.Checkpoint.Data) != 0 {
+		t.Fatalf("abandon with a checkpoint: abandoned %v, checkpoint %+v", rec.Abandoned, rec.Checkpoint)
+	}
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "k", Token: c.Token, Now: late, TTL: time.Hour,
+		Response: &retrysafe.Response{Status: 200}}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := getRec(t, s, "k", late); rec.Abandoned || rec.Checkpoint == nil || rec.Checkpoint.Name != "second" {
+		t.Fatalf("after Complete: abandoned %v, checkpoint %+v", rec.Abandoned, rec.Checkpoint)
+	}
+	fresh := claimP("k", fpA, late.Add(2*time.Hour))
+	if res := mustClaim(t, s, fresh); !res.Claimed || res.Record.Attempt != 1 || res.Record.Checkpoint != nil {
+		t.Fatalf("claim of an expired record: claimed %v, attempt %d, checkpoint %+v", res.Claimed, res.Record.Attempt, res.Record.Checkpoint)
+	}
+}
+
+// TestCheckpointTx: a checkpoint written in the business transaction is
+// there when it commits and absent when it rolls back; it is fenced.
+func TestCheckpointTx(t *testing.T) {
+	t.Parallel()
+	db := sharedDB(t)
+	s := newStoreOn(t, db, newTable(t))
+	ctx := t.Context()
+	payments := "`" + s.Config().Table + "_payments`"
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+payments+" (id VARCHAR(255) PRIMARY KEY) ENGINE = InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+payments) })
+	step := func(p *retrysafe.ClaimParams, token string, commit bool) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+payments+" (id) VALUES (?)", "pay_"+p.Key); err != nil {
+			t.Fatal(err)
+		}
+		err = s.CheckpointTx(ctx, tx, &retrysafe.ExtendParams{Scope: scope, Key: p.Key, Token: token, Now: at(time.Second), Lease: lease,
+			Checkpoint: &retrysafe.Checkpoint{Name: "charge requested", Data: []byte("pay_" + p.Key)}})
+		if err != nil {
+			return err
+		}
+		if commit {
+			return tx.Commit()
+		}
+		return tx.Rollback()
+	}
+	payment := func(key string) bool {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+payments+" WHERE id = ?", "pay_"+key).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	for _, commit := range []bool{true, false} {
+		p := claimP(map[bool]string{true: "commit", false: "rollback"}[commit], fpA, at(0))
+		mustClaim(t, s, p)
+		if err := step(p, p.Token, commit); err != nil {
+			t.Fatalf("%s: %v", p.Key, err)
+		}
+		rec := getRec(t, s, p.Key, at(time.Second))
+		if payment(p.Key) != commit || (rec.Checkpoint != nil) != commit {
+			t.Fatalf("%s: payment %v, checkpoint %+v", p.Key, payment(p.Key), rec.Checkpoint)
+		}
+		if commit && (rec.Checkpoint.Name != "charge requested" || string(rec.Checkpoint.Data) != "pay_commit" ||
+			!rec.Checkpoint.At.Equal(at(time.Second)) || !rec.LeaseUntil.Equal(at(time.Second+lease))) {
+			t.Fatalf("committed: %+v, checkpoint %+v", rec, rec.Checkpoint)
+		}
+		if !commit && !rec.LeaseUntil.Equal(at(lease)) {
+			t.Fatalf("rolled back: lease until %v, want the claim's", rec.LeaseUntil)
+		}
+	}
+	p := claimP("fenced", fpA, at(0))
+	mustClaim(t, s, p)
+	if err := step(p, "other", true); !errors.Is(err, retrysafe.ErrLeaseLost) {
+		t.Fatalf("CheckpointTx under another token = %v, want ErrLeaseLost", err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for what, bad := range map[string]*retrysafe.ExtendParams{
+		"no checkpoint": {Scope: scope, Key: p.Key, Token: p.Token, Now: at(0), Lease: lease},
+		"no lease":      {Scope: scope, Key: p.Key, Token: p.Token, Now: at(0), Checkpoint: &retrysafe.Checkpoint{Name: "x"}},
+		"empty name":    {Scope: scope, Key: p.Key, Token: p.Token, Now: at(0), Lease: lease, Checkpoint: &retrysafe.Checkpoint{}},
+		"too much data": {Scope: scope, Key: p.Key, Token: p.Token, Now: at(0), Lease: lease,
+			Checkpoint: &retrysafe.Checkpoint{Name: "x", Data: make([]byte, retrysafe.CheckpointStoreLimit+1)}},
+	} {
+		if err := s.CheckpointTx(ctx, tx, bad); err == nil || errors.Is(err, retrysafe.ErrLeaseLost) {
+			t.Errorf("CheckpointTx with %s = %v, want an error saying so", what, err)
+		}
+	}
+}
+
+// TestMigrateFromVersion1: a table at schema version 1 with a record (and
+// the claim procedure of version 1's signature) migrates to the current
+// version; the record reads back as it was, and claims run the new
+// procedure. "died" is a Migrate that died after migration 2's ALTER
+// TABLE, before it recorded the version: the next Migrate finishes it.
+func TestMigrateFromVersion1(t *testing.T) {
+	t.Parallel()
+	for _, died := range []bool{false, true} {
+		t.Run(map[bool]string{false: "clean", true: "died"}[died], func(t *testing.T) {
+			t.Parallel()
+			db := sharedDB(t)
+			table := newTable(t)
+			ctx := t.Context()
+			v1, err := os.ReadFile("migrations/0001_initial.sql")
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := func(name string) string { return "`" + name + "`" }
+			stmts := []string{
+				strings.NewReplacer("{{records}}", q(table), "{{expires_index}}", q(table+"_e"), "{{lease_index}}", q(table+"_l"),
+					"{{state_check}}", q(table+"_c")).Replace(string(v1)),
+				"CREATE TABLE " + q(table+"_migrations") + " (version INT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at_ns BIGINT NOT NULL) ENGINE = InnoDB",
+				"INSERT INTO " + q(table+"_migrations") + " VALUES (1, 'initial', 0)",
+				"INSERT INTO " + q(table) + " (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route)" +
+					" VALUES ('" + scope + "', 'old', 'fp-a', 'processing', 'tok', 1, 1, 1, 2, 'POST /x')",
+				"CREATE PROCEDURE " + q(table+"_claim") + "(IN a INT) SELECT a",
+			}
+			if died {
+				v2, err := os.ReadFile("migrations/0002_unknown_outcomes.sql")
+				if err != nil {
+					t.Fatal(err)
+				}
+				stmts = append(stmts, strings.ReplaceAll(string(v2), "{{records}}", q(table)))
+			}
+			for _, stmt := range stmts {
+				if _, err := db.ExecContext(ctx, stmt); err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			s, err := mysql.New(db, mysql.Config{Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			if v, err := s.SchemaVersion(ctx); err != nil || v != 1 {
+				t.Fatalf("SchemaVersion before = %d, %v; want 1", v, err)
+			}
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatalf("Migrate from version 1: %v", err)
+			}
+			if v, err := s.SchemaVersion(ctx); err != nil || v != mysql.LatestSchemaVersion() || v < 2 {
+				t.Fatalf("SchemaVersion after = %d, %v; want %d", v, err, mysql.LatestSchemaVersion())
+			}
+			rec := getRec(t, s, "old", at(0))
+			if rec == nil || rec.Token != "tok" || rec.Route != "POST /x" || rec.Abandoned || rec.Checkpoint != nil {
+				t.Fatalf("record after Migrate: %+v", rec)
+			}
+			c := claimP("old", fpA, at(0))
+			c.NoTakeover = true
+			if res := mustClaim(t, s, c); res.Claimed {
+				t.Fatal("NoTakeover claim of the migrated, expired record took it over")
+			}
+		})
+	}
+}
