@@ -40,29 +40,20 @@ end
 // (empty), one HSET of every field, PEXPIRE.
 const claimSrc = luaLE + `
 local cur = redis.call('HGETALL', KEYS[1])
-local attempt, created, notify, h = 1, ARGV[5], nil, {}
--- claimed returns the reply of a claim that kept the record's attempt
--- number (and h's checkpoint)
-local function claimed(att)
-  local r = {1, tostring(att), created}
-  if h['cpname'] then
-    r[4], r[5] = h['cpname'], h['cpat']
-    if h['cpdata'] then r[6] = h['cpdata'] end
-  end
-  return r
-end
+local attempt, created, notify, h = 1, ARGV[5], nil, nil
 if #cur > 0 then
+  h = {}
   for i = 1, #cur, 2 do h[cur[i]] = cur[i + 1] end
   if h['state'] == 'completed' and h['expires'] and le(h['expires'], ARGV[5]) then
     -- expired result: counts as absent
-    h = {}
   elseif h['state'] == 'processing' and h['token'] == ARGV[4] and h['nonce'] == ARGV[8] then
     -- a retry of this very call: write again, so that a WAIT on the
     -- retry's connection covers the first run's write even on a server
     -- that records a connection's offset only after it writes
     redis.call('HSET', KEYS[1], 'nonce', ARGV[8])
-    created = h['created']
-    return claimed(h['attempt'])
+    local r = {1, h['attempt'], h['created']}
+    if h['cpname'] then r[4], r[5], r[6] = h['cpname'], h['cpat'], h['cpdata'] end
+    return r
   elseif h['state'] == 'processing' and h['lease'] and le(h['lease'], ARGV[5]) and h['fp'] == ARGV[3]
       and ARGV[10] ~= '1' and (ARGV[11] == '' or h['token'] == ARGV[11]) then
     attempt = tonumber(h['attempt']) + 1
@@ -85,14 +76,19 @@ else
     'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8], 'route', ARGV[9])
 end
 if notify then redis.call('HSET', KEYS[1], 'notify', notify) end
-if h['cpname'] then
-  -- the new owner resumes from the last checkpoint
-  redis.call('HSET', KEYS[1], 'cpname', h['cpname'], 'cpat', h['cpat'])
-  if h['cpdata'] then redis.call('HSET', KEYS[1], 'cpdata', h['cpdata']) end
-end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 if attempt == 1 then return {1} end
-return claimed(attempt)
+-- a takeover: the new owner resumes from the last checkpoint
+local r = {1, tostring(attempt), created}
+if h['cpname'] then
+  if h['cpdata'] then
+    redis.call('HSET', KEYS[1], 'cpname', h['cpname'], 'cpat', h['cpat'], 'cpdata', h['cpdata'])
+  else
+    redis.call('HSET', KEYS[1], 'cpname', h['cpname'], 'cpat', h['cpat'])
+  end
+  r[4], r[5], r[6] = h['cpname'], h['cpat'], h['cpdata']
+end
+return r
 `
 
 // extendSrc moves the lease of KEYS[1] if ARGV[1] owns it, or marks the
