@@ -19,7 +19,8 @@ import (
 //
 // It first reads the record with one plain HGETALL. When that record
 // blocks the claim (completed and unexpired, processing with a live lease,
-// or processing with an expired lease and another fingerprint) Claim
+// or processing with an expired lease and another fingerprint or a
+// takeover that params.NoTakeover or params.TakeoverToken forbids) Claim
 // returns it without a write: a replay or an in-flight answer is one cheap
 // round trip. A blocking outcome writes nothing, so it is exactly what the
 // claim script would have answered at the moment of the read. Otherwise

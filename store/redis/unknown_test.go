@@ -50,7 +50,8 @@ func sameCheckpoint(a, b *retrysafe.Checkpoint) bool {
 
 // TestExtendAbandonAndCheckpoint: Extend with Abandon marks the record
 // abandoned and leaves its lease and its Redis expiry alone; with a
-// Checkpoint it stores it (At = Now, every byte of 64 KiB of data) and
+// Checkpoint it stores it (At = Now, every byte of CheckpointStoreLimit
+// bytes of data) and
 // renews the lease; a wrong token changes nothing; Complete drops the
 // abandoned mark and keeps the checkpoint.
 func TestExtendAbandonAndCheckpoint(t *testing.T) {
@@ -65,7 +66,7 @@ func TestExtendAbandonAndCheckpoint(t *testing.T) {
 	}
 
 	t1 := now.Add(time.Second)
-	big := &retrysafe.Checkpoint{Name: "charge requested", Data: binaryData(retrysafe.MaxCheckpointData), At: now.Add(-time.Hour)}
+	big := &retrysafe.Checkpoint{Name: "charge requested", Data: binaryData(retrysafe.CheckpointStoreLimit), At: now.Add(-time.Hour)}
 	if err := ext(t1, p.Token, false, big); err != nil {
 		t.Fatal(err)
 	}
