@@ -50,10 +50,9 @@ func sameCheckpoint(a, b *retrysafe.Checkpoint) bool {
 
 // TestExtendAbandonAndCheckpoint: Extend with Abandon marks the record
 // abandoned and leaves its lease and its Redis expiry alone; with a
-// Checkpoint it stores it (At = Now, every byte of CheckpointStoreLimit
-// bytes of data) and
-// renews the lease; a wrong token changes nothing; Complete drops the
-// abandoned mark and keeps the checkpoint.
+// Checkpoint it stores it (At = Now, CheckpointStoreLimit bytes of every
+// value) and renews the lease; a wrong token changes nothing; Complete
+// drops the abandoned mark and keeps the checkpoint.
 func TestExtendAbandonAndCheckpoint(t *testing.T) {
 	t.Parallel()
 	s, c, _ := newStore(t)
