@@ -131,7 +131,9 @@ func TestExtendAbandonAndCheckpoint(t *testing.T) {
 	}
 }
 
-// TestClaimTakeoverPolicies: on a processing record whose lease ran out,
+// TestClaimTakeoverPolicies: an abandoned record in its lease is answered
+// from the plain read, like any in-flight one. On a processing record whose
+// lease ran out,
 // NoTakeover and a TakeoverToken of another attempt leave the record as it
 // is (answered from the plain read, no script); the right TakeoverToken
 // takes it over, keeps the checkpoint (also in the returned record) and
@@ -164,7 +166,21 @@ func TestClaimTakeoverPolicies(t *testing.T) {
 	}
 	mustComplete(t, s, old, now.Add(-time.Minute), time.Second)
 
+	// "gaveup": abandoned in its lease.
+	gaveup := claimParams("scope", "gaveup", now, time.Minute)
+	mustClaim(t, s, gaveup)
+	if err := s.Extend(ctx, &retrysafe.ExtendParams{Scope: "scope", Key: "gaveup", Token: gaveup.Token, Now: now, Abandon: true}); err != nil {
+		t.Fatal(err)
+	}
+
 	n := countCommands(c)
+	res, err := s.Claim(ctx, claimParams("scope", "gaveup", now, time.Minute))
+	if err != nil || res.Claimed || !res.Record.Abandoned || res.Record.Token != gaveup.Token {
+		t.Fatalf("claim of an abandoned record in its lease: %+v, %v; want it unclaimed, abandoned", res, err)
+	}
+	if cnt := n.counts(); cnt != [2]int64{1, 0} {
+		t.Errorf("claim of an abandoned record in its lease: %d reads, %d scripts; want the plain read only", cnt[0], cnt[1])
+	}
 	for _, tc := range []struct {
 		name       string
 		noTakeover bool
@@ -191,7 +207,7 @@ func TestClaimTakeoverPolicies(t *testing.T) {
 
 	p := claimParams("scope", "stale", now, time.Minute)
 	p.TakeoverToken = stale.Token
-	res, err := s.Claim(ctx, p)
+	res, err = s.Claim(ctx, p)
 	if err != nil || !res.Claimed {
 		t.Fatalf("takeover with the record's token: %+v, %v", res, err)
 	}
