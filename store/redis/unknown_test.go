@@ -133,12 +133,11 @@ func TestExtendAbandonAndCheckpoint(t *testing.T) {
 
 // TestClaimTakeoverPolicies: an abandoned record in its lease is answered
 // from the plain read, like any in-flight one. On a processing record whose
-// lease ran out,
-// NoTakeover and a TakeoverToken of another attempt leave the record as it
-// is (answered from the plain read, no script); the right TakeoverToken
-// takes it over, keeps the checkpoint (also in the returned record) and
-// drops the abandoned mark. Absent keys and expired results are claimed
-// whatever the policy says, without a checkpoint.
+// lease ran out, NoTakeover and a TakeoverToken of another attempt leave
+// the record as it is (answered from the plain read, no script); the right
+// TakeoverToken takes it over, keeps the checkpoint (also in the returned
+// record) and drops the abandoned mark. Absent keys and expired results
+// are claimed whatever the policy says, without a checkpoint.
 func TestClaimTakeoverPolicies(t *testing.T) {
 	t.Parallel()
 	s, c, _ := newStore(t)
