@@ -238,9 +238,14 @@ func (e *engine) resolveStranded(ctx context.Context, recs []*Record) (Stranded,
 
 // abandon marks rec's attempt abandoned in the store (its outcome is
 // unknown from now on), fenced by its token, leaving its lease as it is.
+// The Lease it passes is ignored by a store that knows Abandon; one that
+// does not (written before it existed) takes the call for a renewal, and a
+// zero Lease would end the lease at once, letting the next retry run the
+// operation again: with the configured lease, it is held as a heartbeat
+// would hold it.
 func (e *engine) abandon(ctx context.Context, rec *Record) error {
 	return e.finish(ctx, "extend", func(ctx context.Context) error {
-		return e.store.Extend(ctx, &ExtendParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: e.cfg.Now(), Abandon: true})
+		return e.store.Extend(ctx, &ExtendParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: e.cfg.Now(), Lease: e.cfg.Lease, Abandon: true})
 	})
 }
 

@@ -736,3 +736,29 @@ func TestResolverCompleteStoreDownKeepsBlocked(t *testing.T) {
 		t.Fatalf("runs = %d, want 1: the operation ran again", runs.Load())
 	}
 }
+
+// unawareStore is a store written before Abandon existed: it takes an
+// Extend with Abandon for a plain renewal.
+type unawareStore struct{ retrysafe.Store }
+
+func (s unawareStore) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	q := *p
+	q.Abandon = false
+	return s.Store.Extend(ctx, &q)
+}
+
+// TestAbandonOnAStoreThatIgnoresIt: on a store that does not know the
+// abandoned mark, abandoning must not end the lease (a renewal with no
+// Lease would): a retry within the lease still runs nothing.
+func TestAbandonOnAStoreThatIgnoresIt(t *testing.T) {
+	t.Parallel()
+	clock := newTestClock(u0)
+	var runs atomic.Int64
+	srv := newServer(t, retrysafe.Config{Store: unawareStore{newMemory(t)}, Lease: uLease, Now: clock.Now, Logger: quiet}, abandoning(&runs))
+	send(t, srv.URL, http.MethodPost, "k", `{}`)
+	clock.Set(u0.Add(time.Second))
+	r := send(t, srv.URL, http.MethodPost, "k", `{}`)
+	if r.status != http.StatusConflict || runs.Load() != 1 {
+		t.Fatalf("retry within the lease: %d %s, runs %d; want 409 and no second run", r.status, r.body, runs.Load())
+	}
+}

@@ -51,7 +51,7 @@ var allOutcomes = []retrysafe.Outcome{
 	retrysafe.OutcomeUnauthorized, retrysafe.OutcomeEmptyScope,
 	retrysafe.OutcomeTooLarge, retrysafe.OutcomeStoreError, retrysafe.OutcomeFailOpen,
 	retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned, retrysafe.OutcomeLeaseLost,
-	retrysafe.OutcomeBadRequestBody, retrysafe.OutcomeStoreFull, retrysafe.OutcomeBlocked,
+	retrysafe.OutcomeBadRequestBody, retrysafe.OutcomeStoreFull,
 }
 
 var storeOps = []string{"claim", "get", "extend", "complete", "release"}
