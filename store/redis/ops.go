@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -18,7 +19,8 @@ import (
 //
 // It first reads the record with one plain HGETALL. When that record
 // blocks the claim (completed and unexpired, processing with a live lease,
-// or processing with an expired lease and another fingerprint) Claim
+// or processing with an expired lease and another fingerprint or a
+// takeover that params.NoTakeover or params.TakeoverToken forbids) Claim
 // returns it without a write: a replay or an in-flight answer is one cheap
 // round trip. A blocking outcome writes nothing, so it is exactly what the
 // claim script would have answered at the moment of the read. Otherwise
@@ -57,7 +59,12 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		s.afterRead()
 	}
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
-	args := []any{params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route}
+	noTakeover := ""
+	if params.NoTakeover {
+		noTakeover = "1"
+	}
+	args := []any{params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route,
+		noTakeover, params.TakeoverToken}
 	var reply []any
 	acked := 0
 	if s.waitReplicas == 0 {
@@ -90,26 +97,53 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		}
 		return &retrysafe.ClaimResult{Record: rec}, nil
 	}
-	// {1}: a fresh record, attempt 1 created now; {1, attempt, created}:
-	// a takeover or a retry of this very call.
+	// {1}: a fresh record, attempt 1 created now; {1, attempt, created}
+	// and the checkpoint, if any: a takeover or a retry of this very call.
 	attempt, created := 1, exactTime(params.Now)
+	var cp *retrysafe.Checkpoint
 	if len(reply) != 1 {
-		if len(reply) != 3 {
-			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: short script reply", errCorrupt))
-		}
-		attemptS, _ := reply[1].(string)
-		createdS, _ := reply[2].(string)
-		if attempt, err = strconv.Atoi(attemptS); err != nil {
-			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: attempt %q", errCorrupt, attemptS))
-		}
-		if created, err = decodeTime(createdS); err != nil {
-			return nil, retrysafe.Unavailable("claim", fmt.Errorf("%w: created: %v", errCorrupt, err))
+		if attempt, created, cp, err = decodeClaimed(reply); err != nil {
+			return nil, retrysafe.Unavailable("claim", err)
 		}
 	}
 	if acked < s.waitReplicas {
 		return nil, s.unreplicatedClaim(ctx, k, params.Token, attempt, acked)
 	}
-	return &retrysafe.ClaimResult{Claimed: true, Record: params.ProcessingRecord(attempt, created, exactTime(params.Now), exactTime(leaseUntil))}, nil
+	rec := params.ProcessingRecord(attempt, created, exactTime(params.Now), exactTime(leaseUntil))
+	rec.Checkpoint = cp
+	return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
+}
+
+// decodeClaimed reads the claim script's {1, attempt, created} reply,
+// followed by the kept checkpoint's name, time and data, when it has them.
+func decodeClaimed(reply []any) (attempt int, created time.Time, cp *retrysafe.Checkpoint, err error) {
+	if len(reply) != 3 && len(reply) != 5 && len(reply) != 6 {
+		return 0, time.Time{}, nil, fmt.Errorf("%w: script reply of %d values", errCorrupt, len(reply))
+	}
+	str := make([]string, len(reply))
+	for i, v := range reply[1:] {
+		var ok bool
+		if str[i+1], ok = v.(string); !ok {
+			return 0, time.Time{}, nil, fmt.Errorf("%w: script reply value %d is %T", errCorrupt, i+1, v)
+		}
+	}
+	if attempt, err = strconv.Atoi(str[1]); err != nil {
+		return 0, time.Time{}, nil, fmt.Errorf("%w: attempt %q", errCorrupt, str[1])
+	}
+	if created, err = decodeTime(str[2]); err != nil {
+		return 0, time.Time{}, nil, fmt.Errorf("%w: created: %v", errCorrupt, err)
+	}
+	if len(reply) == 3 {
+		return attempt, created, nil, nil
+	}
+	h := map[string]string{fCPName: str[3], fCPAt: str[4]}
+	if len(reply) == 6 {
+		h[fCPData] = str[5]
+	}
+	if cp, err = decodeCheckpoint(h); err != nil {
+		return 0, time.Time{}, nil, err
+	}
+	return attempt, created, cp, nil
 }
 
 // blocksClaim reports whether rec, read at params.Now, makes a claim with
@@ -120,7 +154,8 @@ func blocksClaim(rec *retrysafe.Record, params *retrysafe.ClaimParams) bool {
 	case retrysafe.StateCompleted:
 		return !rec.Expired(params.Now)
 	case retrysafe.StateProcessing:
-		return !rec.LeaseExpired(params.Now) || rec.Fingerprint != params.Fingerprint
+		return !rec.LeaseExpired(params.Now) || rec.Fingerprint != params.Fingerprint ||
+			params.NoTakeover || (params.TakeoverToken != "" && rec.Token != params.TakeoverToken)
 	}
 	return false
 }
@@ -149,9 +184,11 @@ func (s *Store) Get(ctx context.Context, params *retrysafe.GetParams) (*retrysaf
 	return rec, nil
 }
 
-// Extend moves the lease to params.Now + params.Lease if params.Token still
-// owns the processing record, in one round trip; otherwise it returns
-// [retrysafe.ErrLeaseLost].
+// Extend moves the lease to params.Now + params.Lease, or with
+// params.Abandon marks the attempt abandoned and leaves the lease as it
+// is, and stores params.Checkpoint (written at params.Now) if it is not
+// nil, if params.Token still owns the processing record, in one round
+// trip; otherwise it returns [retrysafe.ErrLeaseLost].
 func (s *Store) Extend(ctx context.Context, params *retrysafe.ExtendParams) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -165,8 +202,15 @@ func (s *Store) Extend(ctx context.Context, params *retrysafe.ExtendParams) erro
 		return err
 	}
 	px := pxMillis(params.Lease) + pxMillis(s.retention)
-	n, err := extendScript.Run(ctx, s.pipe, []string{s.recordKey(params.Scope, params.Key)},
-		params.Token, now, lease, px).Int64()
+	abandon := ""
+	if params.Abandon {
+		abandon = "1"
+	}
+	args := []any{params.Token, now, lease, px, abandon}
+	if params.Checkpoint != nil {
+		args = append(args, checkpointArgs(params.Checkpoint, now)...)
+	}
+	n, err := extendScript.Run(ctx, s.pipe, []string{s.recordKey(params.Scope, params.Key)}, args...).Int64()
 	if err != nil {
 		return s.fail(ctx, "extend", err)
 	}

@@ -28,12 +28,18 @@ const (
 	fBody    = "body"
 	fRoute   = "route" // absent when empty
 	fNonce   = "nonce" // of the call that claimed (a retry recognises itself)
+
+	fAbandoned = "abandoned" // "1" when the owner abandoned the attempt; absent otherwise
+	fCPName    = "cpname"    // the checkpoint's name; absent without a checkpoint
+	fCPAt      = "cpat"      // when the checkpoint was written
+	fCPData    = "cpdata"    // its data; absent when the data is nil
 )
 
 // recordFields are the fields List reads; listFieldsNoBody omits the body.
 var (
 	recordFields = []string{fScope, fKey, fFP, fState, fToken, fAttempt,
-		fCreated, fUpdated, fLease, fExpires, fStatus, fRoute, fHeader, fBody}
+		fCreated, fUpdated, fLease, fExpires, fStatus, fRoute, fAbandoned,
+		fCPName, fCPAt, fCPData, fHeader, fBody}
 	listFieldsNoBody = recordFields[:len(recordFields)-1]
 )
 
@@ -132,6 +138,15 @@ func decodeRecord(h map[string]string) (*retrysafe.Record, error) {
 			return nil, fmt.Errorf("%w: %s: %v", errCorrupt, f.name, err)
 		}
 	}
+	switch v, ok := h[fAbandoned]; {
+	case ok && v != "1":
+		return nil, fmt.Errorf("%w: abandoned %q", errCorrupt, v)
+	case ok:
+		rec.Abandoned = true
+	}
+	if rec.Checkpoint, err = decodeCheckpoint(h); err != nil {
+		return nil, err
+	}
 	if rec.State == retrysafe.StateCompleted {
 		if _, ok := h[fExpires]; !ok {
 			return nil, fmt.Errorf("%w: completed without expiry", errCorrupt)
@@ -151,6 +166,38 @@ func decodeRecord(h map[string]string) (*retrysafe.Record, error) {
 		}
 	}
 	return rec, nil
+}
+
+// decodeCheckpoint returns the checkpoint of a record's fields, nil when
+// it has none.
+func decodeCheckpoint(h map[string]string) (*retrysafe.Checkpoint, error) {
+	name, ok := h[fCPName]
+	if !ok {
+		return nil, nil
+	}
+	cp := &retrysafe.Checkpoint{Name: name}
+	at, ok := h[fCPAt]
+	if !ok {
+		return nil, fmt.Errorf("%w: checkpoint without its time", errCorrupt)
+	}
+	var err error
+	if cp.At, err = decodeTime(at); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errCorrupt, fCPAt, err)
+	}
+	if data, ok := h[fCPData]; ok {
+		cp.Data = []byte(data)
+	}
+	return cp, nil
+}
+
+// checkpointArgs returns the script arguments that store cp written at
+// now: name and time, and the data unless it is nil (so that a nil Data
+// reads back nil and an empty one empty).
+func checkpointArgs(cp *retrysafe.Checkpoint, now string) []any {
+	if cp.Data == nil {
+		return []any{cp.Name, now}
+	}
+	return []any{cp.Name, now, cp.Data}
 }
 
 // encodeHeader returns the header field of h: the binary encoding of

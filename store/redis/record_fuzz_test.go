@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -48,7 +49,7 @@ func FuzzTimeCodec(f *testing.F) {
 // has a valid state, and re-encoding a decoded response's header yields the
 // same header.
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add("completed", "2", "000063823000000000000", "201", `{"A":["b"]}`, "body")
+	f.Add("completed", "2", "000063823000000000000", "1", `{"A":["b"]}`, "body")
 	f.Add("processing", "1", "000063823000000000000", "", "", "")
 	f.Add("x", "nan", "bad", "bad", "{", "")
 	f.Add("completed", "1", "000063823000000000000", "200", encodeHeader(http.Header{"A": {"\xe9", ""}, "B": nil}), "\xff")
@@ -58,6 +59,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			fScope: "s", fKey: "k", fFP: "fp", fState: state, fToken: "t", fAttempt: attempt,
 			fCreated: when, fUpdated: when, fLease: when, fExpires: when,
 			fStatus: status, fHeader: header, fBody: body,
+			fAbandoned: status, fCPName: header, fCPAt: when, fCPData: body,
 		}
 		rec, err := decodeRecord(h)
 		if err != nil {
@@ -65,6 +67,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if rec.State != retrysafe.StateProcessing && rec.State != retrysafe.StateCompleted {
 			t.Fatalf("decoded state %q", rec.State)
+		}
+		if !rec.Abandoned || rec.Checkpoint == nil || rec.Checkpoint.Name != header || string(rec.Checkpoint.Data) != body {
+			t.Fatalf("abandoned %q and checkpoint (%q, %q) decoded as %v, %+v", status, header, body, rec.Abandoned, rec.Checkpoint)
 		}
 		if rec.Response == nil {
 			return
@@ -96,6 +101,45 @@ func FuzzHeaderField(f *testing.F) {
 		got, err := decodeHeader(encodeHeader(h))
 		if err != nil || !reflect.DeepEqual(got, h) {
 			t.Fatalf("header %q came back as %q, %v", h, got, err)
+		}
+	})
+}
+
+// FuzzCheckpointFields: a checkpoint comes back exactly from the fields
+// the extend script writes from checkpointArgs (name, time, and data
+// unless nil), and a nil Data stays nil, an empty one empty.
+func FuzzCheckpointFields(f *testing.F) {
+	f.Add("charge requested", []byte("ch_1"), false, int64(1_900_000_000), int64(5))
+	f.Add("", []byte{}, true, int64(0), int64(0))
+	f.Add("x", []byte("\x00\xff"), false, int64(-62135596800), int64(999_999_999))
+	f.Fuzz(func(t *testing.T, name string, data []byte, nilData bool, sec, nsec int64) {
+		if nilData {
+			data = nil
+		}
+		at := time.Unix(sec, nsec%1_000_000_000).UTC()
+		now, err := encodeTime(at)
+		if err != nil {
+			return
+		}
+		cp := &retrysafe.Checkpoint{Name: name, Data: data, At: time.Unix(1, 0)} // At is the write's time, not this
+		args := checkpointArgs(cp, now)
+		h := map[string]string{}
+		for i, field := range []string{fCPName, fCPAt, fCPData}[:len(args)] {
+			switch v := args[i].(type) {
+			case string:
+				h[field] = v
+			case []byte:
+				h[field] = string(v)
+			default:
+				t.Fatalf("argument %d is %T", i, v)
+			}
+		}
+		got, err := decodeCheckpoint(h)
+		if err != nil || got == nil {
+			t.Fatalf("decodeCheckpoint: %+v, %v", got, err)
+		}
+		if got.Name != name || !got.At.Equal(at) || !bytes.Equal(got.Data, data) || (got.Data == nil) != (data == nil) {
+			t.Fatalf("checkpoint (%q, %q, %v) came back as %+v", name, data, at, got)
 		}
 	})
 }

@@ -25,20 +25,24 @@ end
 // claimSrc claims KEYS[1].
 //
 // ARGV: 1 scope, 2 key, 3 fingerprint, 4 token, 5 now, 6 lease until,
-// 7 PX (ms), 8 call nonce, 9 route (stored only when not empty).
+// 7 PX (ms), 8 call nonce, 9 route (stored only when not empty),
+// 10 "1" for no takeover (ClaimParams.NoTakeover) or "", 11 the token a
+// takeover requires (ClaimParams.TakeoverToken) or "".
 //
 // Returns {1} when the caller owns a fresh record (attempt 1, created now:
-// the key was absent or its result had expired), {1, attempt, created} when
-// it took over an expired lease with the same fingerprint or this very call
-// already claimed it before go-redis retried it, else {0, HGETALL of the
-// blocking record}. A takeover keeps the notify mark of the record it
-// replaces (see markSrc). A fresh record costs three calls: HGETALL
+// the key was absent or its result had expired), {1, attempt, created}
+// followed by the record's checkpoint (name, time and, unless nil, data)
+// if it has one, when it took over an expired lease with the same
+// fingerprint or this very call already claimed it before go-redis retried
+// it, else {0, HGETALL of the blocking record}. A takeover keeps the notify
+// mark of the record it replaces (see markSrc) and its checkpoint, and
+// drops its abandoned mark. A fresh record costs three calls: HGETALL
 // (empty), one HSET of every field, PEXPIRE.
 const claimSrc = luaLE + `
 local cur = redis.call('HGETALL', KEYS[1])
-local attempt, created, notify = 1, ARGV[5], nil
+local attempt, created, notify, h = 1, ARGV[5], nil, nil
 if #cur > 0 then
-  local h = {}
+  h = {}
   for i = 1, #cur, 2 do h[cur[i]] = cur[i + 1] end
   if h['state'] == 'completed' and h['expires'] and le(h['expires'], ARGV[5]) then
     -- expired result: counts as absent
@@ -47,8 +51,11 @@ if #cur > 0 then
     -- retry's connection covers the first run's write even on a server
     -- that records a connection's offset only after it writes
     redis.call('HSET', KEYS[1], 'nonce', ARGV[8])
-    return {1, h['attempt'], h['created']}
-  elseif h['state'] == 'processing' and h['lease'] and le(h['lease'], ARGV[5]) and h['fp'] == ARGV[3] then
+    local r = {1, h['attempt'], h['created']}
+    if h['cpname'] then r[4], r[5], r[6] = h['cpname'], h['cpat'], h['cpdata'] end
+    return r
+  elseif h['state'] == 'processing' and h['lease'] and le(h['lease'], ARGV[5]) and h['fp'] == ARGV[3]
+      and ARGV[10] ~= '1' and (ARGV[11] == '' or h['token'] == ARGV[11]) then
     attempt = tonumber(h['attempt']) + 1
     created = h['created']
     notify = h['notify'] -- the waiters of the record wait for this attempt
@@ -71,17 +78,41 @@ end
 if notify then redis.call('HSET', KEYS[1], 'notify', notify) end
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 if attempt == 1 then return {1} end
-return {1, tostring(attempt), created}
+-- a takeover: the new owner resumes from the last checkpoint
+local r = {1, tostring(attempt), created}
+if h['cpname'] then
+  if h['cpdata'] then
+    redis.call('HSET', KEYS[1], 'cpname', h['cpname'], 'cpat', h['cpat'], 'cpdata', h['cpdata'])
+  else
+    redis.call('HSET', KEYS[1], 'cpname', h['cpname'], 'cpat', h['cpat'])
+  end
+  r[4], r[5], r[6] = h['cpname'], h['cpat'], h['cpdata']
+end
+return r
 `
 
-// extendSrc moves the lease of KEYS[1] if ARGV[1] owns it.
+// extendSrc moves the lease of KEYS[1] if ARGV[1] owns it, or marks the
+// attempt abandoned, and records a checkpoint, in one step.
 //
-// ARGV: 1 token, 2 now, 3 lease until, 4 PX (ms). Returns 1 or 0 (lease lost).
+// ARGV: 1 token, 2 now, 3 lease until, 4 PX (ms), 5 "1" to abandon (the
+// lease and the key's expiry stay as they are) or "", and with a
+// checkpoint 6 its name, 7 its time and, unless its data is nil, 8 the
+// data: 5, 7 or 8 arguments. Returns 1 or 0 (lease lost).
 const extendSrc = `
 local st = redis.call('HMGET', KEYS[1], 'state', 'token')
 if st[1] ~= 'processing' or st[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'updated', ARGV[2], 'lease', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if ARGV[5] == '1' then
+  redis.call('HSET', KEYS[1], 'updated', ARGV[2], 'abandoned', '1')
+else
+  redis.call('HSET', KEYS[1], 'updated', ARGV[2], 'lease', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+end
+if #ARGV == 8 then
+  redis.call('HSET', KEYS[1], 'cpname', ARGV[6], 'cpat', ARGV[7], 'cpdata', ARGV[8])
+elseif #ARGV == 7 then
+  redis.call('HSET', KEYS[1], 'cpname', ARGV[6], 'cpat', ARGV[7])
+  redis.call('HDEL', KEYS[1], 'cpdata')
+end
 return 1
 `
 
@@ -93,12 +124,13 @@ return 1
 // response 6 status, 7 header (binary encoding), and with a body 8 body:
 // 5, 7 or 8 arguments.
 // Returns 1, or 0 (lease lost). A retry of a call that already completed the
-// record (same token and nonce) returns 1. The common path reads three
+// record (same token and nonce) returns 1. The common path reads four
 // fields with one HMGET; the nonce of an earlier completion (cnonce, absent
 // from a processing record, where looking it up scans the whole listpack)
-// only when the record is completed.
+// only when the record is completed. The result is known now, so an
+// abandoned mark goes; a checkpoint stays.
 const completeSrc = `
-local st = redis.call('HMGET', KEYS[1], 'state', 'token', 'notify')
+local st = redis.call('HMGET', KEYS[1], 'state', 'token', 'notify', 'abandoned')
 if st[2] ~= ARGV[1] then return 0 end
 if st[1] == 'completed' then
   -- a retry of this very call, or the owner completing twice
@@ -116,6 +148,7 @@ elseif #ARGV == 7 then
 else
   redis.call('HSET', KEYS[1], 'state', 'completed', 'updated', ARGV[2], 'expires', ARGV[3], 'cnonce', ARGV[5])
 end
+if st[4] then redis.call('HDEL', KEYS[1], 'abandoned') end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 if st[3] then redis.call('PUBLISH', KEYS[1], 'completed') end
 return 1
