@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	redisstore "github.com/retrysafe/retrysafe/store/redis"
 )
 
@@ -377,19 +378,19 @@ func TestAdminUnknown(t *testing.T) {
 		t.Fatalf("setup: %+v", want)
 	}
 
-	list, err := s.List(ctx, &retrysafe.ListParams{})
+	list, err := s.List(ctx, &admin.ListParams{})
 	if err != nil || len(list) != 2 || !reflect.DeepEqual(list[0], want) || list[1].Abandoned || list[1].Checkpoint != nil {
 		t.Fatalf("List: %+v, %v; want [%+v, busy]", list, err, want)
 	}
-	found, err := s.Find(ctx, &retrysafe.FindParams{Key: "abandoned"})
+	found, err := s.Find(ctx, &admin.FindParams{Key: "abandoned"})
 	if err != nil || len(found) != 1 || !reflect.DeepEqual(found[0], want) {
 		t.Fatalf("Find: %+v, %v", found, err)
 	}
-	found, err = s.Find(ctx, &retrysafe.FindParams{Key: "abandoned", Scope: "scope", ScopeSet: true})
+	found, err = s.Find(ctx, &admin.FindParams{Key: "abandoned", Scope: "scope", ScopeSet: true})
 	if err != nil || len(found) != 1 || !reflect.DeepEqual(found[0], want) {
 		t.Fatalf("Find in a scope: %+v, %v", found, err)
 	}
-	st, err := s.Stats(ctx, &retrysafe.StatsParams{Now: now})
+	st, err := s.Stats(ctx, &admin.StatsParams{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
