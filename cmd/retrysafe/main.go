@@ -149,7 +149,7 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'retrysafe COMMAND --help' for a command's flags and examples.\n")
-	fmt.Fprintf(w, "First time? Run: go run ./cmd/retrysafe demo\n")
+	fmt.Fprintf(w, "First time? Run: retrysafe demo\n")
 }
 
 // newFlagSet returns a flag set for a command whose --help prints synopsis,

@@ -86,7 +86,7 @@ type serveOptions struct {
 	readTimeout, writeTimeout                    time.Duration
 	scopeLimits                                  scopeLimitFlags
 	scopeCookie, errorDialect                    string
-	allowEmptyScope                              bool
+	allowEmptyScope, allowEmptyConfig            bool
 	admin                                        adminFlags
 	ui                                           string
 }
@@ -105,7 +105,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", retrysafe.DefaultWaitTimeout, "longest wait in --in-flight wait mode before answering 409")
 	fs.Int64Var(&o.maxBody, "max-body", retrysafe.DefaultMaxBody, "largest request body in `bytes`; larger ones get 413 and nothing runs")
 	fs.StringVar(&o.scopeHeader, "scope-header", "Authorization", "comma-separated `headers` whose values (hashed together, in order) identify the caller, so callers never share keys, e.g. Authorization,Stripe-Account")
-	fs.StringVar(&o.config, "config", "", "YAML `file` of per-route policies (flags give the defaults)")
+	fs.StringVar(&o.config, "config", "", "YAML `file` of per-route policies (flags give the defaults); a file without routes is an error unless --allow-empty-config")
+	fs.BoolVar(&o.allowEmptyConfig, "allow-empty-config", false, "accept a --config file that holds no routes (every request then gets the flags' policy)")
 	fs.Int64Var(&o.maxResponseBody, "max-response-body", retrysafe.DefaultMaxResponseBody, "largest response body stored, in `bytes`; a larger response reaches the first caller, and the key replays a 502 problem, never a second run")
 	fs.StringVar(&o.methods, "methods", "POST,PATCH", "comma-separated protected `methods`")
 	fs.StringVar(&o.storeStatuses, "store-statuses", "", "comma-separated `statuses` stored and replayed (codes or classes: 2xx,4xx,409); other statuses release the key (default: every status)")
@@ -297,6 +298,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if o.config != "" {
 		if routes, err = gateway.LoadConfigFile(o.config, defaults); err != nil {
 			return err
+		}
+		// An empty file is more often a mount or a template gone wrong
+		// than a wish for the flags' defaults: say so rather than run.
+		if len(routes) == 0 && !o.allowEmptyConfig {
+			return fmt.Errorf("config %s: no routes (the file is empty or its routes: list is): every request would get the flags' policy; add a route, drop --config, or pass --allow-empty-config if that is what you want", o.config)
 		}
 		for _, rt := range routes {
 			if !rt.Policy.Bypass && o.upstreamTimeout >= rt.Policy.Lease {
