@@ -71,6 +71,12 @@ type Config struct {
 	// FailOpen forwards requests unprotected while the store is
 	// unavailable. The default answers 503 and forwards nothing.
 	FailOpen bool
+	// ReadyWithoutStore keeps /readyz at 200 while the store does not
+	// answer, for a gateway that runs as a sidecar: the pod stays in
+	// service for its unprotected requests, and protected requests get
+	// 503 on their own (fail closed; FailOpen still decides). The default
+	// answers 503, which takes every route out of service.
+	ReadyWithoutStore bool
 	// ProcessingRetention is how long [Gateway.RunSweeper] keeps a
 	// processing record after its lease ran out (a request whose outcome
 	// is unknown) before it retires it: retrysafe.SweepParams's field of

@@ -87,6 +87,7 @@ type serveOptions struct {
 	scopeLimits                                  scopeLimitFlags
 	scopeCookie, errorDialect                    string
 	allowEmptyScope, allowEmptyConfig            bool
+	readyWithoutStore                            bool
 	admin                                        adminFlags
 	ui                                           string
 }
@@ -115,6 +116,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.dialTimeout, "dial-timeout", gateway.DefaultDialTimeout, "bound on connecting to the upstream")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", retrysafe.DefaultStoreTimeout, "bound on each store call")
 	fs.BoolVar(&o.failOpen, "fail-open", false, "forward requests unprotected while the store is down (default: 503, nothing forwarded)")
+	fs.BoolVar(&o.readyWithoutStore, "ready-without-store", false, "keep /readyz at 200 while the store is down, for a sidecar whose unprotected routes should stay in service (protected requests still get 503)")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", time.Minute, "how often expired records are deleted (SQLite, PostgreSQL, memory); 0 disables")
 	fs.DurationVar(&o.processingRetention, "processing-retention", retrysafe.DefaultProcessingRetention, "how long a processing record whose lease ran out (a request with an unknown outcome) is kept before the sweeper retires it; must exceed every lease")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
@@ -366,6 +368,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		DialTimeout:     o.dialTimeout,
 		StoreTimeout:    o.storeTimeout,
 		FailOpen:        o.failOpen,
+
+		ReadyWithoutStore: o.readyWithoutStore,
 		Logger:          logger,
 
 		ProcessingRetention: o.processingRetention,
