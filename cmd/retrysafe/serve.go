@@ -368,8 +368,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		DialTimeout:     o.dialTimeout,
 		StoreTimeout:    o.storeTimeout,
 		FailOpen:        o.failOpen,
-
-		ReadyWithoutStore: o.readyWithoutStore,
 		Logger:          logger,
 
 		ProcessingRetention: o.processingRetention,
@@ -378,6 +376,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		AdminTokens:         adminTokens,
 		AdminHosts:          o.admin.hosts,
 		UI:                  uiMode,
+		ReadyWithoutStore:   o.readyWithoutStore,
 	}
 	tracingDesc := "off"
 	if tracer != nil {
