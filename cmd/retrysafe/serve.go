@@ -96,7 +96,7 @@ type serveOptions struct {
 // design (scripts depend on them).
 func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` the gateway listens on (port 0: any free port)")
-	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:9090", "`address` of /healthz, /readyz, /metrics and the operator page /ui/ (\"off\" disables; --ui says to whom the page is served)")
+	fs.StringVar(&o.adminListen, "admin-listen", envOr(adminListenEnv, "127.0.0.1:9090"), "`address` of /healthz, /readyz, /metrics and the operator page /ui/ (\"off\" disables; --ui says to whom the page is served); default from "+adminListenEnv+" when set, which 'retrysafe health' reads too")
 	fs.StringVar(&o.upstream, "upstream", "", "`URL` of the service behind the gateway (required), e.g. http://127.0.0.1:3000")
 	fs.StringVar(&o.store, "store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
 	fs.DurationVar(&o.ttl, "ttl", retrysafe.DefaultTTL, "how long a completed response is replayed")
@@ -132,6 +132,17 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ui, "ui", string(gateway.UILoopback), uiModeUsage)
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
 	o.scopeLimits.define(fs)
+}
+
+// adminListenEnv gives --admin-listen its default. "retrysafe health"
+// reads it too, so a container's HEALTHCHECK asks the port serve listens on.
+const adminListenEnv = "RETRYSAFE_ADMIN_LISTEN"
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // deriveUpstreamTimeout gives --upstream-timeout a default that fits
