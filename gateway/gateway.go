@@ -341,7 +341,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(ctx) // for the log line's trace_id
 		defer func() { endServer(span, info, sw.status) }()
 	}
-	defer func() { g.logRequest(r, rh, info, sw, time.Since(start)) }()
+	defer func() {
+		if info.outcome == retrysafe.OutcomeReplayed {
+			g.metrics.replayed(sw.status)
+		}
+		g.logRequest(r, rh, info, sw, time.Since(start))
+	}()
 	rh.ServeHTTP(sw, r.WithContext(context.WithValue(ctx, infoKey{}, info)))
 }
 
