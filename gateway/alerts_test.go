@@ -176,9 +176,9 @@ func TestReplaysByStatusClass(t *testing.T) {
 	send(t, gw.URL, "POST", "/payments", ok, `{"amount":1}`)
 	text := string(send(t, gw.AdminURL, "GET", "/metrics", "", "").Body)
 	for series, want := range map[string]float64{
-		`retrysafe_replays_total{status_class="5xx"}`: 2,
-		`retrysafe_replays_total{status_class="2xx"}`: 1,
-		`retrysafe_replays_total{status_class="4xx"}`: 0,
+		`retrysafe_replays_total{status_class="5xx"}`:  2,
+		`retrysafe_replays_total{status_class="2xx"}`:  1,
+		`retrysafe_replays_total{status_class="4xx"}`:  0,
 		`retrysafe_requests_total{outcome="replayed"}`: 3,
 	} {
 		if got := metricValue(t, text, series); got != want {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +89,7 @@ type serveOptions struct {
 	scopeCookie, errorDialect                    string
 	allowEmptyScope, allowEmptyConfig            bool
 	readyWithoutStore                            bool
+	acceptWeakDurability                         string
 	admin                                        adminFlags
 	ui                                           string
 }
@@ -116,6 +118,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.dialTimeout, "dial-timeout", gateway.DefaultDialTimeout, "bound on connecting to the upstream")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", retrysafe.DefaultStoreTimeout, "bound on each store call")
 	fs.BoolVar(&o.failOpen, "fail-open", false, "forward requests unprotected while the store is down (default: 503, nothing forwarded)")
+	fs.StringVar(&o.acceptWeakDurability, "accept-weak-durability", "", "comma-separated store `settings` whose weak durability is chosen on purpose, logged at info instead of warn and left out of retrysafe_store_durability_warning: "+strings.Join(durabilitySettings, ", ")+", or all")
 	fs.BoolVar(&o.readyWithoutStore, "ready-without-store", false, "keep /readyz at 200 while the store is down, for a sidecar whose unprotected routes should stay in service (protected requests still get 503)")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", time.Minute, "how often expired records are deleted (SQLite, PostgreSQL, memory); 0 disables")
 	fs.DurationVar(&o.processingRetention, "processing-retention", retrysafe.DefaultProcessingRetention, "how long a processing record whose lease ran out (a request with an unknown outcome) is kept before the sweeper retires it; must exceed every lease")
@@ -133,6 +136,10 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
 	o.scopeLimits.define(fs)
 }
+
+// durabilitySettings are the settings the stores warn about
+// (retrysafe.DurabilityWarning.Setting): Redis, PostgreSQL, MySQL/MariaDB.
+var durabilitySettings = []string{"appendonly", "fsync", "synchronous_commit", "innodb_flush_log_at_trx_commit", "sync_binlog"}
 
 // adminListenEnv gives --admin-listen its default. "retrysafe health"
 // reads it too, so a container's HEALTHCHECK asks the port serve listens on.
@@ -307,6 +314,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if o.processingRetention <= o.lease {
 		return usagef("--processing-retention (%s) must be longer than --lease (%s): it keeps a request whose outcome is unknown for an operator to investigate after its lease ran out (default %s)", o.processingRetention, o.lease, retrysafe.DefaultProcessingRetention)
 	}
+	accepted := splitList(o.acceptWeakDurability)
+	for _, a := range accepted {
+		if a != gateway.AcceptAllDurability && !slices.Contains(durabilitySettings, a) {
+			return usagef("--accept-weak-durability %q: want %s, or all", a, strings.Join(durabilitySettings, ", "))
+		}
+	}
 	var routes []gateway.Route
 	if o.config != "" {
 		if routes, err = gateway.LoadConfigFile(o.config, defaults); err != nil {
@@ -398,6 +411,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err != nil {
 		return err
 	}
+
+	// One line per setting of the store's server that can lose records.
+	durCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	gw.CheckDurability(durCtx, accepted)
+	cancel()
 
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
