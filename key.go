@@ -138,12 +138,12 @@ func parseQuotedKey(v string, start, end int) (string, error) {
 func nonPrintable(v string, i int) error {
 	c := v[i]
 	if c < utf8.RuneSelf {
-		return keyErr("non-printable character 0x%02X at position %d: keys must be printable ASCII (0x20-0x7E)", c, i)
+		return keyErr("non-printable character 0x%02X at position %d: a key holds only characters 0x20-0x7E", c, i)
 	}
 	if r, size := utf8.DecodeRuneInString(v[i:]); r != utf8.RuneError || size > 1 {
-		return keyErr("non-ASCII character %U at position %d: keys must be printable ASCII (0x20-0x7E)", r, i)
+		return keyErr("non-ASCII character %U at position %d: a key holds only characters 0x20-0x7E", r, i)
 	}
-	return keyErr("non-ASCII byte 0x%02X at position %d: keys must be printable ASCII (0x20-0x7E)", c, i)
+	return keyErr("non-ASCII byte 0x%02X at position %d: a key holds only characters 0x20-0x7E", c, i)
 }
 
 // checkKey applies the rules every decoded key meets: 1 to [MaxKeyLength]
@@ -151,7 +151,7 @@ func nonPrintable(v string, i int) error {
 // decodes a header value; [Do] applies them to the key it is given.
 func checkKey(key string) error {
 	if key == "" {
-		return keyErr("empty key: send a value of 1 to %d printable ASCII characters", MaxKeyLength)
+		return keyErr("empty key: the value holds no characters")
 	}
 	if len(key) > MaxKeyLength {
 		return tooLong(len(key))

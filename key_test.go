@@ -193,7 +193,7 @@ func ExampleParseKey() {
 	// 8e03978e-40d5-43e8-bc93-6894a57f9324 "8e03978e-40d5-43e8-bc93-6894a57f9324"
 	// a"b "a\"b"
 	// retrysafe: invalid idempotency key: unterminated string: missing closing '"'
-	// retrysafe: invalid idempotency key: empty key: send a value of 1 to 255 printable ASCII characters
+	// retrysafe: invalid idempotency key: empty key: the value holds no characters
 }
 
 // TestParseKeyBareBytes checks every byte value at every inner position of

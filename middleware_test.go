@@ -172,6 +172,11 @@ func TestRejectedRequestsRunNothing(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			wantProblem(t, result{resp.StatusCode, resp.Header, b}, tc.status, tc.slug)
+			// The detail says what a key must be once, not once in the
+			// reason and again in the advice.
+			if n := strings.Count(string(b), "printable ASCII"); n > 1 {
+				t.Errorf("the detail says \"printable ASCII\" %d times: %s", n, b)
+			}
 			if h.runs.Load() != 0 {
 				t.Fatal("handler ran for a rejected request")
 			}

@@ -11,7 +11,7 @@
 # where the go command can read them (GOFLAGS may say -buildvcs=false).
 # "retrysafe version" prints them: the stamped version wins over the
 # pseudo-version the go command records for a commit not tagged yet.
-# TARGETS overrides the platform list. Tagging the modules is
+# TARGETS overrides the platform list, DIST the output directory. Tagging the modules is
 # deploy/tag.sh's (docs/releasing.md).
 set -eu
 
@@ -21,7 +21,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 version=${1:-$(git -C "$root" describe --tags --match 'v[0-9]*' --always --dirty)}
 revision=$(git -C "$root" rev-parse HEAD)
 targets=${TARGETS:-"linux/amd64 linux/arm64 darwin/arm64"}
-dist="$root/dist"
+dist=${DIST:-"$root/dist"}
 mkdir -p "$dist"
 
 for target in $targets; do

@@ -7,7 +7,9 @@
 #	bash deploy/test-image.sh retrysafe:test     # default: retrysafe:$(git describe)
 #
 # It checks, failing at the first mismatch:
-#   - the image: non-root user, the HEALTHCHECK runs "retrysafe health", the
+#   - the image: non-root user, the HEALTHCHECK runs "retrysafe health" (it
+#     asks RETRYSAFE_ADMIN_LISTEN, as serve listens there: moving the admin
+#     port moves the check), the
 #     OCI version and revision labels;
 #   - the image's own default command (no arguments: CMD as shipped, which
 #     listens on 0.0.0.0 without a token file) starts and turns healthy by
@@ -45,7 +47,6 @@ run_id=$(od -An -N5 -tx1 /dev/urandom | tr -d ' \n')
 label="retrysafe-image-test=$run_id"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/retrysafe-image-test-XXXXXX")
 volume="retrysafe-image-test-$run_id"
-health_image="retrysafe-image-test:health-$run_id"
 pg_schema="rs_image_test_$run_id"
 redis_prefix="rs-image-test-$run_id:"
 upstream_pid="" own_redis_pid="" pg_used="" redis_used="" used_ports=" "
@@ -81,7 +82,6 @@ on_exit() {
 		"$docker" rm -f -v "$c" >/dev/null
 	done
 	"$docker" volume rm -f "$volume" >/dev/null 2>&1
-	"$docker" image rm -f "$health_image" >/dev/null 2>&1
 	[ -n "$upstream_pid" ] && kill "$upstream_pid" 2>/dev/null && wait "$upstream_pid" 2>/dev/null
 	[ -n "$own_redis_pid" ] && kill "$own_redis_pid" 2>/dev/null && wait "$own_redis_pid" 2>/dev/null
 	[ -n "$pg_used" ] && PGOPTIONS='-c client_min_messages=warning' psql "$pg_url" -qtAc "DROP SCHEMA IF EXISTS $pg_schema CASCADE" >/dev/null
@@ -213,7 +213,7 @@ echo "size: $size bytes ($(awk -v s="$size" 'BEGIN { printf "%.1f MB", s / 1e6 }
 user=$("$docker" image inspect -f '{{.Config.User}}' "$image")
 [ "$user" = 65532:65532 ] || fail "image user is '$user', want 65532:65532"
 hc=$("$docker" image inspect -f '{{json .Config.Healthcheck.Test}}' "$image")
-[ "$hc" = '["CMD","/retrysafe","health","--admin","http://127.0.0.1:9090"]' ] || fail "image HEALTHCHECK is $hc"
+[ "$hc" = '["CMD","/retrysafe","health"]' ] || fail "image HEALTHCHECK is $hc"
 version=$("$docker" image inspect -f '{{index .Config.Labels "org.opencontainers.image.version"}}' "$image")
 revision=$("$docker" image inspect -f '{{index .Config.Labels "org.opencontainers.image.revision"}}' "$image")
 [[ "$revision" =~ ^[0-9a-f]{40}$ ]] || fail "revision label '$revision' is not a commit"
@@ -232,6 +232,19 @@ default_log=$("$docker" logs "$default_name" 2>&1)
 grep -q '"msg":"gateway started"' <<<"$default_log" || fail "the default command did not log its start: $default_log"
 "$docker" rm -f "$default_name" >/dev/null
 pass "default command $args: started, healthy after ${took}s by the image's own HEALTHCHECK"
+
+# The admin address moved by RETRYSAFE_ADMIN_LISTEN: serve listens there and
+# the image's HEALTHCHECK (retrysafe health, no flag) follows it.
+"$docker" run -d --name "$default_name" --label "$label" --network none \
+	--cap-drop ALL --security-opt no-new-privileges -e RETRYSAFE_ADMIN_LISTEN=0.0.0.0:9191 "$image" >/dev/null
+took=$(wait_health "$default_name" healthy)
+"$docker" exec "$default_name" /retrysafe health --admin http://127.0.0.1:9191 ||
+	fail "RETRYSAFE_ADMIN_LISTEN=0.0.0.0:9191: /readyz on 9191 does not answer 200"
+if "$docker" exec "$default_name" /retrysafe health --admin http://127.0.0.1:9090 2>/dev/null; then
+	fail "RETRYSAFE_ADMIN_LISTEN=0.0.0.0:9191: something still answers on 9090"
+fi
+"$docker" rm -f "$default_name" >/dev/null
+pass "default command with RETRYSAFE_ADMIN_LISTEN=0.0.0.0:9191: admin on 9191, healthy after ${took}s by the same HEALTHCHECK"
 
 log "test upstream"
 go build -o "$tmp/countingupstream" ./internal/countingupstream
@@ -322,18 +335,14 @@ start_own_redis() {
 	fail "own redis-server on port $rp did not start: $(tail -n 5 "$tmp/own-redis.log")"
 }
 start_own_redis
-# The image's HEALTHCHECK asks 127.0.0.1:9090; with --network host this
-# gateway's admin listener is on a free port instead, and docker run can
-# only replace the check with a shell command, which the image has not.
-# So a one-line image on top of it changes the port (and checks every
-# second); the command is the image's own "retrysafe health".
-printf 'FROM %s\nHEALTHCHECK --interval=1s --timeout=3s --start-period=1s --retries=2 CMD ["/retrysafe", "health", "--admin", "http://127.0.0.1:%s"]\n' \
-	"$image" "$a" | "$docker" build -q -t "$health_image" - >"$tmp/build.log" 2>&1 ||
-	fail "building $health_image: $(cat "$tmp/build.log")"
+# With --network host the admin listener is on a free port, given the
+# way the image reads it (RETRYSAFE_ADMIN_LISTEN), so the image's own
+# HEALTHCHECK asks it; it checks every second here.
 name=rs-health-$run_id
 "$docker" run -d --name "$name" --label "$label" --network host --cap-drop ALL \
-	--security-opt no-new-privileges "$health_image" \
-	serve --listen "127.0.0.1:$p" --admin-listen "127.0.0.1:$a" \
+	--security-opt no-new-privileges -e RETRYSAFE_ADMIN_LISTEN="127.0.0.1:$a" \
+	--health-interval 1s --health-timeout 3s --health-start-period 1s --health-retries 2 "$image" \
+	serve --listen "127.0.0.1:$p" \
 	--upstream "http://$upstream" --store "redis://127.0.0.1:$rp/0" >/dev/null
 took=$(wait_health "$name" healthy)
 pass "health: healthy after ${took}s"

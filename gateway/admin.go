@@ -23,7 +23,8 @@ const SweepTimeout = 30 * time.Second
 //
 //	GET /healthz  200 while the process runs
 //	GET /readyz   200 when the store answers within ReadyTimeout, else 503
-//	              (at once when it refuses connections; see Gateway.Ready);
+//	              (at once when it refuses connections; see Gateway.Ready),
+//	              or 200 all the same with Config.ReadyWithoutStore;
 //	              why is logged, not answered (it can name the store's host)
 //	GET /metrics  the Prometheus registry (every name starts with retrysafe_)
 //	/ui/          the operator page ([UI]), when the store implements
@@ -45,6 +46,13 @@ func (g *Gateway) AdminHandler() http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		if err := g.Ready(r.Context()); err != nil {
 			g.readyFailing.Store(true)
+			if g.cfg.ReadyWithoutStore {
+				// A sidecar stays in service: unprotected requests pass,
+				// protected ones get 503 from the engine (fail closed).
+				g.readyLog.warn(r.Context(), g.logger, g.cfg.Now(), "the store does not answer: ready anyway (ReadyWithoutStore); protected requests get 503", "err", err)
+				_, _ = fmt.Fprintln(w, "ready; the store does not answer, so protected requests get 503 (the gateway's log says why)")
+				return
+			}
 			g.readyLog.warn(r.Context(), g.logger, g.cfg.Now(), "readiness check failed: the store does not answer", "err", err)
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = fmt.Fprintln(w, "not ready: the store does not answer (the gateway's log says why)")

@@ -55,6 +55,10 @@ func TestDashboardMetricsExist(t *testing.T) {
 			if runtime.GOOS != "linux" && strings.HasPrefix(name, "process_") {
 				continue // the process collector is complete on Linux only
 			}
+			if !exported[name] && comingMetrics[name] != "" {
+				t.Logf("panel %q names %s, which comes with %s and is not exported yet", q.panel, name, comingMetrics[name])
+				continue
+			}
 			if !exported[name] {
 				t.Errorf("panel %q: query %q names %s, which /metrics does not export", q.panel, q.expr, name)
 			}

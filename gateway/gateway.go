@@ -73,6 +73,12 @@ type Config struct {
 	// FailOpen forwards requests unprotected while the store is
 	// unavailable. The default answers 503 and forwards nothing.
 	FailOpen bool
+	// ReadyWithoutStore keeps /readyz at 200 while the store does not
+	// answer, for a gateway that runs as a sidecar: the pod stays in
+	// service for its unprotected requests, and protected requests get
+	// 503 on their own (fail closed; FailOpen still decides). The default
+	// answers 503, which takes every route out of service.
+	ReadyWithoutStore bool
 	// ProcessingRetention is how long [Gateway.RunSweeper] keeps a
 	// processing record after its lease ran out (a request whose outcome
 	// is unknown) before it retires it: admin.SweepParams's field of
@@ -348,7 +354,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(ctx) // for the log line's trace_id
 		defer func() { endServer(span, info, sw.status) }()
 	}
-	defer func() { g.logRequest(r, rh, info, sw, time.Since(start)) }()
+	defer func() {
+		if info.outcome == retrysafe.OutcomeReplayed {
+			g.metrics.replayed(sw.status)
+		}
+		g.logRequest(r, rh, info, sw, time.Since(start))
+	}()
 	rh.ServeHTTP(sw, r.WithContext(context.WithValue(ctx, infoKey{}, info)))
 }
 

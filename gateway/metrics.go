@@ -24,12 +24,14 @@ const MetricPrefix = "retrysafe_"
 //	retrysafe_upstream_errors_total{kind}                counter
 //	retrysafe_sweep_deleted_total                        counter
 //	retrysafe_sweep_errors_total                         counter
+//	retrysafe_replays_total{status_class}                counter
 //
 // outcome is one of [retrysafe.Outcome]'s values (new, replayed, conflict,
 // mismatch, invalid_key, missing_key, unauthorized, empty_scope, too_large, store_error, fail_open,
 // released, abandoned, lease_lost, bad_request_body, store_full); op is claim, get, extend, complete or
 // release; result is response, not_sent, unknown or canceled (an
-// unprotected request whose client went away); kind is not_sent or unknown.
+// unprotected request whose client went away); kind is not_sent or unknown;
+// status_class is the replayed answer's: 2xx, 3xx, 4xx or 5xx.
 type Metrics struct {
 	requests         *prometheus.CounterVec
 	requestDuration  *prometheus.HistogramVec
@@ -40,6 +42,7 @@ type Metrics struct {
 	upstreamErrors   *prometheus.CounterVec
 	sweepDeleted     prometheus.Counter
 	sweepErrors      prometheus.Counter
+	replays          *prometheus.CounterVec
 	rates            rateRing // per-second outcomes for the operator page
 }
 
@@ -102,10 +105,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricPrefix + "sweep_errors_total",
 			Help: "Failed background sweeps.",
 		}),
+		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPrefix + "replays_total",
+			Help: "Stored answers replayed, by the class of their status: a stream of replayed 5xx means clients retry into a stored failure.",
+		}, []string{"status_class"}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.inFlight,
-		m.upstreamDuration, m.upstreamErrors, m.sweepDeleted, m.sweepErrors,
+		m.upstreamDuration, m.upstreamErrors, m.sweepDeleted, m.sweepErrors, m.replays,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -119,6 +126,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, k := range []string{upstreamNotSent, upstreamUnknown} {
 		m.upstreamErrors.WithLabelValues(k)
+	}
+	for _, c := range statusClasses {
+		m.replays.WithLabelValues(c)
 	}
 	return m, nil
 }
@@ -176,6 +186,15 @@ func (m *Metrics) StoreCall(op string, d time.Duration, err error) {
 	m.storeDuration.WithLabelValues(op).Observe(d.Seconds())
 	if err != nil {
 		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+var statusClasses = []string{"2xx", "3xx", "4xx", "5xx"}
+
+// replayed counts a replayed answer of status by its class.
+func (m *Metrics) replayed(status int) {
+	if status >= 200 && status < 600 {
+		m.replays.WithLabelValues(statusClasses[status/100-2]).Inc()
 	}
 }
 

@@ -431,21 +431,22 @@ func (u *UI) delete(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the delete was not confirmed", http.StatusBadRequest)
 		return
 	}
+	// The record as it was goes into the audit line; a failed read only
+	// leaves that out.
+	before, _ := u.find(r, scope, key)
 	ctx, cancel := context.WithTimeout(r.Context(), uiStoreTimeout)
 	defer cancel()
 	err := u.admin.Delete(ctx, scope, key)
-	log := []any{"actor", actorOf(r), "remote", r.RemoteAddr, "scope", scope, "key_sha256", keyDigest(key)}
+	LogAudit(r.Context(), u.logger, u.now(), Audit{Actor: actorOf(r), Via: "operator page", Action: "record deleted",
+		Scope: scope, Key: key, Before: before, Remote: r.RemoteAddr}, err)
 	switch {
 	case errors.Is(err, retrysafe.ErrNotFound):
-		u.logger.InfoContext(r.Context(), "operator page: delete of an absent record", log...)
 		u.render(w, r, http.StatusNotFound, "error", map[string]any{"Message": "The record was already gone (deleted, released or swept).", "Key": key, "Scope": scope})
 		return
 	case err != nil:
-		u.logger.WarnContext(r.Context(), "operator page: delete failed", append(log, "err", err)...)
 		u.storeError(w, r, "deleting the record", err)
 		return
 	}
-	u.logger.InfoContext(r.Context(), "operator page: record deleted; its key runs as new on the next request", log...)
 	u.setFlash(w, r, key)
 	http.Redirect(w, r, UIPath+"records", http.StatusSeeOther)
 }

@@ -166,6 +166,14 @@ func TestUIRequiresToken(t *testing.T) {
 	if !strings.Contains(logged, "record deleted") || !strings.Contains(logged, "actor=alice") {
 		t.Errorf("the delete was not logged with who did it:\n%s", logged)
 	}
+	// The same audit line as "retrysafe keys delete" writes: what, the
+	// record, and its state before.
+	for _, want := range []string{`msg="audit: record deleted"`, "audit=true", `via="operator page"`, "scope=" + testScope,
+		"key_sha256=" + retrysafe.HashScope("k1")[:16], "state_before=completed", "status_before=201", "attempt=1", "result=done"} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("the delete's audit line lacks %s:\n%s", want, logged)
+		}
+	}
 	if strings.Contains(logged, "key=k1") {
 		t.Errorf("the log holds the key itself:\n%s", logged)
 	}

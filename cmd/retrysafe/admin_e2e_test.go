@@ -170,7 +170,7 @@ func dockerfileCommand(t *testing.T) []string {
 	return cmd
 }
 
-var listenArg = regexp.MustCompile(`^(--(?:admin-)?listen[= ]?)?([0-9.]+|\[[0-9a-f:]*\]):([0-9]+)$`)
+var listenArg = regexp.MustCompile(`^(--(?:admin-)?listen[= ]?|RETRYSAFE_ADMIN_LISTEN=)?([0-9.]+|\[[0-9a-f:]*\]):([0-9]+)$`)
 
 // onFreePorts keeps each address's host but gives it port 0, so that the
 // command can run next to others on this machine.
@@ -185,12 +185,13 @@ func onFreePorts(args []string) []string {
 	return out
 }
 
-// startExact runs the binary with exactly args (serve first) and waits
-// for /readyz to answer 200 on the admin address it prints; it returns
-// the admin port.
-func startExact(t *testing.T, bin string, args []string) string {
+// startExact runs the binary with exactly args (serve first), and env
+// (NAME=VALUE) added to the environment, and waits for /readyz to answer
+// 200 on the admin address it prints; it returns the admin port.
+func startExact(t *testing.T, bin string, args []string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +308,7 @@ func TestShippedCommandsStart(t *testing.T) {
 	for i, a := range cmd {
 		cmd[i] = strings.Replace(a, "sqlite:/data/", "sqlite:"+dir+"/", 1)
 	}
-	checkShippedAdmin(t, "Dockerfile CMD", startExact(t, bin, cmd))
+	checkShippedAdmin(t, "Dockerfile CMD", startExact(t, bin, cmd, onFreePorts(dockerfileEnv(t))...))
 
 	objs := loadManifests(t, map[string]*k8sService{})
 	dep, cm := objs["Deployment/payments"], objs["ConfigMap/payments-retrysafe"]

@@ -41,7 +41,7 @@ The demo prints what every client saw and how many charges the payments
 service made, and checks the invariant: charges made = logical payments.
 It exits with status 1 if any expectation fails.`
 
-const demoExamples = `  go run ./cmd/retrysafe demo
+const demoExamples = `  retrysafe demo
   retrysafe demo --verbose     # also print every request and the gateway's log lines
   retrysafe demo --keep        # keep the SQLite file, then inspect its records:
   retrysafe keys list --store sqlite:/tmp/retrysafe-demo-NNNN/retrysafe.db

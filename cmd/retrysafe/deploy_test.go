@@ -186,13 +186,22 @@ func TestKubernetesSidecar(t *testing.T) {
 	t.Parallel()
 	services := make(map[string]*k8sService)
 	objs := loadManifests(t, services)
-	dep, cm, secret, svc := objs["Deployment/payments"], objs["ConfigMap/payments-retrysafe"], objs["Secret/payments-retrysafe"], services["payments"]
-	if dep == nil || cm == nil || secret == nil || svc == nil {
-		t.Fatalf("want Deployment/payments, ConfigMap/payments-retrysafe, Secret/payments-retrysafe, Service/payments; have %v", keys(objs))
+	dep, cm, svc := objs["Deployment/payments"], objs["ConfigMap/payments-retrysafe"], services["payments"]
+	if dep == nil || cm == nil || svc == nil {
+		t.Fatalf("want Deployment/payments, ConfigMap/payments-retrysafe, Service/payments; have %v", keys(objs))
 	}
-	if dep.APIVersion != "apps/v1" || cm.APIVersion != "v1" || secret.APIVersion != "v1" || svc.APIVersion != "v1" {
-		t.Errorf("apiVersions: Deployment %s, ConfigMap %s, Secret %s, Service %s", dep.APIVersion, cm.APIVersion, secret.APIVersion, svc.APIVersion)
+	if dep.APIVersion != "apps/v1" || cm.APIVersion != "v1" || svc.APIVersion != "v1" {
+		t.Errorf("apiVersions: Deployment %s, ConfigMap %s, Service %s", dep.APIVersion, cm.APIVersion, svc.APIVersion)
 	}
+	// No Secret among the manifests: "kubectl apply" would replace the
+	// real one with its placeholder. The documented "kubectl create
+	// secret" step makes it, with every key the pod needs.
+	for k := range objs {
+		if strings.HasPrefix(k, "Secret/") {
+			t.Errorf("deploy/kubernetes ships %s: applying it would overwrite the real Secret", k)
+		}
+	}
+	secret := documentedSecret(t)
 	spec := dep.Spec
 	if spec.Template == nil || spec.Selector == nil {
 		t.Fatal("the Deployment has no template or selector")
@@ -229,11 +238,11 @@ func TestKubernetesSidecar(t *testing.T) {
 	env := make(map[string]bool)
 	for _, e := range gw.Env {
 		ref := e.ValueFrom.SecretKeyRef
-		if ref.Name != secret.Metadata.Name {
-			t.Errorf("env %s: secret %q, want %q", e.Name, ref.Name, secret.Metadata.Name)
+		if ref.Name != secret.name {
+			t.Errorf("env %s: secret %q, want %q (the one the header says to create)", e.Name, ref.Name, secret.name)
 		}
-		if _, ok := secret.StringData[ref.Key]; !ok && !ref.Optional {
-			t.Errorf("env %s: key %q is not in the Secret and not optional", e.Name, ref.Key)
+		if !secret.keys[ref.Key] && !ref.Optional {
+			t.Errorf("env %s: key %q is not in the documented kubectl create secret step and not optional", e.Name, ref.Key)
 		}
 		env[e.Name] = true
 	}

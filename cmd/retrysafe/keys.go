@@ -8,9 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
+	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -32,7 +36,9 @@ Inspects idempotency records, for support and operations.
   delete KEY     removes one record, whatever its state, and prints what it
                  removed; it asks no questions. A deleted key runs as new on
                  its next request: delete a completed record only if you know
-                 the operation must run again.
+                 the operation must run again. It writes one JSON audit line
+                 on stderr: who (the OS user), the scope, a digest of the key
+                 and the record's state before (as the operator page logs).
 
 A record is identified by scope + key. The gateway's scope is the SHA-256 (hex)
 of the caller's credential (the Authorization header by default): pass it with
@@ -180,7 +186,8 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	if !ok {
 		return fmt.Errorf("store %s cannot list records (it does not implement admin.Admin)", storeurl.Redact(o.store))
 	}
-	k := &keysCmd{o: o, admin: adm, ring: ring, out: stdout, now: time.Now()}
+	k := &keysCmd{o: o, admin: adm, ring: ring, out: stdout, now: time.Now(),
+		audit: slog.New(slog.NewJSONHandler(stderr, nil))}
 	switch sub {
 	case "list":
 		return k.list(ctx)
@@ -217,6 +224,7 @@ type keysCmd struct {
 	admin admin.Admin
 	ring  *sealed.KeyRing // nil: records are shown as stored
 	out   io.Writer
+	audit *slog.Logger // the audit lines of destructive subcommands
 	now   time.Time
 }
 
@@ -324,7 +332,10 @@ func (k *keysCmd) delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := k.admin.Delete(ctx, rec.Scope, rec.Key); err != nil {
+	err = k.admin.Delete(ctx, rec.Scope, rec.Key)
+	gateway.LogAudit(ctx, k.audit, k.now, gateway.Audit{Actor: osUser(), Via: "cli", Action: "record deleted",
+		Scope: rec.Scope, Key: rec.Key, Before: rec}, err)
+	if err != nil {
 		if errors.Is(err, retrysafe.ErrNotFound) {
 			return fmt.Errorf("key %q in scope %s: already gone", key, keysShortScope(rec.Scope))
 		}
@@ -338,6 +349,22 @@ func (k *keysCmd) delete(ctx context.Context, key string) error {
 	fmt.Fprintln(k.out, "deleted:")
 	k.printRecord(rec, false)
 	return nil
+}
+
+// osUser names who runs the command, for the audit line: the OS user
+// (and, under sudo, who ran sudo).
+func osUser() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	if name == "" { // no passwd entry (a FROM-scratch image) and no $USER
+		name = "uid " + strconv.Itoa(os.Getuid())
+	}
+	if by := os.Getenv("SUDO_USER"); by != "" && by != name {
+		name += " (sudo by " + by + ")"
+	}
+	return name
 }
 
 // find returns the record for key: in the given scope, or in whichever

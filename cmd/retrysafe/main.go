@@ -43,7 +43,7 @@ var commands = []*command{
 	{name: "serve", summary: "run the idempotency gateway in front of an HTTP service", run: runServe},
 	{name: "demo", summary: "play the classic failure stories against a demo payments service", run: runDemo},
 	{name: "keys", summary: "list, show or delete idempotency records", run: keysCommand(storeurl.OpenWith)},
-	{name: "ui", summary: "serve the operator page for a store on its own (gateways sharing PostgreSQL or Redis)", run: uiCommand(storeurl.OpenWith)},
+	{name: "ui", summary: "serve the operator page for a store on its own (gateways sharing PostgreSQL, MySQL or Redis)", run: uiCommand(storeurl.OpenWith)},
 	{name: "sweep", summary: "delete expired records once (stores without native expiry)", run: sweepCommand(storeurl.OpenWith)},
 	{name: "migrate", summary: "apply the store's schema migrations (SQLite, PostgreSQL, MySQL)", run: migrateCommand(storeurl.OpenWith)},
 	{name: "health", summary: "exit 0 when a running gateway's /readyz answers 200 (container health check)", run: runHealth},
@@ -149,7 +149,7 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'retrysafe COMMAND --help' for a command's flags and examples.\n")
-	fmt.Fprintf(w, "First time? Run: go run ./cmd/retrysafe demo\n")
+	fmt.Fprintf(w, "First time? Run: retrysafe demo\n")
 }
 
 // newFlagSet returns a flag set for a command whose --help prints synopsis,

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -87,7 +88,9 @@ type serveOptions struct {
 	readTimeout, writeTimeout                    time.Duration
 	scopeLimits                                  scopeLimitFlags
 	scopeCookie, errorDialect                    string
-	allowEmptyScope                              bool
+	allowEmptyScope, allowEmptyConfig            bool
+	readyWithoutStore                            bool
+	acceptWeakDurability                         string
 	admin                                        adminFlags
 	ui                                           string
 }
@@ -96,7 +99,7 @@ type serveOptions struct {
 // design (scripts depend on them).
 func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` the gateway listens on (port 0: any free port)")
-	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:9090", "`address` of /healthz, /readyz, /metrics and the operator page /ui/ (\"off\" disables; --ui says to whom the page is served)")
+	fs.StringVar(&o.adminListen, "admin-listen", envOr(adminListenEnv, "127.0.0.1:9090"), "`address` of /healthz, /readyz, /metrics and the operator page /ui/ (\"off\" disables; --ui says to whom the page is served); default from "+adminListenEnv+" when set, which 'retrysafe health' reads too")
 	fs.StringVar(&o.upstream, "upstream", "", "`URL` of the service behind the gateway (required), e.g. http://127.0.0.1:3000")
 	fs.StringVar(&o.store, "store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
 	fs.DurationVar(&o.ttl, "ttl", retrysafe.DefaultTTL, "how long a completed response is replayed")
@@ -106,7 +109,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", retrysafe.DefaultWaitTimeout, "longest wait in --in-flight wait mode before answering 409")
 	fs.Int64Var(&o.maxBody, "max-body", retrysafe.DefaultMaxBody, "largest request body in `bytes`; larger ones get 413 and nothing runs")
 	fs.StringVar(&o.scopeHeader, "scope-header", "Authorization", "comma-separated `headers` whose values (hashed together, in order) identify the caller, so callers never share keys, e.g. Authorization,Stripe-Account")
-	fs.StringVar(&o.config, "config", "", "YAML `file` of per-route policies (flags give the defaults)")
+	fs.StringVar(&o.config, "config", "", "YAML `file` of per-route policies (flags give the defaults); a file without routes is an error unless --allow-empty-config")
+	fs.BoolVar(&o.allowEmptyConfig, "allow-empty-config", false, "accept a --config file that holds no routes (every request then gets the flags' policy)")
 	fs.Int64Var(&o.maxResponseBody, "max-response-body", retrysafe.DefaultMaxResponseBody, "largest response body stored, in `bytes`; a larger response reaches the first caller, and the key replays a 502 problem, never a second run")
 	fs.StringVar(&o.methods, "methods", "POST,PATCH", "comma-separated protected `methods`")
 	fs.StringVar(&o.storeStatuses, "store-statuses", "", "comma-separated `statuses` stored and replayed (codes or classes: 2xx,4xx,409); other statuses release the key (default: every status)")
@@ -115,6 +119,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.dialTimeout, "dial-timeout", gateway.DefaultDialTimeout, "bound on connecting to the upstream")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", retrysafe.DefaultStoreTimeout, "bound on each store call")
 	fs.BoolVar(&o.failOpen, "fail-open", false, "forward requests unprotected while the store is down (default: 503, nothing forwarded)")
+	fs.StringVar(&o.acceptWeakDurability, "accept-weak-durability", "", "comma-separated store `settings` whose weak durability is chosen on purpose, logged at info instead of warn and left out of retrysafe_store_durability_warning: "+strings.Join(durabilitySettings, ", ")+", or all")
+	fs.BoolVar(&o.readyWithoutStore, "ready-without-store", false, "keep /readyz at 200 while the store is down, for a sidecar whose unprotected routes should stay in service (protected requests still get 503)")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", time.Minute, "how often expired records are deleted (SQLite, PostgreSQL, memory); 0 disables")
 	fs.DurationVar(&o.processingRetention, "processing-retention", admin.DefaultProcessingRetention, "how long a processing record whose lease ran out (a request with an unknown outcome) is kept before the sweeper retires it; must exceed every lease")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
@@ -130,6 +136,21 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ui, "ui", string(gateway.UILoopback), uiModeUsage)
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
 	o.scopeLimits.define(fs)
+}
+
+// durabilitySettings are the settings the stores warn about
+// (admin.DurabilityWarning.Setting): Redis, PostgreSQL, MySQL/MariaDB.
+var durabilitySettings = []string{"appendonly", "fsync", "synchronous_commit", "innodb_flush_log_at_trx_commit", "sync_binlog"}
+
+// adminListenEnv gives --admin-listen its default. "retrysafe health"
+// reads it too, so a container's HEALTHCHECK asks the port serve listens on.
+const adminListenEnv = "RETRYSAFE_ADMIN_LISTEN"
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // deriveUpstreamTimeout gives --upstream-timeout a default that fits
@@ -294,10 +315,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if o.processingRetention <= o.lease {
 		return usagef("--processing-retention (%s) must be longer than --lease (%s): it keeps a request whose outcome is unknown for an operator to investigate after its lease ran out (default %s)", o.processingRetention, o.lease, admin.DefaultProcessingRetention)
 	}
+	accepted := splitList(o.acceptWeakDurability)
+	for _, a := range accepted {
+		if a != gateway.AcceptAllDurability && !slices.Contains(durabilitySettings, a) {
+			return usagef("--accept-weak-durability %q: want %s, or all", a, strings.Join(durabilitySettings, ", "))
+		}
+	}
 	var routes []gateway.Route
 	if o.config != "" {
 		if routes, err = gateway.LoadConfigFile(o.config, defaults); err != nil {
 			return err
+		}
+		// An empty file is more often a mount or a template gone wrong
+		// than a wish for the flags' defaults: say so rather than run.
+		if len(routes) == 0 && !o.allowEmptyConfig {
+			return fmt.Errorf("config %s: no routes (the file is empty or its routes: list is): every request would get the flags' policy; add a route, drop --config, or pass --allow-empty-config if that is what you want", o.config)
 		}
 		for _, rt := range routes {
 			if !rt.Policy.Bypass && o.upstreamTimeout >= rt.Policy.Lease {
@@ -369,6 +401,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		AdminTokens:         adminTokens,
 		AdminHosts:          o.admin.hosts,
 		UI:                  uiMode,
+		ReadyWithoutStore:   o.readyWithoutStore,
 	}
 	tracingDesc := "off"
 	if tracer != nil {
@@ -379,6 +412,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err != nil {
 		return err
 	}
+
+	// One line per setting of the store's server that can lose records.
+	durCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	gw.CheckDurability(durCtx, accepted)
+	cancel()
 
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {

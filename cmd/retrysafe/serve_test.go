@@ -91,6 +91,9 @@ func TestServeConfigErrors(t *testing.T) {
 		"bad in_flight":        {"routes:\n  - match: \"POST /payments\"\n    in_flight: later\n", []string{"in_flight", "later"}},
 		"lease too short":      {"routes:\n  - match: \"POST /payments\"\n    lease: 5s\n", []string{"POST /payments", "lease (5s)", "--upstream-timeout (20s)"}},
 		"lease over retention": {"routes:\n  - match: \"POST /payments\"\n    lease: 200h\n", []string{"POST /payments", "lease (200h0m0s)", "--processing-retention (168h0m0s)"}},
+		"empty file":           {"", []string{"no routes", "--allow-empty-config"}},
+		"comments only":        {"# routes: to come\n", []string{"no routes", "--allow-empty-config"}},
+		"no routes":            {"routes: []\n", []string{"no routes", "--allow-empty-config"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 const uiDescription = `
 Serves the operator page (the one 'retrysafe serve' serves at /ui/ on its
 admin listener) on its own, for a fleet of gateways that share one
-PostgreSQL or Redis store: unknown outcomes (processing records whose lease
+PostgreSQL, MySQL or Redis store: unknown outcomes (processing records whose lease
 ran out), counts by state, the oldest record in flight, and the records with
 filters; one record's detail; and a delete that lets the client run the
 operation again. Live request rates need a gateway's own admin listener.

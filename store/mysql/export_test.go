@@ -3,3 +3,6 @@ package mysql
 // DeadlockRetries returns how many times the store ran a claim or a sweep
 // batch again after InnoDB chose it as a deadlock victim.
 func (s *Store) DeadlockRetries() int64 { return s.deadlocks.Load() }
+
+// DurabilityWarnings judges the durability settings as the server reports them.
+var DurabilityWarnings = durabilityWarnings
