@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -63,12 +64,31 @@ func (g *Gateway) newProxy(upstream *url.URL, transport http.RoundTripper) *http
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
+			setAttempt(pr.Out, retrysafe.OperationFromContext(pr.In.Context()))
 			hideReplayable(pr.Out)
 		},
 		Transport:    &timedTransport{next: transport, metrics: g.metrics, tracing: g.tracing},
 		BufferPool:   &bufferPool{},
 		ErrorHandler: g.proxyError,
 		ErrorLog:     slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// HeaderAttempt is the request header that tells the upstream which
+// attempt at a key it is serving: 1 on the first run, N on the N-th after
+// N-1 takeovers of an expired lease. An attempt above 1 means an earlier
+// one may have had its effect: the upstream checks its own state (or the
+// provider's, with a key derived from the record) before acting again.
+const HeaderAttempt = "Idempotency-Attempt"
+
+// setAttempt sets out's Idempotency-Attempt to the attempt of op, the
+// protected request's claimed record. The header is the gateway's to
+// write: whatever a client sent in it is dropped, and a request that is
+// not protected (no op) carries none.
+func setAttempt(out *http.Request, op *retrysafe.Operation) {
+	out.Header.Del(HeaderAttempt)
+	if op != nil && op.Attempt() > 0 {
+		out.Header.Set(HeaderAttempt, strconv.Itoa(op.Attempt()))
 	}
 }
 
