@@ -297,6 +297,11 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 		rh.h = forward
 		return rh, nil
 	}
+	if p.OnUnknown == OnUnknownBlock || p.ResolveURL != nil {
+		// Until the engine's policy for unknown outcomes is wired in, a
+		// setting that would do nothing is refused rather than ignored.
+		return nil, errors.New("on_unknown: block and resolve_url are not supported by this build yet")
+	}
 	mc := p.middlewareConfig(g)
 	mc.RouteName = pattern // stored with each record, for the operator page
 	cfg, err := mc.WithDefaults()
