@@ -80,9 +80,17 @@ type Record struct {
 	Response *Response // nil unless State is StateCompleted
 }
 
-// MaxCheckpointData is the largest Checkpoint.Data a store must accept,
-// in bytes. The engine refuses a larger one before calling the store.
+// MaxCheckpointData is the largest Checkpoint.Data the engine writes, in
+// bytes: it refuses a larger one before calling the store. A store must
+// accept [CheckpointStoreLimit] bytes, which leaves room for a wrapper's
+// own overhead (store/sealed encrypts the data).
 const MaxCheckpointData = 64 << 10
+
+// CheckpointStoreLimit is the largest Checkpoint.Data every store must
+// accept, in bytes: [MaxCheckpointData] plus 1 KiB for wrappers (store/sealed
+// adds a key id, a nonce and a tag). A MySQL column for it must be a
+// MEDIUMBLOB: a BLOB holds 65,535 bytes.
+const CheckpointStoreLimit = MaxCheckpointData + 1<<10
 
 // Checkpoint is a durable note of how far an operation got, written by
 // its owner (fenced by its token) between side effects: "charge
@@ -285,13 +293,26 @@ type ReleaseParams struct {
 //   - Claim succeeds (Claimed=true) when the key is absent, when the record is
 //     completed and ExpiresAt <= Now (expiry is enforced on read), or when the
 //     record is processing, LeaseUntil <= Now and its fingerprint equals the
-//     claimant's (takeover: new token, Attempt+1, CreatedAt kept). Otherwise it
-//     returns the existing record with Claimed=false and changes nothing.
+//     claimant's (takeover: new token, Attempt+1, CreatedAt and Checkpoint
+//     kept, Abandoned cleared), unless params.NoTakeover is set or
+//     params.TakeoverToken is set and differs from the record's Token (then
+//     no takeover; NoTakeover wins over a matching TakeoverToken). Otherwise
+//     it returns the existing record with Claimed=false and changes nothing.
+//     NoTakeover and TakeoverToken change nothing about absent keys and
+//     expired results. A new record has no Checkpoint and is not Abandoned.
 //   - Extend, Complete and Release are fenced by the owner token: they succeed
 //     only on a processing record whose token equals params.Token, and return
 //     [ErrLeaseLost] otherwise (including when the record is absent).
 //     Extend and Complete do not check the lease: an owner whose lease ran out
-//     but was not taken over may still finish.
+//     but was not taken over may still finish, abandoned or not.
+//   - Extend sets UpdatedAt to params.Now and LeaseUntil to Now + Lease; with
+//     params.Abandon it sets Abandoned and leaves LeaseUntil as it is (Lease
+//     ignored); with params.Checkpoint it stores a copy of it as
+//     Record.Checkpoint, At = Now, replacing the earlier one (Data up to
+//     [CheckpointStoreLimit] bytes, any byte values, empty included), all in one
+//     atomic write. An Extend without a checkpoint keeps the one stored.
+//     Complete clears Abandoned and keeps Checkpoint. Every read (Get, the
+//     record Claim returns, Admin) carries both.
 //   - Get returns [ErrNotFound] for an absent key or a completed record with
 //     ExpiresAt <= Now.
 //   - Time comes from params.Now, never from the store's clock.
@@ -495,8 +516,9 @@ type ListParams struct {
 	// UpdatedAt < UpdatedTo (either bound may be zero: open).
 	UpdatedFrom, UpdatedTo time.Time
 	// LeaseExpiredBy, when not zero, selects the processing records whose
-	// lease ran out by then (LeaseUntil <= LeaseExpiredBy): the attempts
-	// whose outcome is unknown.
+	// lease ran out by then (LeaseUntil <= LeaseExpiredBy) or that their
+	// owner abandoned (Record.Abandoned): the attempts whose outcome is
+	// unknown.
 	LeaseExpiredBy time.Time
 	// Route selects the records whose Route equals it (exactly).
 	Route string
@@ -511,7 +533,7 @@ func (p *ListParams) Matches(rec *Record) bool {
 		len(rec.Key) < len(p.KeyPrefix) || rec.Key[:len(p.KeyPrefix)] != p.KeyPrefix,
 		!p.UpdatedFrom.IsZero() && rec.UpdatedAt.Before(p.UpdatedFrom),
 		!p.UpdatedTo.IsZero() && !rec.UpdatedAt.Before(p.UpdatedTo),
-		!p.LeaseExpiredBy.IsZero() && (rec.State != StateProcessing || p.LeaseExpiredBy.Before(rec.LeaseUntil)),
+		!p.LeaseExpiredBy.IsZero() && (rec.State != StateProcessing || !rec.Abandoned && p.LeaseExpiredBy.Before(rec.LeaseUntil)),
 		p.Route != "" && rec.Route != p.Route:
 		return false
 	}
@@ -597,8 +619,9 @@ type Stats struct {
 	// Processing and Completed count the records in each state.
 	Processing, Completed int64
 	// LeaseExpired counts the processing records whose lease ran out by
-	// Now (LeaseUntil <= Now; [StatusUnknown]): attempts whose outcome is
-	// unknown. They are part of Processing.
+	// Now (LeaseUntil <= Now) or that their owner abandoned
+	// ([StatusUnknown]): attempts whose outcome is unknown. They are part
+	// of Processing.
 	LeaseExpired int64
 	// Failed counts the completed records of [StatusFailed] (a stored
 	// status of 400 or more, not expired); Expired those whose result
@@ -608,9 +631,9 @@ type Stats struct {
 	// OldestInFlight is the processing record with a live lease (LeaseUntil
 	// > Now) created first (ties broken by scope, then key), or nil.
 	OldestInFlight *Record
-	// Unknown are up to StatsParams.Unknown processing records whose lease
-	// ran out by Now, the longest expired first (by LeaseUntil, then scope,
-	// then key).
+	// Unknown are up to StatsParams.Unknown processing records of
+	// [StatusUnknown] (lease ran out by Now, or abandoned), by LeaseUntil
+	// (the longest expired first), then scope, then key.
 	Unknown []*Record
 }
 

@@ -114,6 +114,7 @@ func copies(recs []*retrysafe.Record, withBodies bool) []*retrysafe.Record {
 	out := make([]*retrysafe.Record, len(recs))
 	for n, rec := range recs {
 		c := *rec
+		c.Checkpoint = rec.Checkpoint.Clone()
 		switch {
 		case rec.Response != nil && withBodies:
 			c.Response = rec.Response.Clone()

@@ -220,10 +220,18 @@ func (s *Store) claim(ctx context.Context, p *retrysafe.ClaimParams) (res *retry
 		// In flight, or an expired lease that only the same request may
 		// take over: the caller gets the record, nothing changes.
 		return &retrysafe.ClaimResult{Record: rec}, false, nil
+	case ok && rec.State == retrysafe.StateProcessing && (p.NoTakeover || p.TakeoverToken != "" && p.TakeoverToken != rec.Token):
+		// An expired lease the caller may not take over: its policy
+		// blocks takeovers (NoTakeover), or it may take over only the
+		// attempt it decided about (TakeoverToken). Nothing changes.
+		return &retrysafe.ClaimResult{Record: rec}, false, nil
 	case ok && rec.State == retrysafe.StateProcessing:
 		// Takeover of an expired lease: a new token, one more attempt,
-		// the creation time kept.
+		// the creation time and the checkpoint kept (so the new owner
+		// can resume), the abandoned mark cleared (ProcessingRecord
+		// starts without one).
 		taken := p.ProcessingRecord(rec.Attempt+1, rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
+		taken.Checkpoint = rec.Checkpoint // immutable, like the record: shared, not copied
 		sh.records[i] = taken
 		return &retrysafe.ClaimResult{Claimed: true, Record: taken}, false, nil
 	case !ok && !s.reserve():
@@ -293,8 +301,19 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 		return err
 	}
 	renewed := *rec
-	renewed.LeaseUntil = p.Now.Add(p.Lease)
 	renewed.UpdatedAt = p.Now
+	if p.Abandon {
+		// The owner gives up: the outcome is unknown from now on, and
+		// the lease runs out when it would have (Lease is ignored).
+		renewed.Abandoned = true
+	} else {
+		renewed.LeaseUntil = p.Now.Add(p.Lease)
+	}
+	if p.Checkpoint != nil {
+		// The store keeps its own copy, stamped with the write's time.
+		renewed.Checkpoint = p.Checkpoint.Clone()
+		renewed.Checkpoint.At = p.Now
+	}
 	sh.records[i] = &renewed
 	if due := renewed.LeaseUntil.Add(s.retention); due.Before(sh.evictable) { // Extend may shorten the lease
 		sh.evictable = due
@@ -314,11 +333,14 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 	if err != nil {
 		return err
 	}
-	// Complete keeps Token, Attempt, Fingerprint, Route, CreatedAt and
-	// LeaseUntil, and sets UpdatedAt. The response is copied (header map
-	// and body): the caller may reuse what it passed once this returns.
+	// Complete keeps Token, Attempt, Fingerprint, Route, CreatedAt,
+	// LeaseUntil and the checkpoint, clears the abandoned mark (the
+	// outcome is known now), and sets UpdatedAt. The response is copied
+	// (header map and body): the caller may reuse what it passed once
+	// this returns.
 	done := *rec
 	done.State = retrysafe.StateCompleted
+	done.Abandoned = false
 	done.UpdatedAt = p.Now
 	done.ExpiresAt = p.Now.Add(p.TTL)
 	done.Response = p.Response.Clone()

@@ -17,6 +17,11 @@
 // with [ErrCannotDecrypt]; it is never replayed. Header values are sealed
 // together with their names, so they cannot be swapped between headers.
 //
+// Checkpoints ([retrysafe.Checkpoint], written through Extend) are sealed
+// too: their data is encrypted and bound to its key id, scope, idempotency
+// key and checkpoint name; the name and time stay in the clear. Their data
+// grows by at most 70 bytes, within [retrysafe.CheckpointStoreLimit].
+//
 // The scope and the fingerprint are kept keyed with the ring's
 // [HMACKeyID] secret (see [KeyRing.Scope]): the scope as its HMAC, the
 // fingerprint encrypted deterministically, so that equal values stay
@@ -62,5 +67,6 @@
 // # Transactions
 //
 // A store's CompleteTx writes what it is given. Seal the parameters first
-// with [KeyRing.SealComplete]; see its example.
+// with [KeyRing.SealComplete]; see its example. The same holds for a
+// store's CheckpointTx: seal with [KeyRing.SealExtend].
 package sealed

@@ -102,26 +102,50 @@ func (l *adminLayer) Find(ctx context.Context, p *retrysafe.FindParams) ([]*retr
 func (l *adminLayer) openAll(recs []*retrysafe.Record, withBodies bool) {
 	// Records a store returns are read-only: each changed one is a copy.
 	for i, rec := range recs {
-		if rec.Response == nil {
+		if rec.Response == nil && rec.Checkpoint == nil {
 			continue
 		}
-		c := *rec
-		if resp, err := l.s.open(rec.Scope, rec.Key, rec.Response); err == nil {
-			c.Response = resp
+		c := l.checkpointOpened(rec)
+		if rec.Response != nil {
+			if resp, err := l.s.open(rec.Scope, rec.Key, rec.Response); err == nil {
+				c.Response = resp
+			}
+			if !withBodies {
+				resp := *c.Response
+				resp.Body = nil
+				c.Response = &resp
+			}
 		}
-		if !withBodies {
-			resp := *c.Response
-			resp.Body = nil
-			c.Response = &resp
-		}
-		recs[i] = &c
+		recs[i] = c
 	}
 }
 
-// Stats is the inner store's Stats: its records are processing ones,
-// which hold no response to open.
+// checkpointOpened returns a copy of rec with its checkpoint opened, or
+// left as stored when it cannot be opened.
+func (l *adminLayer) checkpointOpened(rec *retrysafe.Record) *retrysafe.Record {
+	c := *rec
+	if cp, err := l.s.openCheckpoint(rec.Scope, rec.Key, rec.Checkpoint); err == nil {
+		c.Checkpoint = cp
+	}
+	return &c
+}
+
+// Stats is the inner store's Stats, with the checkpoints of its records
+// (processing ones, which hold no response) opened.
 func (l *adminLayer) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
-	return l.a.Stats(ctx, p)
+	st, err := l.a.Stats(ctx, p)
+	if err != nil || st == nil {
+		return st, err
+	}
+	c := *st
+	if st.OldestInFlight != nil {
+		c.OldestInFlight = l.checkpointOpened(st.OldestInFlight)
+	}
+	c.Unknown = make([]*retrysafe.Record, len(st.Unknown))
+	for i, rec := range st.Unknown {
+		c.Unknown[i] = l.checkpointOpened(rec)
+	}
+	return &c, nil
 }
 
 // Delete is the inner store's Delete.

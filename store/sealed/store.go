@@ -106,7 +106,7 @@ func (s *store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	if err != nil || res == nil || res.Record == nil {
 		return res, err
 	}
-	if s.ring == nil && res.Record.Response == nil {
+	if s.ring == nil && res.Record.Response == nil && res.Record.Checkpoint == nil {
 		return res, nil // nothing to map or open
 	}
 	rec, err := s.opened(res.Record, p.Scope)
@@ -117,16 +117,21 @@ func (s *store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 }
 
 // opened returns a copy of rec, a record the inner store keeps under
-// rec.Scope, with its response opened and the caller's scope and
-// fingerprint. Records a store returns are read-only (the memory store
-// hands out the record it holds), so rec itself is never changed.
+// rec.Scope, with its response and checkpoint opened and the caller's
+// scope and fingerprint. Records a store returns are read-only (the memory
+// store hands out the record it holds), so rec itself is never changed.
 func (s *store) opened(rec *retrysafe.Record, scope string) (*retrysafe.Record, error) {
 	resp, err := s.open(rec.Scope, rec.Key, rec.Response)
 	if err != nil {
 		return nil, err
 	}
+	cp, err := s.openCheckpoint(rec.Scope, rec.Key, rec.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
 	c := *rec
 	c.Response = resp
+	c.Checkpoint = cp
 	c.Scope = scope
 	if s.ring != nil {
 		if fp, ok := s.ring.index.openFingerprint(rec.Fingerprint); ok {
@@ -150,13 +155,22 @@ func (s *store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	return s.opened(rec, p.Scope)
 }
 
-// Extend extends through the inner store, under the stored scope.
+// Extend extends (renews, abandons, checkpoints) through the inner store,
+// under the stored scope, with the checkpoint's data sealed. Without a
+// ring it stores the checkpoint in the clear, and refuses data that would
+// read back as sealed.
 func (s *store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
-	q := *p
-	q.Scope = s.scope(p.Scope)
-	err := s.inner.Extend(ctx, &q)
+	if s.ring == nil {
+		if sealedCheckpoint(p.Checkpoint) {
+			return errMarkedCheckpoint
+		}
+		return s.inner.Extend(ctx, p)
+	}
+	err := s.inner.Extend(ctx, s.ring.sealExtendAt(p, s.ring.index.scope(p.Scope)))
 	if errors.Is(err, retrysafe.ErrLeaseLost) && s.clearToo() {
-		err = s.inner.Extend(ctx, p) // a record stored in the clear
+		// A record stored in the clear, its checkpoint sealed for the
+		// scope it is kept under.
+		err = s.inner.Extend(ctx, s.ring.sealExtendAt(p, p.Scope))
 	}
 	return err
 }

@@ -46,11 +46,20 @@ func testClaimNew(t *testing.T, h *harness) {
 func claimRace(t *testing.T, h *harness, stores []retrysafe.Store, n int, scope, key, fp string, now time.Time) ([]*retrysafe.ClaimParams, []*retrysafe.ClaimResult) {
 	t.Helper()
 	params := make([]*retrysafe.ClaimParams, n)
-	results := make([]*retrysafe.ClaimResult, n)
-	errs := make([]error, n)
 	for i := range params {
 		params[i] = claimParams(scope, key, fp, now)
 	}
+	return params, raceClaims(t, h, stores, params)
+}
+
+// raceClaims runs the claims of params at once, released together by a
+// start barrier, through the stores in turn, and returns their results.
+// It fails the test on any error.
+func raceClaims(t *testing.T, h *harness, stores []retrysafe.Store, params []*retrysafe.ClaimParams) []*retrysafe.ClaimResult {
+	t.Helper()
+	n := len(params)
+	results := make([]*retrysafe.ClaimResult, n)
+	errs := make([]error, n)
 	start := make(chan struct{})
 	var ready, done sync.WaitGroup
 	for i := range n {
@@ -73,7 +82,7 @@ func claimRace(t *testing.T, h *harness, stores []retrysafe.Store, n int, scope,
 			t.Fatalf("concurrent Claim %d of %d returned a nil result or record", i, n)
 		}
 	}
-	return params, results
+	return results
 }
 
 // oneWinner checks that exactly one of the results claimed the record and

@@ -67,6 +67,10 @@
 //   - [retrysafe.Admin.Find] returns the records of one key ordered by
 //     scope, in every scope or one, expired ones included, whatever the
 //     keys around it (199 keys sorting before it included).
+//   - An Extend with Abandon sets UpdatedAt (and keeps LeaseUntil); a
+//     plain Extend keeps the checkpoint and the abandoned mark; a
+//     completed record keeps its checkpoint; a record that starts afresh
+//     (absent key, expired result) has neither.
 //   - With a cancelled context a method returns an error matching
 //     context.Canceled (or ErrStoreUnavailable) and changes nothing.
 //

@@ -70,6 +70,7 @@ func scenarios() []scenario {
 	all = append(all, contextScenarios()...)
 	all = append(all, consistencyScenarios()...)
 	all = append(all, overlapScenarios()...)
+	all = append(all, unknownScenarios()...)
 	all = append(all, optionalScenarios()...)
 	return all
 }
@@ -218,9 +219,13 @@ func describe(rec *retrysafe.Record) string {
 	if rec.Response != nil {
 		resp = fmt.Sprintf("{status=%d headers=%d body=%d bytes}", rec.Response.Status, len(rec.Response.Header), len(rec.Response.Body))
 	}
-	return fmt.Sprintf("{scope=%s key=%s fp=%s state=%s token=%s attempt=%d route=%q created=%s updated=%s lease_until=%s expires=%s response=%s}",
+	cp := "<nil>"
+	if rec.Checkpoint != nil {
+		cp = fmt.Sprintf("{name=%q data=%d bytes at=%s}", rec.Checkpoint.Name, len(rec.Checkpoint.Data), rel(rec.Checkpoint.At))
+	}
+	return fmt.Sprintf("{scope=%s key=%s fp=%s state=%s token=%s attempt=%d route=%q created=%s updated=%s lease_until=%s expires=%s abandoned=%v checkpoint=%s response=%s}",
 		short(rec.Scope), short(rec.Key), short(rec.Fingerprint), rec.State, short(rec.Token), rec.Attempt, rec.Route,
-		rel(rec.CreatedAt), rel(rec.UpdatedAt), rel(rec.LeaseUntil), rel(rec.ExpiresAt), resp)
+		rel(rec.CreatedAt), rel(rec.UpdatedAt), rel(rec.LeaseUntil), rel(rec.ExpiresAt), rec.Abandoned, cp, resp)
 }
 
 func short(s string) string {
@@ -273,6 +278,12 @@ func checkProcessing(t *testing.T, rec *retrysafe.Record, p *retrysafe.ClaimPara
 	if rec.Response != nil {
 		t.Errorf("Response = %+v, want nil for a processing record", rec.Response)
 	}
+	if rec.Abandoned {
+		t.Errorf("Abandoned = true, want false for a new claim or a takeover")
+	}
+	if attempt == 1 && rec.Checkpoint != nil {
+		t.Errorf("Checkpoint = %q, want none for a new record", rec.Checkpoint.Name)
+	}
 }
 
 // checkSameRecord fails the test unless got and want describe the same
@@ -282,7 +293,8 @@ func checkSameRecord(t *testing.T, what string, got, want *retrysafe.Record) {
 	if got.Scope != want.Scope || got.Key != want.Key || got.Fingerprint != want.Fingerprint ||
 		got.State != want.State || got.Token != want.Token || got.Attempt != want.Attempt || got.Route != want.Route ||
 		!got.CreatedAt.Equal(want.CreatedAt) || !got.UpdatedAt.Equal(want.UpdatedAt) ||
-		!got.LeaseUntil.Equal(want.LeaseUntil) || !got.ExpiresAt.Equal(want.ExpiresAt) {
+		!got.LeaseUntil.Equal(want.LeaseUntil) || !got.ExpiresAt.Equal(want.ExpiresAt) ||
+		got.Abandoned != want.Abandoned || (got.Checkpoint == nil) != (want.Checkpoint == nil) {
 		t.Errorf("%s changed:\n got  %s\n want %s", what, describe(got), describe(want))
 	}
 }

@@ -211,6 +211,104 @@ func (s untranslated) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysa
 	return rec, nil
 }
 
+// takeoverDropsCheckpoint forgets the checkpoint on a takeover: the new
+// owner cannot resume.
+type takeoverDropsCheckpoint struct{ base }
+
+func (s takeoverDropsCheckpoint) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	res, err := s.base.Claim(ctx, p)
+	if err != nil || !res.Claimed || res.Record.Checkpoint == nil {
+		return res, err
+	}
+	rec := res.Record.Clone()
+	rec.Checkpoint = nil
+	return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
+}
+
+// abandonUnfenced abandons whatever attempt holds the record.
+type abandonUnfenced struct{ base }
+
+func (s abandonUnfenced) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	err := s.base.Extend(ctx, p)
+	if !p.Abandon || !errors.Is(err, retrysafe.ErrLeaseLost) {
+		return err
+	}
+	rec, gerr := s.Get(ctx, &retrysafe.GetParams{Scope: p.Scope, Key: p.Key, Now: p.Now})
+	if gerr != nil {
+		return err
+	}
+	q := *p
+	q.Token = rec.Token
+	return s.base.Extend(ctx, &q)
+}
+
+// abandonRenews renews the lease when it abandons, so the unknown outcome
+// blocks retries for a whole new lease.
+type abandonRenews struct{ base }
+
+func (s abandonRenews) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	if p.Abandon {
+		q := *p
+		q.Abandon = false
+		if err := s.base.Extend(ctx, &q); err != nil {
+			return err
+		}
+	}
+	return s.base.Extend(ctx, p)
+}
+
+// checkpointUnfenced stores a checkpoint whoever writes it.
+type checkpointUnfenced struct{ base }
+
+func (s checkpointUnfenced) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	err := s.base.Extend(ctx, p)
+	if p.Checkpoint == nil || !errors.Is(err, retrysafe.ErrLeaseLost) {
+		return err
+	}
+	rec, gerr := s.Get(ctx, &retrysafe.GetParams{Scope: p.Scope, Key: p.Key, Now: p.Now})
+	if gerr != nil || rec.State != retrysafe.StateProcessing {
+		return err
+	}
+	q := *p
+	q.Token = rec.Token
+	_ = s.base.Extend(ctx, &q)
+	return err
+}
+
+// ignoresNoTakeover takes expired leases over whatever the claim says.
+type ignoresNoTakeover struct{ base }
+
+func (s ignoresNoTakeover) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	q := *p
+	q.NoTakeover = false
+	return s.base.Claim(ctx, &q)
+}
+
+// ignoresTakeoverToken takes expired leases over whoever holds them.
+type ignoresTakeoverToken struct{ base }
+
+func (s ignoresTakeoverToken) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	q := *p
+	q.TakeoverToken = ""
+	return s.base.Claim(ctx, &q)
+}
+
+// forgetsAbandoned drops the abandoned mark from what Admin returns.
+type forgetsAbandoned struct{ base }
+
+func (s forgetsAbandoned) Stats(ctx context.Context, p *retrysafe.StatsParams) (*retrysafe.Stats, error) {
+	recs, err := s.List(ctx, &retrysafe.ListParams{Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	for n, rec := range recs {
+		c := rec.Clone()
+		c.Abandoned = false
+		recs[n] = c
+	}
+	return retrysafe.StatsOf(recs, p), nil
+}
+
 // mutants maps a mutant's name to its store and the suite entry point and
 // scenario that must catch it.
 var mutants = map[string]struct {
@@ -223,15 +321,22 @@ var mutants = map[string]struct {
 	"in-place": {func(t *testing.T) retrysafe.Store {
 		return inPlace{base{newBase(t)}, new(sync.Mutex), map[string]*retrysafe.Record{}}
 	}, storetest.Run, "Copies"},
-	"ignores-context":      {func(t *testing.T) retrysafe.Store { return ignoresContext{base{newBase(t)}} }, storetest.Run, "CancelledContext"},
-	"reorders-headers":     {func(t *testing.T) retrysafe.Store { return reordersHeaders{base{newBase(t)}} }, storetest.Run, "CompleteReplay"},
-	"truncates-bodies":     {func(t *testing.T) retrysafe.Store { return truncatesBodies{base{newBase(t)}} }, storetest.Run, "LargeBody"},
-	"mangles-8-bit":        {func(t *testing.T) retrysafe.Store { return mangles8Bit{base{newBase(t)}} }, storetest.Run, "ExactBytes"},
-	"wall-clock":           {func(t *testing.T) retrysafe.Store { return wallClock{base{newBase(t)}} }, storetest.Run, "ClaimNew"},
-	"sweeps-everything":    {func(t *testing.T) retrysafe.Store { return sweepsEverything{base{newBase(t)}} }, storetest.Run, "Sweeper"},
-	"never-retires":        {func(t *testing.T) retrysafe.Store { return neverRetires{base{newBase(t)}} }, storetest.Run, "SweepRetention"},
-	"retires-at-lease-end": {func(t *testing.T) retrysafe.Store { return retiresAtLeaseEnd{base{newBase(t)}} }, storetest.Run, "SweepRetention"},
-	"ignores-cursor":       {func(t *testing.T) retrysafe.Store { return ignoresCursor{base{newBase(t)}} }, storetest.Run, "AdminList"},
+	"ignores-context":           {func(t *testing.T) retrysafe.Store { return ignoresContext{base{newBase(t)}} }, storetest.Run, "CancelledContext"},
+	"reorders-headers":          {func(t *testing.T) retrysafe.Store { return reordersHeaders{base{newBase(t)}} }, storetest.Run, "CompleteReplay"},
+	"truncates-bodies":          {func(t *testing.T) retrysafe.Store { return truncatesBodies{base{newBase(t)}} }, storetest.Run, "LargeBody"},
+	"mangles-8-bit":             {func(t *testing.T) retrysafe.Store { return mangles8Bit{base{newBase(t)}} }, storetest.Run, "ExactBytes"},
+	"wall-clock":                {func(t *testing.T) retrysafe.Store { return wallClock{base{newBase(t)}} }, storetest.Run, "ClaimNew"},
+	"sweeps-everything":         {func(t *testing.T) retrysafe.Store { return sweepsEverything{base{newBase(t)}} }, storetest.Run, "Sweeper"},
+	"never-retires":             {func(t *testing.T) retrysafe.Store { return neverRetires{base{newBase(t)}} }, storetest.Run, "SweepRetention"},
+	"retires-at-lease-end":      {func(t *testing.T) retrysafe.Store { return retiresAtLeaseEnd{base{newBase(t)}} }, storetest.Run, "SweepRetention"},
+	"ignores-cursor":            {func(t *testing.T) retrysafe.Store { return ignoresCursor{base{newBase(t)}} }, storetest.Run, "AdminList"},
+	"takeover-drops-checkpoint": {func(t *testing.T) retrysafe.Store { return takeoverDropsCheckpoint{base{newBase(t)}} }, storetest.Run, "TakeoverKeepsCheckpoint"},
+	"abandon-unfenced":          {func(t *testing.T) retrysafe.Store { return abandonUnfenced{base{newBase(t)}} }, storetest.Run, "Abandon"},
+	"abandon-renews":            {func(t *testing.T) retrysafe.Store { return abandonRenews{base{newBase(t)}} }, storetest.Run, "Abandon"},
+	"checkpoint-unfenced":       {func(t *testing.T) retrysafe.Store { return checkpointUnfenced{base{newBase(t)}} }, storetest.Run, "CheckpointFenced"},
+	"ignores-no-takeover":       {func(t *testing.T) retrysafe.Store { return ignoresNoTakeover{base{newBase(t)}} }, storetest.Run, "NoTakeover"},
+	"ignores-takeover-token":    {func(t *testing.T) retrysafe.Store { return ignoresTakeoverToken{base{newBase(t)}} }, storetest.Run, "TakeoverToken"},
+	"forgets-abandoned":         {func(t *testing.T) retrysafe.Store { return forgetsAbandoned{base{newBase(t)}} }, storetest.Run, "AdminUnknown"},
 	"untranslated": {func(t *testing.T) retrysafe.Store {
 		s := newBase(t)
 		s.Close()
