@@ -24,6 +24,23 @@ const (
 	InFlightWait InFlightMode = "wait"
 )
 
+// UnknownPolicy says what becomes of a retry that finds an attempt whose
+// outcome is unknown: a processing record of the same request whose lease
+// ran out (its owner crashed, or gave up: [Operation.Abandon]).
+type UnknownPolicy string
+
+const (
+	// OnUnknownTakeover takes the record over and runs the operation again
+	// (Attempt+1; the operation may resume from [Operation.Resumed]). The
+	// default, and the behaviour before policies existed.
+	OnUnknownTakeover UnknownPolicy = "takeover"
+	// OnUnknownBlock never re-runs it: every retry gets 409
+	// outcome-unknown until someone resolves the record (a [Resolver], the
+	// completer [Executor.ResolveStranded], an operator's `retrysafe keys
+	// resolve`).
+	OnUnknownBlock UnknownPolicy = "block"
+)
+
 // Defaults applied to zero Config fields.
 const (
 	DefaultTTL             = 24 * time.Hour
@@ -32,6 +49,7 @@ const (
 	DefaultMaxBody         = 1 << 20 // 1 MiB
 	DefaultMaxResponseBody = 8 << 20 // 8 MiB
 	DefaultStoreTimeout    = 5 * time.Second
+	DefaultResolveTimeout  = 5 * time.Second
 	DefaultProblemBase     = "https://retrysafe.dev/problems/"
 )
 
@@ -80,6 +98,19 @@ type Config struct {
 	// store-full. The default (false) answers 503 with Retry-After and
 	// runs nothing.
 	FailOpen bool
+
+	// OnUnknown is the policy for an attempt whose outcome is unknown:
+	// [OnUnknownTakeover] (default) or [OnUnknownBlock]. With a Resolver
+	// the engine never takes such a record over on its own: it asks the
+	// Resolver, whatever OnUnknown says.
+	OnUnknown UnknownPolicy
+	// Resolver, when set, decides about an attempt whose outcome is
+	// unknown before any takeover: re-run it, complete it with a response
+	// (which every retry then gets), or keep it blocked. See [Resolver].
+	Resolver Resolver
+	// ResolveTimeout bounds one Resolver call (default 5s). A Resolver
+	// that takes longer, fails or panics keeps the record blocked.
+	ResolveTimeout time.Duration
 
 	// StoreStatus reports whether a response with this status is stored and
 	// replayed. For a status where it returns false the key is released, so
@@ -294,6 +325,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.StoreTimeout, err = durationOr("StoreTimeout", c.StoreTimeout, DefaultStoreTimeout); err != nil {
 		return c, err
+	}
+	if c.ResolveTimeout, err = durationOr("ResolveTimeout", c.ResolveTimeout, DefaultResolveTimeout); err != nil {
+		return c, err
+	}
+	switch c.OnUnknown {
+	case "":
+		c.OnUnknown = OnUnknownTakeover
+	case OnUnknownTakeover, OnUnknownBlock:
+	default:
+		return c, fmt.Errorf("retrysafe: Config.OnUnknown %q is not %q or %q", c.OnUnknown, OnUnknownTakeover, OnUnknownBlock)
 	}
 	if c.Lease < 10*time.Millisecond {
 		return c, fmt.Errorf("retrysafe: Config.Lease %s is too short (minimum 10ms)", c.Lease)

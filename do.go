@@ -25,6 +25,14 @@ type DoConfig struct {
 	WaitTimeout  time.Duration
 	StoreTimeout time.Duration
 
+	// OnUnknown, Resolver and ResolveTimeout are [Config]'s: what becomes
+	// of a call that finds a first run whose outcome is unknown. A
+	// Resolver that completes such a record returns the result encoded as
+	// Do stores it ([ResultResponse], or a permanent failure's).
+	OnUnknown      UnknownPolicy
+	Resolver       Resolver
+	ResolveTimeout time.Duration
+
 	Now      func() time.Time
 	Logger   *slog.Logger
 	Observer Observer
@@ -267,6 +275,7 @@ func (d *DoConfig) config() (Config, error) {
 	c, err := Config{
 		Store: d.Store, TTL: d.TTL, Lease: d.Lease, InFlight: inFlight,
 		WaitTimeout: d.WaitTimeout, StoreTimeout: d.StoreTimeout,
+		OnUnknown: d.OnUnknown, Resolver: d.Resolver, ResolveTimeout: d.ResolveTimeout,
 		Now: d.Now, Logger: d.Logger, Observer: d.Observer,
 	}.withDefaults()
 	if err != nil {

@@ -93,10 +93,14 @@ func deadlineBefore(ctx context.Context, t time.Time) bool {
 	return ok && !d.After(t)
 }
 
-func (e *engine) claim(ctx context.Context, scope, key, fp string) (*ClaimResult, error) {
+// claim claims (scope, key) for a request with fingerprint fp. Under a
+// guarded policy (see guarded) it never takes an expired lease over,
+// unless takeover names the token of the attempt a Resolver let re-run.
+func (e *engine) claim(ctx context.Context, scope, key, fp, takeover string) (*ClaimResult, error) {
 	p := &ClaimParams{
 		Scope: scope, Key: key, Fingerprint: fp,
 		Token: NewToken(), Now: e.cfg.Now(), Lease: e.cfg.Lease, Route: e.cfg.RouteName,
+		NoTakeover: e.guarded() && takeover == "", TakeoverToken: takeover,
 	}
 	var res *ClaimResult
 	var start time.Time
@@ -153,19 +157,27 @@ func (e *engine) get(ctx context.Context, scope, key string) (*Record, error) {
 // lease ran out does, so that the client that sent it learns, from the
 // 409 before, that the first attempt's outcome is unknown. A record
 // released during the wait (nothing ran) is claimed by the waiter.
+//
+// Under a guarded policy (Config.OnUnknown block, or a Resolver) a claim
+// never takes an expired lease over by itself: the record comes back, and
+// unknownOutcome decides (blocked, completed by the Resolver and replayed,
+// or re-run: claimed again with its token as TakeoverToken, so that only
+// the attempt decided about is taken over).
 func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Record, claimed bool, err error) {
 	var (
 		deadline time.Time // set once this call has waited
 		changed  <-chan struct{}
+		takeover string // the token of the attempt a Resolver let re-run
+		rounds   int    // decisions about unknown outcomes so far
 	)
 	for {
-		res, err := e.claim(ctx, scope, key, fp)
+		res, err := e.claim(ctx, scope, key, fp, takeover)
 		if err != nil {
 			return nil, false, err
 		}
 		rec = res.Record
 		if res.Claimed {
-			if !deadline.IsZero() && rec.Attempt > 1 {
+			if takeover == "" && !deadline.IsZero() && rec.Attempt > 1 {
 				// Between the wait's last read (no record) and this
 				// claim, another request claimed the key and its lease
 				// ran out: this claim took it over. Run nothing and leave
@@ -179,6 +191,23 @@ func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Recor
 		}
 		if rec.State == StateCompleted {
 			return rec, false, nil
+		}
+		takeover = ""
+		if e.guarded() && rec.LeaseExpired(e.cfg.Now()) {
+			if rounds++; rounds > resolveRounds || !deadline.IsZero() {
+				// The record keeps changing under the decisions, or this
+				// call waited: a waiter does not decide either.
+				return nil, false, e.blocked(rec)
+			}
+			replay, token, err := e.unknownOutcome(ctx, rec)
+			switch {
+			case err != nil:
+				return nil, false, err
+			case replay != nil:
+				return replay, false, nil
+			}
+			takeover = token // "" : the record changed, read it again
+			continue
 		}
 		if ip := e.inProgress(rec); e.cfg.InFlight != InFlightWait || ip.OutcomeUnknown {
 			return nil, false, ip
@@ -270,18 +299,21 @@ func (e *engine) wait(ctx context.Context, scope, key, fp string, last *Record, 
 }
 
 // inProgress describes a processing record whose live lease blocked a
-// claim. An owner renews its lease every Lease/3 (see heartbeat), and every
-// renewal sets UpdatedAt; when more than half of the record's lease length
-// (LeaseUntil - UpdatedAt) has passed since then, the owner has stopped
-// renewing: its attempt ended without a result and its outcome is unknown.
-// The retry is then told to come back when the lease runs out rather than
-// every second. A lease that ran out says the same (a waiter sees it).
+// claim. An owner that gives up marks its record abandoned
+// (Record.Abandoned): its outcome is unknown at once. An owner that dies
+// says nothing, but it renews its lease every Lease/3 (see heartbeat), and
+// every renewal sets UpdatedAt; when more than half of the record's lease
+// length (LeaseUntil - UpdatedAt) has passed since then, the owner has
+// stopped renewing: its attempt ended without a result and its outcome is
+// unknown. The retry is then told to come back when the lease runs out
+// rather than every second. A lease that ran out says the same (a waiter
+// sees it).
 func (e *engine) inProgress(rec *Record) *InProgressError {
 	now := e.cfg.Now()
 	err := &InProgressError{RetryAfter: time.Second, LeaseUntil: rec.LeaseUntil, Attempt: rec.Attempt}
 	// A store that keeps no UpdatedAt (zero) gives no evidence either way.
 	lease := rec.LeaseUntil.Sub(rec.UpdatedAt)
-	if stopped := !rec.UpdatedAt.IsZero() && lease > 0 && now.Sub(rec.UpdatedAt) > lease/2; stopped || rec.LeaseExpired(now) {
+	if stopped := !rec.UpdatedAt.IsZero() && lease > 0 && now.Sub(rec.UpdatedAt) > lease/2; stopped || rec.Abandoned || rec.LeaseExpired(now) {
 		err.OutcomeUnknown = true
 		err.RetryAfter = max(rec.LeaseUntil.Sub(now), time.Second)
 	}

@@ -46,7 +46,7 @@ func TestCallStoreTimeout(t *testing.T) {
 	t.Run("store timeout", func(t *testing.T) {
 		t.Parallel()
 		s := &stallingStore{deadline: make(chan bool, 1)}
-		_, err := newTestEngine(t, s).claim(context.Background(), "", "k", "fp")
+		_, err := newTestEngine(t, s).claim(context.Background(), "", "k", "fp", "")
 		var se *StoreError
 		if !errors.As(err, &se) || !errors.Is(err, ErrStoreUnavailable) || !<-s.deadline {
 			t.Fatalf("err = %v, want a StoreError matching ErrStoreUnavailable", err)
@@ -57,7 +57,7 @@ func TestCallStoreTimeout(t *testing.T) {
 		s := &stallingStore{deadline: make(chan bool, 1)}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
-		_, err := newTestEngine(t, s).claim(ctx, "", "k", "fp")
+		_, err := newTestEngine(t, s).claim(ctx, "", "k", "fp", "")
 		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrStoreUnavailable) || !<-s.deadline {
 			t.Fatalf("err = %v, want the caller's context.DeadlineExceeded", err)
 		}
@@ -65,7 +65,7 @@ func TestCallStoreTimeout(t *testing.T) {
 	t.Run("non-blocking store", func(t *testing.T) {
 		t.Parallel()
 		s := &stallingStore{nonBlocking: true, deadline: make(chan bool, 1)}
-		_, err := newTestEngine(t, s).claim(context.Background(), "", "k", "fp")
+		_, err := newTestEngine(t, s).claim(context.Background(), "", "k", "fp", "")
 		if err == nil || <-s.deadline {
 			t.Fatalf("err = %v; a NonBlocking store's call must run without a StoreTimeout deadline", err)
 		}
@@ -151,7 +151,7 @@ func TestParamsNotReused(t *testing.T) {
 	s := &keepingStore{}
 	e := newTestEngine(t, s)
 	for _, key := range []string{"a", "b", "c"} {
-		res, err := e.claim(context.Background(), "s", key, "fp-"+key)
+		res, err := e.claim(context.Background(), "s", key, "fp-"+key, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,13 +54,15 @@ func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
 // InProgressError is returned when the original request is still processing.
 // It matches ErrInProgress with errors.Is.
 //
-// OutcomeUnknown tells a live owner from one that stopped: an owner renews
-// its lease every Lease/3 while the operation runs, so a record whose last
-// renewal (Record.UpdatedAt) is more than half its lease ago belongs to a
-// first attempt that ended without a result (the gateway gave up on the
-// upstream, or the process died). Its outcome is unknown: the key stays
-// held until LeaseUntil, then a retry runs the operation again unless the
-// record was completed in the meantime.
+// OutcomeUnknown tells a live owner from one that stopped: an owner that
+// gives up marks its record abandoned (Record.Abandoned), and an owner
+// renews its lease every Lease/3 while the operation runs, so a record
+// whose last renewal (Record.UpdatedAt) is more than half its lease ago
+// belongs to a first attempt that ended without a result (the gateway gave
+// up on the upstream, or the process died). Its outcome is unknown: the
+// key stays held until LeaseUntil, then a retry runs the operation again
+// unless the record was completed in the meantime, or, under
+// Config.OnUnknown block or a Resolver, until it is resolved (Blocked).
 type InProgressError struct {
 	// RetryAfter is a suggested delay before retrying: one second while
 	// the owner is alive (it may finish any moment), the time left on the
@@ -70,15 +72,23 @@ type InProgressError struct {
 	LeaseUntil time.Time
 	// Attempt is the record's attempt number (1 for the first claim).
 	Attempt int
-	// OutcomeUnknown reports that the owner stopped renewing its lease:
-	// the attempt ended without a result and may or may not have taken
-	// effect.
+	// OutcomeUnknown reports that the owner stopped renewing its lease or
+	// abandoned the attempt: it ended without a result and may or may not
+	// have taken effect.
 	OutcomeUnknown bool
+	// Blocked reports that the lease has run out and the policy
+	// (Config.OnUnknown block, or a Resolver that kept it blocked) does
+	// not let a retry take the record over: the key stays held until the
+	// record is resolved. RetryAfter is then the lease length.
+	Blocked bool
 }
 
 // Error says the request is in progress (or that its outcome is unknown)
 // and when to retry.
 func (e *InProgressError) Error() string {
+	if e.Blocked {
+		return "retrysafe: the first attempt with this idempotency key ended without a result; its outcome is unknown and the key is held until it is resolved"
+	}
 	if e.OutcomeUnknown {
 		return fmt.Sprintf("retrysafe: the first attempt with this idempotency key ended without a result; its outcome is unknown and the key is held until %s (retry after %s)",
 			e.LeaseUntil.UTC().Format(time.RFC3339Nano), e.RetryAfter)

@@ -49,6 +49,18 @@ func abandoning(runs *atomic.Int64) http.Handler {
 	})
 }
 
+// unmarked is a store that drops the abandoned mark (Extend with Abandon
+// does nothing): its records look like those of an owner that died
+// without a word, so only the stale lease tells that it stopped.
+type unmarked struct{ retrysafe.Store }
+
+func (s unmarked) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
+	if p.Abandon {
+		return nil
+	}
+	return s.Store.Extend(ctx, p)
+}
+
 func problemDetail(t *testing.T, r result) string {
 	t.Helper()
 	var p retrysafe.Problem
@@ -67,7 +79,7 @@ func TestConflictAfterUnknownOutcome(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 300_000_000, time.UTC)
 	clock := newTestClock(t0)
-	store := newMemory(t)
+	store := unmarked{newMemory(t)} // an owner that died: no abandoned mark
 	var runs atomic.Int64
 	srv := newServer(t, retrysafe.Config{Store: store, Lease: 30 * time.Second, Now: clock.Now}, abandoning(&runs))
 
@@ -235,7 +247,7 @@ func TestConflictWithoutUpdatedAt(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := newTestClock(t0)
 	var runs atomic.Int64
-	srv := newServer(t, retrysafe.Config{Store: noUpdatedAt{newMemory(t)}, Lease: 30 * time.Second, Now: clock.Now}, abandoning(&runs))
+	srv := newServer(t, retrysafe.Config{Store: noUpdatedAt{unmarked{newMemory(t)}}, Lease: 30 * time.Second, Now: clock.Now}, abandoning(&runs))
 	send(t, srv.URL, http.MethodPost, "k", `{}`)
 	clock.Set(t0.Add(25 * time.Second))
 	r := send(t, srv.URL, http.MethodPost, "k", `{}`)

@@ -31,13 +31,16 @@ import (
 // lease is lost to another claimant. The handler finds the operation with
 // [OperationFromContext].
 //
-// If the handler panics, the record is released (as if the process had
-// crashed before answering, without waiting for the lease) and the panic
-// continues up the stack. A panic with http.ErrAbortHandler after the
-// response status was written means the response was cut off: the
-// operation ran, so a 502 problem is stored in its place and it never runs
-// again for this key; before a status, the outcome is unknown and the
-// record is left to its lease.
+// If the handler panics before writing a status, the record is released
+// (as if the process had crashed before answering, without waiting for
+// the lease) and the panic continues up the stack. A panic after the
+// status was written leaves an attempt whose outcome is unknown (it got
+// far enough to answer): the record is marked abandoned (see
+// [Operation.Abandon]) and left to its lease and Config.OnUnknown. A panic
+// with http.ErrAbortHandler after the status means the response was cut
+// off: the operation ran, so a 502 problem is stored in its place and it
+// never runs again for this key; before a status, the outcome is unknown
+// and the record is abandoned.
 func NewMiddleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -247,8 +250,10 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 				// The response was cut off: the operation ran.
 				op.setDisposition(DispositionComplete)
 				resp = h.notStored(cw, "the response was cut off before it was complete")
-			case v == http.ErrAbortHandler:
-				op.Abandon() // nothing answered: the outcome is unknown
+			case v == http.ErrAbortHandler, cw.wroteHeader:
+				// Nothing answered (a proxy's upstream died), or the
+				// handler got as far as answering: the outcome is unknown.
+				op.Abandon()
 			default:
 				op.Release() // as if the process had crashed, without the wait for the lease
 			}

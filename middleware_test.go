@@ -516,7 +516,8 @@ func TestOperationInContext(t *testing.T) {
 		t.Fatalf("runs = %d after release, want 2", runs.Load())
 	}
 	send(t, srv.URL+"/abandon", http.MethodPost, "a", "")
-	wantProblem(t, send(t, srv.URL+"/abandon", http.MethodPost, "a", ""), 409, retrysafe.ProblemInProgress)
+	// Abandoned: the outcome is unknown at once, not "in progress".
+	wantProblem(t, send(t, srv.URL+"/abandon", http.MethodPost, "a", ""), 409, retrysafe.ProblemOutcomeUnknown)
 	// After the lease runs out, the abandoned operation is taken over.
 	waitFor(t, func() bool { return send(t, srv.URL+"/abandon", http.MethodPost, "a", "").status == http.StatusOK })
 	mu.Lock()

@@ -14,6 +14,10 @@ const (
 	OutcomeNew        Outcome = "new"         // claimed and executed
 	OutcomeReplayed   Outcome = "replayed"    // stored result returned
 	OutcomeConflict   Outcome = "conflict"    // original still in flight (409)
+	// OutcomeBlocked: the first attempt's outcome is unknown and the
+	// policy does not re-run it (Config.OnUnknown block, or a Resolver
+	// that kept it blocked); 409 outcome-unknown, nothing ran.
+	OutcomeBlocked Outcome = "blocked"
 	OutcomeMismatch   Outcome = "mismatch"    // key reused with another request (422)
 	OutcomeInvalidKey Outcome = "invalid_key" // malformed key (400)
 	OutcomeMissingKey Outcome = "missing_key" // key required but absent (400)

@@ -1,9 +1,12 @@
 package retrysafe
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -21,9 +24,12 @@ const (
 	DispositionCompleted
 	// DispositionRelease deletes the record: nothing ran, a retry runs anew.
 	DispositionRelease
-	// DispositionAbandon leaves the record processing until its lease runs
-	// out: the outcome is unknown (for example an upstream timed out after
-	// the request was sent), so a retry must not run before the lease ends.
+	// DispositionAbandon marks the record abandoned (Record.Abandoned) and
+	// leaves it processing until its lease runs out: the outcome is unknown
+	// (for example an upstream timed out after the request was sent), so a
+	// retry gets 409 outcome-unknown at once and must not run before the
+	// lease ends (or, under Config.OnUnknown block or a Resolver, before
+	// the record is resolved).
 	DispositionAbandon
 )
 
@@ -31,9 +37,11 @@ const (
 // the middleware, and functions run by [Do], find it in their context with
 // [OperationFromContext].
 type Operation struct {
-	rec *Record // the claimed processing record (read-only): scope, key, token, fingerprint, attempt
-	ttl time.Duration
-	now func() time.Time
+	rec  *Record // the claimed processing record (read-only): scope, key, token, fingerprint, attempt
+	ttl  time.Duration
+	now  func() time.Time
+	e    *engine                 // for Checkpoint; nil in a zero Operation
+	lose context.CancelCauseFunc // ends the operation's context when its lease is lost
 
 	mu          sync.Mutex
 	disposition Disposition
@@ -96,9 +104,88 @@ func (o *Operation) MarkCompleted() { o.setDisposition(DispositionCompleted) }
 // storing the response, so a retry runs the operation again.
 func (o *Operation) Release() { o.setDisposition(DispositionRelease) }
 
-// Abandon tells the engine that the outcome is unknown: the record stays
-// processing until its lease runs out and is neither stored nor released.
+// Abandon tells the engine that the outcome is unknown: nothing is stored
+// or released; once the operation's code returns, the record is marked
+// abandoned in the store (fenced by the owner token, one write after the
+// lease renewals stopped) and stays processing until its lease runs out.
+// Every retry then gets 409 outcome-unknown at once, with Retry-After the
+// lease left, and [Config].OnUnknown decides what the first retry after
+// the lease does. The gateway abandons after an upstream timeout or a
+// connection cut after the request was sent; the middleware does when the
+// handler panics after writing its status.
 func (o *Operation) Abandon() { o.setDisposition(DispositionAbandon) }
+
+// MaxCheckpointName is the longest checkpoint name, in bytes.
+const MaxCheckpointName = 64
+
+// Checkpoint records durably how far the operation got: name says which
+// step was reached ("charge-requested"), data holds the step's own state
+// (the provider's reference, say), at most [MaxCheckpointData] bytes. It
+// is one store write, fenced by the owner token, that also renews the
+// lease; a later checkpoint replaces it. If the attempt dies, the attempt
+// that takes the record over reads it with [Operation.Resumed] and can
+// resume (call the provider again with the same derived key, look the
+// reference up) instead of starting over; a Resolver reads it as
+// Record.Checkpoint. Write it after a side effect was requested and before
+// the next one.
+//
+// name is 1 to [MaxCheckpointName] printable ASCII bytes (space to '~').
+// The store keeps a copy of data. The error wraps [ErrLeaseLost] when the
+// lease was lost (the operation's context is then cancelled too, as by a
+// heartbeat that finds it lost), or is a store error: the checkpoint may
+// then not have been recorded.
+func (o *Operation) Checkpoint(ctx context.Context, name string, data []byte) error {
+	if err := checkCheckpointName(name); err != nil {
+		return err
+	}
+	if len(data) > MaxCheckpointData {
+		return fmt.Errorf("retrysafe: checkpoint %q data is %d bytes, more than MaxCheckpointData (%d)", name, len(data), MaxCheckpointData)
+	}
+	if o.e == nil {
+		return errors.New("retrysafe: Checkpoint of an Operation the engine did not make")
+	}
+	e, rec := o.e, o.rec
+	err := e.call(ctx, "extend", func(ctx context.Context) error {
+		return e.store.Extend(ctx, &ExtendParams{
+			Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: e.cfg.Now(), Lease: e.cfg.Lease,
+			Checkpoint: &Checkpoint{Name: name, Data: data},
+		})
+	})
+	if errors.Is(err, ErrLeaseLost) && o.lose != nil {
+		o.lose(ErrLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("retrysafe: checkpoint %q: %w", name, err)
+	}
+	return nil
+}
+
+// checkCheckpointName returns an error unless name is a valid checkpoint
+// name.
+func checkCheckpointName(name string) error {
+	if name == "" || len(name) > MaxCheckpointName {
+		return fmt.Errorf("retrysafe: checkpoint name %q must be 1 to %d bytes", name, MaxCheckpointName)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < ' ' || c > '~' {
+			return fmt.Errorf("retrysafe: checkpoint name %q holds byte %#02x: use printable ASCII", name, c)
+		}
+	}
+	return nil
+}
+
+// Resumed returns the last checkpoint an earlier attempt recorded, when
+// this attempt took the record over (Attempt() > 1) and one was: its
+// name and data (a copy), and ok true. The first attempt, and a takeover
+// of an attempt that recorded none, get ok false: start from the
+// beginning.
+func (o *Operation) Resumed() (name string, data []byte, ok bool) {
+	rec := o.record()
+	if rec.Attempt <= 1 || rec.Checkpoint == nil {
+		return "", nil, false
+	}
+	return rec.Checkpoint.Name, bytes.Clone(rec.Checkpoint.Data), true
+}
 
 // Disposition returns what the engine will do with the record.
 func (o *Operation) Disposition() Disposition {

@@ -81,6 +81,11 @@ func (c *Config) inProgressProblem(e *InProgressError) *Problem {
 		return c.problem(ProblemInProgress, "Request in progress", http.StatusConflict,
 			"A request with this Idempotency-Key is still being processed. Retry later with the same key to get its result.")
 	}
+	if e.Blocked {
+		return c.problem(ProblemOutcomeUnknown, "Outcome of the first attempt unknown", http.StatusConflict,
+			"The first attempt with this Idempotency-Key ended without a result: its outcome is unknown, and it may or may not have taken effect. "+
+				"The key is held until the outcome is resolved (by the service or an operator); a retry with the same key will not run the operation again before that, and gets the stored result once there is one.")
+	}
 	// The lease end, rounded up to the second, as in Retry-After.
 	until := e.LeaseUntil.Add(time.Second - 1).Truncate(time.Second).UTC().Format(time.RFC3339)
 	return c.problem(ProblemOutcomeUnknown, "Outcome of the first attempt unknown", http.StatusConflict,

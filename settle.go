@@ -23,7 +23,10 @@ func refusal(err error) (Outcome, *InProgressError) {
 		return OutcomeStoreFull, nil
 	}
 	var inProgress *InProgressError
-	if errors.As(err, &inProgress) {
+	if errors.As(err, &inProgress) && inProgress.Blocked {
+		return OutcomeBlocked, inProgress
+	}
+	if inProgress != nil {
 		return OutcomeConflict, inProgress
 	}
 	return OutcomeStoreError, nil
@@ -45,6 +48,7 @@ func refusal(err error) (Outcome, *InProgressError) {
 func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx context.Context, op *Operation) *Response) (Outcome, error) {
 	c := e.cfg
 	op := newOperation(rec, c.TTL, c.Now)
+	op.e = e
 	base := context.WithValue(context.WithoutCancel(ctx), operationKey{}, op)
 	parent := base
 	if !detach {
@@ -52,6 +56,7 @@ func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx 
 	}
 	fctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
+	op.lose = cancel
 	hb := e.heartbeat(base, rec, cancel)
 	c.Observer.InFlight(1)
 	defer c.Observer.InFlight(-1)
@@ -69,8 +74,9 @@ func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx 
 
 // settle ends the record rec after its operation's code returned with
 // disposition d. The operation's own choice wins: DispositionCompleted
-// writes nothing, DispositionAbandon leaves the record to its lease,
-// DispositionRelease deletes it. Under DispositionComplete resp is stored,
+// writes nothing, DispositionAbandon marks the record abandoned and leaves
+// it to its lease (a failure to write the mark is logged: the lease still
+// runs out), DispositionRelease deletes it. Under DispositionComplete resp is stored,
 // or, when resp is nil (a result that is not kept), the record is
 // released. A fenced write that finds the lease taken over is reported as
 // OutcomeLeaseLost; the write's error is returned for the caller to log or
@@ -82,6 +88,11 @@ func (e *engine) settle(ctx context.Context, rec *Record, d Disposition, resp *R
 	case d == DispositionCompleted:
 	case d == DispositionAbandon:
 		outcome = OutcomeAbandoned
+		if aerr := e.abandon(ctx, rec); aerr != nil && !errors.Is(aerr, ErrLeaseLost) {
+			e.cfg.Logger.WarnContext(ctx, "retrysafe: marking the attempt abandoned failed; retries learn its outcome is unknown once its lease has half run out", "err", aerr)
+		} else if aerr != nil {
+			outcome = OutcomeLeaseLost
+		}
 	case d == DispositionRelease || resp == nil:
 		outcome, err = OutcomeReleased, e.release(ctx, rec)
 	default:

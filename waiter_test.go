@@ -35,7 +35,7 @@ func TestWaiterNeverTakesOver(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := newTestClock(t0)
-	store := &watchedGets{Store: newMemory(t)}
+	store := &watchedGets{Store: unmarked{newMemory(t)}} // a dead owner: no abandoned mark
 	// The waiter's first re-read finds the lease run out.
 	store.onGet = func(int64) { clock.Set(t0.Add(31 * time.Second)) }
 	var runs atomic.Int64
@@ -70,7 +70,7 @@ func TestWaitModeUnknownOutcomeAnswersAtOnce(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := newTestClock(t0)
-	store := &watchedGets{Store: newMemory(t)}
+	store := &watchedGets{Store: unmarked{newMemory(t)}}
 	var runs atomic.Int64
 	srv := newServer(t, retrysafe.Config{
 		Store: store, Lease: 30 * time.Second, Now: clock.Now,

@@ -1,0 +1,247 @@
+package retrysafe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Unknown outcomes: what the engine does with a processing record whose
+// lease ran out (its owner crashed, or abandoned the attempt) when a retry
+// of the same request finds it, under [Config].OnUnknown and
+// [Config].Resolver, and the completer that resolves such records without
+// a retry.
+
+// Resolver decides about an attempt whose outcome is unknown: rec is the
+// processing record (read-only) whose lease ran out, with its Attempt, its
+// last Checkpoint and whether its owner abandoned it. A Resolver typically
+// asks the system the operation acted on ("did charge ch_1 happen?").
+//
+// It runs with a context bounded by Config.ResolveTimeout. An error, a
+// panic, or no answer in time keeps the record blocked (409
+// outcome-unknown): nothing is lost, and the next retry or completer pass
+// asks again. It may be called for one record by several retries at once;
+// the store's fencing lets only one decision take effect.
+type Resolver func(ctx context.Context, rec *Record) (Resolution, error)
+
+// ResolutionAction is what a [Resolution] decides.
+type ResolutionAction int
+
+const (
+	// ResolveKeepBlocked leaves the record as it is: retries get 409
+	// outcome-unknown. The zero value.
+	ResolveKeepBlocked ResolutionAction = iota
+	// ResolveRerun runs the operation again: the retry takes the record
+	// over (Attempt+1, the checkpoint kept) if nobody else did meanwhile.
+	ResolveRerun
+	// ResolveComplete stores Resolution.Response as the operation's result
+	// (fenced by the record's token), and every retry gets it.
+	ResolveComplete
+)
+
+// Resolution is a [Resolver]'s decision. The zero value keeps the record
+// blocked.
+type Resolution struct {
+	Action ResolutionAction
+	// Response is the result to store with ResolveComplete (for HTTP the
+	// answer the first attempt would have given; for Do the encoded
+	// result, see [ResultResponse]). Its headers are filtered by
+	// Config.StoreHeader like a handler's.
+	Response *Response
+}
+
+// guarded reports whether a retry may not take an expired lease over on
+// its own: the policy blocks, or a Resolver decides.
+func (e *engine) guarded() bool {
+	return e.cfg.Resolver != nil || e.cfg.OnUnknown == OnUnknownBlock
+}
+
+// blocked is the refusal of a retry that found rec, an attempt whose
+// outcome is unknown that the policy does not take over.
+func (e *engine) blocked(rec *Record) *InProgressError {
+	return &InProgressError{OutcomeUnknown: true, Blocked: true, RetryAfter: e.cfg.Lease, LeaseUntil: rec.LeaseUntil, Attempt: rec.Attempt}
+}
+
+// errResolverPanicked and errResolverTimeout are what a Resolver that
+// panicked or did not answer in time is reported as.
+var (
+	errResolverPanicked = errors.New("retrysafe: the Resolver panicked")
+	errResolverTimeout  = errors.New("retrysafe: the Resolver did not answer within Config.ResolveTimeout")
+)
+
+// resolve asks the Resolver about rec, bounded by ResolveTimeout. It runs
+// the Resolver on its own goroutine, so that one which ignores its
+// context cannot hold the request (its late answer is dropped), and
+// recovers its panic. Any failure is returned as an error: keep blocked.
+func (e *engine) resolve(ctx context.Context, rec *Record) (Resolution, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ResolveTimeout)
+	defer cancel()
+	type answer struct {
+		res Resolution
+		err error
+	}
+	done := make(chan answer, 1) // the goroutine never blocks on a late answer
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- answer{err: fmt.Errorf("%w: %v", errResolverPanicked, v)}
+			}
+		}()
+		res, err := e.cfg.Resolver(ctx, rec)
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err == nil && a.res.Action == ResolveComplete && a.res.Response == nil {
+			a.err = errors.New("retrysafe: the Resolver answered ResolveComplete without a Response")
+		}
+		if a.err == nil && (a.res.Action < ResolveKeepBlocked || a.res.Action > ResolveComplete) {
+			a.err = fmt.Errorf("retrysafe: the Resolver answered an unknown action %d", a.res.Action)
+		}
+		return a.res, a.err
+	case <-ctx.Done():
+		return Resolution{}, errResolverTimeout
+	}
+}
+
+// resolved is the response a Resolver decided to store, with the headers
+// Config.StoreHeader keeps.
+func (e *engine) resolved(resp *Response) *Response {
+	c := &Response{Status: resp.Status, Header: make(http.Header, len(resp.Header)), Body: resp.Body}
+	for k, v := range resp.Header {
+		if e.cfg.StoreHeader(k) {
+			c.Header[k] = v
+		}
+	}
+	return c
+}
+
+// unknownOutcome decides, for a retry under a guarded policy, about rec: a
+// processing record of the same request whose lease ran out. It returns
+// the completed record to replay (the Resolver completed it), or a token
+// to claim with as TakeoverToken (the Resolver let the attempt re-run), or
+// neither and no error when the record changed under the decision (read it
+// again), or the refusal.
+func (e *engine) unknownOutcome(ctx context.Context, rec *Record) (replay *Record, takeover string, err error) {
+	if e.cfg.Resolver == nil {
+		return nil, "", e.blocked(rec)
+	}
+	res, err := e.resolve(ctx, rec)
+	if err != nil {
+		e.cfg.Logger.WarnContext(ctx, "retrysafe: the Resolver gave no decision; the record stays blocked", "attempt", rec.Attempt, "err", err)
+		return nil, "", e.blocked(rec)
+	}
+	switch res.Action {
+	case ResolveRerun:
+		return nil, rec.Token, nil
+	case ResolveComplete:
+		resp := e.resolved(res.Response)
+		err := e.complete(ctx, rec, resp)
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			return nil, "", nil // completed, released or taken over meanwhile
+		case err != nil:
+			return nil, "", err
+		}
+		done := rec.Clone()
+		done.State, done.Response, done.Abandoned = StateCompleted, resp, false
+		return done, "", nil
+	}
+	return nil, "", e.blocked(rec)
+}
+
+// Stranded counts what a [Executor.ResolveStranded] pass did.
+type Stranded struct {
+	// Completed records got the Resolver's response; Released ones were
+	// deleted so that the next retry runs the operation (the Resolver said
+	// re-run); Blocked ones stay as they were (the Resolver kept them
+	// blocked, failed, or gave no answer in time).
+	Completed, Released, Blocked int
+	// Skipped records were not stranded (not processing, or their lease
+	// still live), or changed before the decision was written (another
+	// process completed, released or took them over).
+	Skipped int
+}
+
+// ResolveStranded is the completer: it asks the Resolver about each of
+// recs that is stranded (a processing record whose lease ran out at
+// Config.Now), and writes its decision fenced by the record's own token:
+// ResolveComplete completes it with the response, ResolveRerun releases
+// it (the next retry runs the operation), ResolveKeepBlocked leaves it.
+// So a record that changed since it was listed is never overwritten.
+//
+// recs are records as the store returns them, with the callers' scopes:
+// list them with the store's Admin (ListParams.LeaseExpiredBy and Route
+// select this Config's stranded records), and call this from a
+// background loop (the gateway's sweeper). The error is the first store
+// failure; the pass goes on past it, and ctx ends it early. It needs
+// Config.Resolver.
+func (x *Executor) ResolveStranded(ctx context.Context, recs []*Record) (Stranded, error) {
+	return x.e.resolveStranded(ctx, recs)
+}
+
+// ResolveStranded is [Executor.ResolveStranded] for the records of [Do]
+// calls, under the Doer's DoConfig.Resolver.
+func (d *Doer) ResolveStranded(ctx context.Context, recs []*Record) (Stranded, error) {
+	return d.e.resolveStranded(ctx, recs)
+}
+
+func (e *engine) resolveStranded(ctx context.Context, recs []*Record) (Stranded, error) {
+	var n Stranded
+	if e.cfg.Resolver == nil {
+		return n, errors.New("retrysafe: ResolveStranded needs a Config.Resolver")
+	}
+	var first error
+	for _, rec := range recs {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if rec == nil || !rec.LeaseExpired(e.cfg.Now()) {
+			n.Skipped++
+			continue
+		}
+		res, err := e.resolve(ctx, rec)
+		if err != nil {
+			e.cfg.Logger.WarnContext(ctx, "retrysafe: the Resolver gave no decision for a stranded record; it stays blocked", "attempt", rec.Attempt, "err", err)
+			n.Blocked++
+			continue
+		}
+		switch res.Action {
+		case ResolveComplete:
+			err = e.complete(ctx, rec, e.resolved(res.Response))
+		case ResolveRerun:
+			err = e.release(ctx, rec)
+		default:
+			n.Blocked++
+			continue
+		}
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			n.Skipped++
+		case err != nil:
+			n.Blocked++
+			if first == nil {
+				first = err
+			}
+		case res.Action == ResolveComplete:
+			n.Completed++
+		default:
+			n.Released++
+		}
+	}
+	return n, first
+}
+
+// abandon marks rec's attempt abandoned in the store (its outcome is
+// unknown from now on), fenced by its token, leaving its lease as it is.
+func (e *engine) abandon(ctx context.Context, rec *Record) error {
+	return e.finish(ctx, "extend", func(ctx context.Context) error {
+		return e.store.Extend(ctx, &ExtendParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: e.cfg.Now(), Abandon: true})
+	})
+}
+
+// resolveRounds bounds how often one retry decides about records that
+// change under it (each round a claim and, with a Resolver, one call).
+const resolveRounds = 3
+
