@@ -47,7 +47,7 @@ func TestParseConfig(t *testing.T) {
 			Methods: []string{"POST"}, RequireKey: true, TTL: 48 * time.Hour, Lease: time.Minute,
 			InFlight: retrysafe.InFlightWait, WaitTimeout: 15 * time.Second, MaxBody: 64 << 10, MaxResponseBody: 1 << 20,
 			IgnoreFields: []string{"/meta/requestedAt"}, StoreStatuses: statuses, ScopeHeaders: []string{"X-Api-Key"},
-			OnUnknown: gateway.OnUnknownBlock, ResolveURL: mustURL(t, "http://svc:3000/idempotency/resolve"), ResolveTimeout: 2 * time.Second,
+			OnUnknown: retrysafe.OnUnknownBlock, ResolveURL: mustURL(t, "http://svc:3000/idempotency/resolve"), ResolveTimeout: 2 * time.Second,
 		}},
 		{Pattern: "/orders/{id}/refunds", Policy: func() gateway.Policy {
 			p := defaults

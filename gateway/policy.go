@@ -62,10 +62,11 @@ type Policy struct {
 	ScopeLimits ScopeLimits
 	// OnUnknown is what a retry gets when it finds an attempt whose
 	// outcome is unknown (its owner abandoned it, or its lease ran out):
-	// "" and [OnUnknownTakeover] run it again once the lease is over;
-	// [OnUnknownBlock] answers 409 outcome-unknown until someone resolves
-	// it. With ResolveURL set, the resolver decides instead.
-	OnUnknown OnUnknown
+	// "" and retrysafe.OnUnknownTakeover run it again once the lease is
+	// over; retrysafe.OnUnknownBlock answers 409 outcome-unknown until
+	// someone resolves it. With ResolveURL set, the resolver decides
+	// instead.
+	OnUnknown retrysafe.UnknownPolicy
 	// ResolveURL, when set, is asked whether such an attempt happened,
 	// before any takeover and from the completer ([Gateway.RunSweeper]),
 	// with the protocol of docs/gateway.md ("Unknown outcomes"): done
@@ -139,6 +140,8 @@ func (p *Policy) middlewareConfig(g *Gateway) retrysafe.Config {
 		RequireScope:    !p.AllowEmptyScope,
 		ErrorDialect:    p.ErrorDialect,
 		IgnoreFields:    p.IgnoreFields,
+		OnUnknown:       p.OnUnknown,
+		ResolveTimeout:  p.ResolveTimeout,
 		Now:             g.cfg.Now,
 		Logger:          g.logger,
 		Observer:        g.observer(),

@@ -28,7 +28,7 @@ type rateSlot struct {
 
 // maxRateOutcomes bounds the outcomes a slot counts (a test checks that
 // every outcome fits).
-const maxRateOutcomes = 16
+const maxRateOutcomes = 20
 
 // rateOutcomes are the outcomes the ring counts, in the order of
 // rateSlot.counts (every outcome the engine reports).

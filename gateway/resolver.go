@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,7 +20,7 @@ import (
 // ([Policy.ResolveTimeout]). The call runs while a retry waits for its
 // answer, so it is short; a resolver that does not answer in time keeps
 // the record blocked, which is safe.
-const DefaultResolveTimeout = 5 * time.Second
+const DefaultResolveTimeout = retrysafe.DefaultResolveTimeout
 
 // maxResolveAnswer bounds the resolver's JSON answer beyond the stored
 // body it carries (base64 grows it by a third): headers, outcome, status.
@@ -206,44 +205,13 @@ func ParseResolveURL(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// OnUnknown is what a retry gets when it finds a processing record whose
-// lease ran out or that its owner abandoned: an attempt whose outcome is
-// unknown.
-type OnUnknown string
-
-// The policies of [Policy.OnUnknown].
-const (
-	// OnUnknownTakeover runs the operation again once the lease has run
-	// out (attempt N+1); the default.
-	OnUnknownTakeover OnUnknown = "takeover"
-	// OnUnknownBlock never runs it again: retries get 409
-	// outcome-unknown until an operator resolves the key (retrysafe keys
-	// resolve, the operator page) or a resolve URL does.
-	OnUnknownBlock OnUnknown = "block"
-)
-
-// ParseOnUnknown parses --on-unknown / on_unknown: takeover or block.
-func ParseOnUnknown(s string) (OnUnknown, error) {
-	switch v := OnUnknown(strings.TrimSpace(s)); v {
-	case OnUnknownTakeover, OnUnknownBlock:
+// ParseOnUnknown parses --on-unknown / on_unknown: takeover or block
+// (retrysafe.OnUnknownTakeover, retrysafe.OnUnknownBlock).
+func ParseOnUnknown(s string) (retrysafe.UnknownPolicy, error) {
+	switch v := retrysafe.UnknownPolicy(strings.TrimSpace(s)); v {
+	case retrysafe.OnUnknownTakeover, retrysafe.OnUnknownBlock:
 		return v, nil
 	}
-	return "", fmt.Errorf("%q is not %q or %q", s, OnUnknownTakeover, OnUnknownBlock)
+	return "", fmt.Errorf("%q is not %q or %q", s, retrysafe.OnUnknownTakeover, retrysafe.OnUnknownBlock)
 }
 
-// errNoResolver is returned by newResolver for a policy without a URL.
-var errNoResolver = errors.New("no resolve URL")
-
-func newResolver(p *Policy, client *http.Client, maxBody int64) (*resolver, error) {
-	if p.ResolveURL == nil {
-		return nil, errNoResolver
-	}
-	if p.ResolveTimeout < 0 {
-		return nil, fmt.Errorf("negative resolve timeout %s", p.ResolveTimeout)
-	}
-	timeout := p.ResolveTimeout
-	if timeout == 0 {
-		timeout = DefaultResolveTimeout
-	}
-	return &resolver{url: p.ResolveURL, client: client, timeout: timeout, maxBody: maxBody}, nil
-}

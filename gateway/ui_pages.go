@@ -49,7 +49,7 @@ var rateGroups = []struct {
 	{"mismatch", "mismatch", []retrysafe.Outcome{retrysafe.OutcomeMismatch}},
 	{"invalid", "invalid", []retrysafe.Outcome{retrysafe.OutcomeInvalidKey, retrysafe.OutcomeMissingKey, retrysafe.OutcomeTooLarge, retrysafe.OutcomeUnauthorized}},
 	{"store error", "storeerr", []retrysafe.Outcome{retrysafe.OutcomeStoreError, retrysafe.OutcomeFailOpen}},
-	{"other", "other", []retrysafe.Outcome{retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned, retrysafe.OutcomeLeaseLost}},
+	{"other", "other", []retrysafe.Outcome{retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned, retrysafe.OutcomeLeaseLost, retrysafe.OutcomeBlocked}},
 }
 
 // Chart geometry: 60 bars of 10 seconds, the last ten minutes.

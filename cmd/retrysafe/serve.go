@@ -131,7 +131,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ui, "ui", string(gateway.UILoopback), uiModeUsage)
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
 	o.scopeLimits.define(fs)
-	fs.StringVar(&o.onUnknown, "on-unknown", string(gateway.OnUnknownTakeover), "`policy` for a retry of a request whose outcome is unknown (upstream timeout, cut after sending): takeover (run it again once its lease ran out) or block (409 outcome-unknown until resolved: retrysafe keys resolve, the operator page)")
+	fs.StringVar(&o.onUnknown, "on-unknown", string(retrysafe.OnUnknownTakeover), "`policy` for a retry of a request whose outcome is unknown (upstream timeout, cut after sending): takeover (run it again once its lease ran out) or block (409 outcome-unknown until resolved: retrysafe keys resolve, the operator page)")
 	fs.StringVar(&o.resolveURL, "resolve-url", "", "`URL` the gateway asks whether a request with an unknown outcome happened, before any takeover and from the sweeper: done (its answer is stored and replayed), not_done (it runs), anything else (stays blocked); see docs/gateway.md")
 	fs.DurationVar(&o.resolveTimeout, "resolve-timeout", gateway.DefaultResolveTimeout, "bound on one --resolve-url call; no answer in time keeps the request blocked")
 }
