@@ -214,4 +214,3 @@ func ParseOnUnknown(s string) (retrysafe.UnknownPolicy, error) {
 	}
 	return "", fmt.Errorf("%q is not %q or %q", s, retrysafe.OnUnknownTakeover, retrysafe.OnUnknownBlock)
 }
-
