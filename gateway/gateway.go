@@ -148,6 +148,7 @@ type routeHandler struct {
 	pattern string // "" for the defaults
 	policy  Policy
 	lease   time.Duration // the effective lease; zero when bypassed
+	ttl     time.Duration // the effective TTL; zero when bypassed
 	h       http.Handler  // the middleware around the proxy
 	limiter *scopeLimiter // nil: no scope limits
 
@@ -273,6 +274,14 @@ func New(cfg Config) (*Gateway, error) {
 			}
 		}
 	}
+	if g.ui != nil {
+		g.ui.cfg.ttls = map[string]time.Duration{}
+		for _, rh := range g.handlers {
+			if !rh.policy.Bypass {
+				g.ui.cfg.ttls[rh.pattern] = rh.ttl
+			}
+		}
+	}
 	return g, nil
 }
 
@@ -323,7 +332,7 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 	if err != nil {
 		return nil, err
 	}
-	rh.lease = cfg.Lease
+	rh.lease, rh.ttl = cfg.Lease, cfg.TTL
 	if p.ResolveURL != nil {
 		rh.resolver = &resolver{url: p.ResolveURL, client: g.resolveClient, timeout: cfg.ResolveTimeout, maxBody: cfg.MaxResponseBody}
 		cc := cfg

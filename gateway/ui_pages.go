@@ -400,6 +400,7 @@ func (u *UI) record(w http.ResponseWriter, r *http.Request) {
 			data["BodyURL"] = recordURL(rec.Scope, rec.Key) + "&body=1#body"
 		}
 	}
+	data["Rev"] = u.recordRev(rec)
 	data["DeleteURL"] = UIPath + "delete?" + url.Values{"scope": {rec.Scope}, "key": {rec.Key}}.Encode()
 	u.render(w, r, http.StatusOK, "record", data)
 }
@@ -498,7 +499,7 @@ func parseUITemplates() (map[string]*template.Template, error) {
 		return nil, err
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "records", "record", "delete", "login", "error"} {
+	for _, name := range []string{"overview", "records", "record", "delete", "resolve", "login", "error"} {
 		t, err := template.Must(base.Clone()).ParseFS(uiFiles, "ui/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("gateway: operator page %s: %w", name, err)
