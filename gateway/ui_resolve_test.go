@@ -31,7 +31,7 @@ func TestUIResolve(t *testing.T) {
 		t.Fatalf("retry before the resolve: %s, want 409 outcome-unknown", r)
 	}
 	code, page := e.get(t, "/ui/record?scope="+testScope+"&key=k-resolve", auth)
-	if code != http.StatusOK || !strings.Contains(page, `id="resolve"`) {
+	if code != http.StatusOK || !strings.Contains(page, `id="resolve"`) || !strings.Contains(page, "abandoned by its owner: the outcome is unknown") {
 		t.Fatalf("record page %d has no Resolve form:\n%s", code, page)
 	}
 	csrf, rev := csrfOf(t, page), revField.FindStringSubmatch(page)[1]
