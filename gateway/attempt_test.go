@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,6 +83,30 @@ func TestGatewayForwardsAttempt(t *testing.T) {
 			}
 			if got := up.seen(); got[len(got)-1] != "" {
 				t.Fatalf("unprotected request carried Idempotency-Attempt %q, want none", got[len(got)-1])
+			}
+		})
+	}
+}
+
+// TestUnknownOutcomeDetailNamesThePolicy: the 502/504 of an unknown
+// outcome tells the client what its retry will meet after the lease.
+func TestUnknownOutcomeDetailNamesThePolicy(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	for name, tc := range map[string]struct {
+		policy gateway.Policy
+		want   string
+	}{
+		"takeover": {gateway.Policy{}, "the operation runs again"},
+		"block":    {gateway.Policy{OnUnknown: retrysafe.OnUnknownBlock}, "never runs again on its own"},
+		"resolve":  {gateway.Policy{ResolveURL: mustURL(t, up.URL+"/resolve")}, "first asks the service whether the operation happened"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: storeKinds()[0].open(t), Defaults: tc.policy})
+			res := send(t, gw.URL, "POST", "/hangup", newKey(), `{"amount":1}`)
+			if res.Status != http.StatusBadGateway || !strings.Contains(string(res.Body), tc.want) {
+				t.Fatalf("answer = %s, want its detail to say %q", res, tc.want)
 			}
 		})
 	}

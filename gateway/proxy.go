@@ -274,15 +274,22 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	var retryAfter time.Duration
 	if op != nil {
 		op.Abandon()
-		lease := g.def.lease
+		rh := g.def
 		if info != nil && info.route != nil {
-			lease = info.route.lease
+			rh = info.route
 		}
-		retryAfter = lease
+		retryAfter = rh.lease
+		after := "Retry with the same key after that: if the first attempt stored no result, the operation runs again."
+		switch {
+		case rh.policy.ResolveURL != nil:
+			after = "After that, a retry with the same key first asks the service whether the operation happened: if it did, its answer is replayed; if it did not, it runs again; if the service cannot tell, the key stays blocked."
+		case rh.policy.OnUnknown == retrysafe.OnUnknownBlock:
+			after = "It never runs again on its own: retries with the same key get 409 until an operator resolves the key."
+		}
 		detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown. "+
 			"The Idempotency-Key stays locked for up to %s (its lease) so that the operation never runs twice at once; "+
-			"until then a retry gets 409. Retry with the same key after that: if the first attempt stored no result, the operation runs again.",
-			what, lease)
+			"until then a retry gets 409. %s",
+			what, rh.lease, after)
 	} else {
 		detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown.", what)
 	}
