@@ -28,7 +28,7 @@ type DoConfig struct {
 	// OnUnknown, Resolver and ResolveTimeout are [Config]'s: what becomes
 	// of a call that finds a first run whose outcome is unknown. A
 	// Resolver that completes such a record returns the result encoded as
-	// Do stores it ([ResultResponse], or a permanent failure's).
+	// Do stores it ([ResultResponse]).
 	OnUnknown      UnknownPolicy
 	Resolver       Resolver
 	ResolveTimeout time.Duration
@@ -139,6 +139,14 @@ func Do[T any](ctx context.Context, store Store, key, fingerprint string, fn fun
 //     lease, or the lease ran out during the wait) returns an
 //     *InProgressError with OutcomeUnknown at once: a waiting call never
 //     takes the key over, only a call made after the lease ran out does.
+//   - A call after the lease of a first run whose outcome is unknown ran
+//     out (its owner died, or called [Operation.Abandon]): by default it
+//     takes the key over and runs fn again ([Operation.Attempt] 2;
+//     [Operation.Resumed] returns the last [Operation.Checkpoint] of the
+//     run before). With DoConfig.OnUnknown block it returns a blocked
+//     *InProgressError instead, and a DoConfig.Resolver decides (re-run,
+//     complete, keep blocked); [Doer.ResolveStranded] resolves such keys
+//     in the background.
 //   - fn returns an error marked [Permanent]: stored and returned again.
 //     Any other error releases the key: a redelivery runs fn again. A
 //     failed attempt is never marked done.

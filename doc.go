@@ -22,13 +22,21 @@
 // # The state machine
 //
 //		(absent) --Claim--> processing --Complete--> completed --TTL--> (absent)
-//		                        |   \--Release--> (absent)
-//		                        \--lease runs out--> taken over by the next Claim
+//		                     |  |   \--Release--> (absent)
+//		                     |  \--Abandon--> processing, abandoned (outcome unknown)
+//		                     \--lease runs out (outcome unknown)--> Config.OnUnknown:
+//		                          takeover: the next Claim takes it over (Attempt+1)
+//		                          block: 409 until resolved; a Resolver re-runs,
+//		                          completes or keeps it blocked
 //
 //	  - processing: one owner holds a lease (default 30s) renewed by a
 //	    heartbeat while the handler runs, and a random owner token. Complete,
 //	    Release and Extend are fenced by that token, so an owner whose lease
-//	    was taken over cannot overwrite the new owner's record.
+//	    was taken over cannot overwrite the new owner's record. The owner
+//	    may record checkpoints ([Operation.Checkpoint]), which a later
+//	    owner reads ([Operation.Resumed]), and may give up without a result
+//	    ([Operation.Abandon]): the record is then marked abandoned and
+//	    every retry learns at once that the outcome is unknown.
 //	  - completed: the stored status, headers and body are replayed byte for
 //	    byte with Idempotent-Replayed: true until the TTL (default 24h) ends.
 //	    Expiry is enforced on read, never only by a sweeper.
@@ -41,19 +49,26 @@
 //
 //   - Client hangs up: the handler's context is not cancelled; the result is
 //     stored for the retry.
-//   - Handler panics: the record is released and the panic propagates; a
-//     retry runs again (as after a crash, without waiting for the lease).
+//   - Handler panics: before writing a status, the record is released and
+//     the panic propagates; a retry runs again (as after a crash, without
+//     waiting for the lease). After the status, the record is marked
+//     abandoned: its outcome is unknown.
 //   - Process crashes mid-operation: the record stays processing until its
-//     lease runs out, then the next retry takes it over (Attempt+1). If the
-//     side effect had happened before the crash, it happens again unless the
-//     operation itself is idempotent below (unique constraints, provider
-//     keys derived with the client package). See docs/guarantees.md.
+//     lease runs out. Then, by default, the next retry takes it over
+//     (Attempt+1, resuming from the last checkpoint if the operation wrote
+//     one); if the side effect had happened before the crash, it happens
+//     again unless the operation itself is idempotent below (unique
+//     constraints, provider keys derived with the client package). With
+//     Config.OnUnknown block it never runs again on its own, and a
+//     [Resolver] decides instead (also in the background:
+//     [Executor.ResolveStranded]). See docs/guarantees.md.
 //   - Store unavailable: 503 with Retry-After and nothing runs (fail
 //     closed), unless Config.FailOpen. A full store (ErrStoreFull) gets
 //     503 store-full and never fails open.
 //   - A duplicate of an attempt whose outcome is unknown (its owner
-//     stopped renewing the lease) gets 409 outcome-unknown, also in wait
-//     mode: a waiter never takes a record over.
+//     abandoned it, or stopped renewing the lease) gets 409
+//     outcome-unknown, also in wait mode: a waiter never takes a record
+//     over.
 //
 // [Do] applies the same state machine to any function, for queue consumers
 // and webhook handlers; [NewDoer] and [Run] prepare one policy for many calls.

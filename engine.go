@@ -316,6 +316,14 @@ func (e *engine) inProgress(rec *Record) *InProgressError {
 	if stopped := !rec.UpdatedAt.IsZero() && lease > 0 && now.Sub(rec.UpdatedAt) > lease/2; stopped || rec.Abandoned || rec.LeaseExpired(now) {
 		err.OutcomeUnknown = true
 		err.RetryAfter = max(rec.LeaseUntil.Sub(now), time.Second)
+		if e.guarded() {
+			// No retry will take it over when the lease runs out: say
+			// that it waits for a resolution.
+			err.Blocked = true
+			if rec.LeaseExpired(now) {
+				err.RetryAfter = e.cfg.Lease
+			}
+		}
 	}
 	return err
 }

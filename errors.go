@@ -76,10 +76,11 @@ type InProgressError struct {
 	// abandoned the attempt: it ended without a result and may or may not
 	// have taken effect.
 	OutcomeUnknown bool
-	// Blocked reports that the lease has run out and the policy
-	// (Config.OnUnknown block, or a Resolver that kept it blocked) does
-	// not let a retry take the record over: the key stays held until the
-	// record is resolved. RetryAfter is then the lease length.
+	// Blocked reports that the outcome is unknown and the policy
+	// (Config.OnUnknown block, or a Resolver) does not let a retry take
+	// the record over when its lease runs out: the key stays held until
+	// the record is resolved. RetryAfter is the lease left while it runs,
+	// the lease length after.
 	Blocked bool
 }
 

@@ -14,10 +14,6 @@ const (
 	OutcomeNew        Outcome = "new"         // claimed and executed
 	OutcomeReplayed   Outcome = "replayed"    // stored result returned
 	OutcomeConflict   Outcome = "conflict"    // original still in flight (409)
-	// OutcomeBlocked: the first attempt's outcome is unknown and the
-	// policy does not re-run it (Config.OnUnknown block, or a Resolver
-	// that kept it blocked); 409 outcome-unknown, nothing ran.
-	OutcomeBlocked Outcome = "blocked"
 	OutcomeMismatch   Outcome = "mismatch"    // key reused with another request (422)
 	OutcomeInvalidKey Outcome = "invalid_key" // malformed key (400)
 	OutcomeMissingKey Outcome = "missing_key" // key required but absent (400)
@@ -36,6 +32,10 @@ const (
 	OutcomeReleased   Outcome = "released"    // executed, then the key was released (nothing stored)
 	OutcomeAbandoned  Outcome = "abandoned"   // executed with unknown outcome; record left to its lease
 	OutcomeLeaseLost  Outcome = "lease_lost"  // executed, but another claimant took the record over
+	// OutcomeBlocked: the first attempt's outcome is unknown and the
+	// policy does not re-run it (Config.OnUnknown block, or a Resolver
+	// that kept it blocked); 409 outcome-unknown, nothing ran.
+	OutcomeBlocked Outcome = "blocked"
 )
 
 // Observer receives events for metrics. Implementations must be safe for

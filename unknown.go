@@ -142,7 +142,10 @@ func (e *engine) unknownOutcome(ctx context.Context, rec *Record) (replay *Recor
 		case errors.Is(err, ErrLeaseLost):
 			return nil, "", nil // completed, released or taken over meanwhile
 		case err != nil:
-			return nil, "", err
+			// Not a store error for the caller: with FailOpen that would
+			// run the operation the Resolver found done.
+			e.cfg.Logger.ErrorContext(ctx, "retrysafe: storing the Resolver's response failed; the record stays blocked", "err", err)
+			return nil, "", e.blocked(rec)
 		}
 		done := rec.Clone()
 		done.State, done.Response, done.Abandoned = StateCompleted, resp, false
@@ -235,13 +238,17 @@ func (e *engine) resolveStranded(ctx context.Context, recs []*Record) (Stranded,
 
 // abandon marks rec's attempt abandoned in the store (its outcome is
 // unknown from now on), fenced by its token, leaving its lease as it is.
+// The Lease it passes is ignored by a store that knows Abandon; one that
+// does not (written before it existed) takes the call for a renewal, and a
+// zero Lease would end the lease at once, letting the next retry run the
+// operation again: with the configured lease, it is held as a heartbeat
+// would hold it.
 func (e *engine) abandon(ctx context.Context, rec *Record) error {
 	return e.finish(ctx, "extend", func(ctx context.Context) error {
-		return e.store.Extend(ctx, &ExtendParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: e.cfg.Now(), Abandon: true})
+		return e.store.Extend(ctx, &ExtendParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: e.cfg.Now(), Lease: e.cfg.Lease, Abandon: true})
 	})
 }
 
 // resolveRounds bounds how often one retry decides about records that
 // change under it (each round a claim and, with a Resolver, one call).
 const resolveRounds = 3
-

@@ -336,7 +336,7 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 	if p.ResolveURL != nil {
 		rh.resolver = &resolver{url: p.ResolveURL, client: g.resolveClient, timeout: cfg.ResolveTimeout, maxBody: cfg.MaxResponseBody}
 		cc := cfg
-		cc.Store = completerStore(cfg.Store)
+		cc.Store = storedScopes(cfg.Store)
 		if rh.completer, err = retrysafe.NewExecutor(cc); err != nil {
 			return nil, err
 		}

@@ -113,10 +113,9 @@ func TestReplayContentCodingThroughGateway(t *testing.T) {
 }
 
 // TestConflictAfterUnknownUpstreamOutcome: after the gateway answered
-// 502/504 upstream-outcome-unknown, the record is abandoned: a retry gets
-// 409 outcome-unknown at once, with Retry-After = the lease left (not
-// request-in-progress, as while an owner could still be renewing it), and
-// after the lease the operation runs again.
+// 502/504 upstream-outcome-unknown, the record is marked abandoned, so a
+// retry gets 409 outcome-unknown at once with Retry-After = the lease
+// left, and after the lease the operation runs again.
 func TestConflictAfterUnknownUpstreamOutcome(t *testing.T) {
 	t.Parallel()
 	for _, k := range storeKinds() {
@@ -140,7 +139,7 @@ func TestConflictAfterUnknownUpstreamOutcome(t *testing.T) {
 				set(5 * time.Second)
 				res = send(t, gw.URL, "POST", path, key, `{"amount":1}`)
 				if res.Status != 409 || problemType(t, res) != retrysafe.ProblemOutcomeUnknown || res.Header.Get("Retry-After") != "25" {
-					t.Fatalf("retry 5s later = %s Retry-After %q, want 409 outcome-unknown, 25 (the record is abandoned)", res, res.Header.Get("Retry-After"))
+					t.Fatalf("retry 5s later = %s Retry-After %q, want 409 outcome-unknown, 25 (the record is marked abandoned)", res, res.Header.Get("Retry-After"))
 				}
 
 				set(20 * time.Second)

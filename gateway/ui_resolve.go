@@ -128,19 +128,13 @@ func (u *UI) resolve(w http.ResponseWriter, r *http.Request) {
 }
 
 // completeStored and releaseStored write a record found through Admin,
-// whose scope is as stored (see storedResolver).
+// whose scope is as stored (see storedScopes).
 func (u *UI) completeStored(ctx context.Context, p *retrysafe.CompleteParams) error {
-	if rs, ok := u.admin.(storedResolver); ok {
-		return rs.CompleteStored(ctx, p)
-	}
-	return u.cfg.Store.Complete(ctx, p)
+	return storedScopes(u.cfg.Store).Complete(ctx, p)
 }
 
 func (u *UI) releaseStored(ctx context.Context, p *retrysafe.ReleaseParams) error {
-	if rs, ok := u.admin.(storedResolver); ok {
-		return rs.ReleaseStored(ctx, p)
-	}
-	return u.cfg.Store.Release(ctx, p)
+	return storedScopes(u.cfg.Store).Release(ctx, p)
 }
 
 func equalHex(a, b string) bool {

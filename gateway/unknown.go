@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
 // Unknown outcomes in the gateway: the route's resolve URL as the
@@ -39,37 +40,14 @@ func (g *Gateway) resolveFor(rh *routeHandler) retrysafe.Resolver {
 	}
 }
 
-// storedResolver is implemented by a store wrapper (store/sealed) whose
-// Admin lists records under their stored scope, which its Complete and
-// Release would transform again: records found through Admin are written
-// through it.
-type storedResolver interface {
-	CompleteStored(ctx context.Context, p *retrysafe.CompleteParams) error
-	ReleaseStored(ctx context.Context, p *retrysafe.ReleaseParams) error
-}
-
-// storedScopeStore is the completer's store: records it resolves come
-// from Admin.List, with their scopes as stored, so their fenced writes go
-// through the wrapper's stored-scope methods.
-type storedScopeStore struct {
-	retrysafe.Store
-	rs storedResolver
-}
-
-func (s *storedScopeStore) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
-	return s.rs.CompleteStored(ctx, p)
-}
-
-func (s *storedScopeStore) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
-	return s.rs.ReleaseStored(ctx, p)
-}
-
-// completerStore returns the store the completer's Executor writes with.
-func completerStore(s retrysafe.Store) retrysafe.Store {
-	if admin, ok := retrysafe.As[retrysafe.Admin](s); ok {
-		if rs, ok := admin.(storedResolver); ok {
-			return &storedScopeStore{Store: s, rs: rs}
-		}
+// storedScopes returns the store that writes back records listed with
+// s's Admin: they carry their scopes as stored, which an encrypting
+// wrapper (store/sealed, which keeps the HMAC of each scope) would map a
+// second time and miss. The completer and the operator page's Resolve
+// write through it.
+func storedScopes(s retrysafe.Store) retrysafe.Store {
+	if st, ok := sealed.StoredScopes(s); ok {
+		return st
 	}
 	return s
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
 // resolveFlags are the flags of "keys resolve".
@@ -121,13 +122,15 @@ func osUser() string {
 	return fmt.Sprintf("uid %d", os.Getuid())
 }
 
-// storedResolver is implemented by a store wrapper (store/sealed) whose
-// Admin shows scopes as stored, which its Complete and Release would
-// transform again: the writes of a record found through Admin go through
-// it instead.
-type storedResolver interface {
-	CompleteStored(ctx context.Context, p *retrysafe.CompleteParams) error
-	ReleaseStored(ctx context.Context, p *retrysafe.ReleaseParams) error
+// storedScopes returns the store that writes back a record found through
+// Admin: with encryption at rest its scope is the stored HMAC, which the
+// sealed wrapper's Complete would map a second time; sealed.StoredScopes
+// takes it as it is (and seals the answer).
+func (k *keysCmd) storedScopes() retrysafe.Store {
+	if st, ok := sealed.StoredScopes(k.store); ok {
+		return st
+	}
+	return k.store
 }
 
 // errResolveRefused is a record that is not an unknown outcome.
@@ -159,19 +162,9 @@ func (k *keysCmd) resolve(ctx context.Context, key string, f *resolveFlags, audi
 			return err
 		}
 		action, after = "complete", fmt.Sprintf("retries of the key get the stored %d for %s", resp.Status, f.ttl)
-		p := &retrysafe.CompleteParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: time.Now(), TTL: f.ttl, Response: resp}
-		if rs, ok := k.admin.(storedResolver); ok {
-			err = rs.CompleteStored(ctx, p) // scope as stored: with encryption, the HMAC
-		} else {
-			err = k.store.Complete(ctx, p)
-		}
+		err = k.storedScopes().Complete(ctx, &retrysafe.CompleteParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: time.Now(), TTL: f.ttl, Response: resp})
 	} else {
-		p := &retrysafe.ReleaseParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token}
-		if rs, ok := k.admin.(storedResolver); ok {
-			err = rs.ReleaseStored(ctx, p)
-		} else {
-			err = k.store.Release(ctx, p)
-		}
+		err = k.storedScopes().Release(ctx, &retrysafe.ReleaseParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token})
 	}
 	log := slog.New(slog.NewJSONHandler(audit, nil))
 	attrs := []any{"actor", osUser(), "action", action, "scope", rec.Scope, "key_sha256", keyDigest(rec.Key),

@@ -254,3 +254,58 @@ func TestSealExtend(t *testing.T) {
 		t.Fatal("SealExtend(nil) succeeded")
 	}
 }
+
+// TestStoredScopes: records listed with Admin carry the stored scope, so a
+// completer that writes them back through the wrapper misses them (fenced:
+// nothing is overwritten); through StoredScopes it completes them, sealed,
+// and the callers' retries get the answer.
+func TestStoredScopes(t *testing.T) {
+	t.Parallel()
+	raw := memory.New(memory.Config{})
+	s := wrap(t, raw, testRing(t, "k1"), sealed.Config{})
+	ctx := t.Context()
+	claimNew(t, s, scopeA, "stranded", now)
+	ad, _ := retrysafe.As[retrysafe.Admin](s)
+	later := now.Add(2 * time.Minute)
+	recs, err := ad.List(ctx, &retrysafe.ListParams{LeaseExpiredBy: later})
+	if err != nil || len(recs) != 1 || recs[0].Scope != stored(t, scopeA) {
+		t.Fatalf("List: %+v, %v", recs, err)
+	}
+	resolver := func(ctx context.Context, rec *retrysafe.Record) (retrysafe.Resolution, error) {
+		return retrysafe.Resolution{Action: retrysafe.ResolveComplete, Response: payment()}, nil
+	}
+	completer := func(st retrysafe.Store) retrysafe.Stranded {
+		t.Helper()
+		x, err := retrysafe.NewExecutor(retrysafe.Config{Store: st, Resolver: resolver, Now: func() time.Time { return later }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := x.ResolveStranded(ctx, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := completer(s); n.Skipped != 1 || n.Completed != 0 {
+		t.Fatalf("completer through the wrapper: %+v, want the record missed", n)
+	}
+	st, ok := sealed.StoredScopes(s)
+	if !ok {
+		t.Fatal("StoredScopes of a sealed store: not ok")
+	}
+	if n := completer(st); n.Completed != 1 {
+		t.Fatalf("completer through StoredScopes: %+v, want it completed", n)
+	}
+	rec, err := get(s, ctx, scopeA, "stranded")
+	if err != nil || rec.State != retrysafe.StateCompleted {
+		t.Fatalf("the caller's read: %+v, %v", rec, err)
+	}
+	wantResponse(t, "the completer's response", rec.Response, payment())
+	in, _ := get(raw, ctx, stored(t, scopeA), "stranded")
+	if bytes.Contains(in.Response.Body, []byte(secret)) {
+		t.Fatal("the completer's response is stored in the clear")
+	}
+	if _, ok := sealed.StoredScopes(raw); ok {
+		t.Error("StoredScopes of a plain store: ok")
+	}
+}

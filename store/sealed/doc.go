@@ -20,7 +20,8 @@
 // Checkpoints ([retrysafe.Checkpoint], written through Extend) are sealed
 // too: their data is encrypted and bound to its key id, scope, idempotency
 // key and checkpoint name; the name and time stay in the clear. Their data
-// grows by at most 70 bytes, within [retrysafe.CheckpointStoreLimit].
+// grows by at most 130 bytes (a marker, the key id, a nonce and a tag),
+// within [retrysafe.CheckpointStoreLimit].
 //
 // The scope and the fingerprint are kept keyed with the ring's
 // [HMACKeyID] secret (see [KeyRing.Scope]): the scope as its HMAC, the

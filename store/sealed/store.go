@@ -29,6 +29,9 @@ type store struct {
 	inner retrysafe.Store
 	ring  *KeyRing // nil: write in the clear, refuse sealed records
 	cfg   Config
+	// stored: scopes and fingerprints are taken and given as the inner
+	// store keeps them (see StoredScopes).
+	stored bool
 }
 
 var _ retrysafe.Store = (*store)(nil)
@@ -56,10 +59,27 @@ func New(inner retrysafe.Store, ring *KeyRing, cfg Config) (retrysafe.Store, err
 
 // scope returns the scope under which the inner store keeps scope.
 func (s *store) scope(scope string) string {
-	if s.ring == nil {
+	if s.ring == nil || s.stored {
 		return scope
 	}
 	return s.ring.index.scope(scope)
+}
+
+// StoredScopes returns a Store over the same records as s, a Store that
+// [New] returned, that takes and gives scopes and fingerprints as the inner
+// store keeps them: as its Admin shows them. Writes through it seal as s
+// does, and reads open. An operator's tool or the completer
+// ([retrysafe.Executor.ResolveStranded]) that acts on records listed with
+// Admin writes through it, fenced by the tokens listed. ok is false when s
+// is not such a Store.
+func StoredScopes(s retrysafe.Store) (st retrysafe.Store, ok bool) {
+	w, ok := retrysafe.As[*store](s)
+	if !ok {
+		return nil, false
+	}
+	c := *w
+	c.stored = true
+	return &c, true
 }
 
 // clearToo reports whether records stored in the clear are looked up too.
@@ -89,7 +109,10 @@ func (s *store) open(scope, key string, resp *retrysafe.Response) (*retrysafe.Re
 func (s *store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	q := *p
 	if s.ring != nil {
-		q.Scope, q.Fingerprint = s.ring.index.scope(p.Scope), s.ring.index.sealFingerprint(p.Fingerprint)
+		q.Scope, q.Fingerprint = s.scope(p.Scope), s.ring.index.sealFingerprint(p.Fingerprint)
+		if s.stored {
+			q.Fingerprint = p.Fingerprint
+		}
 		if s.clearToo() {
 			// A record stored before encryption was turned on is
 			// claimed where it is, in the clear.
@@ -133,7 +156,7 @@ func (s *store) opened(rec *retrysafe.Record, scope string) (*retrysafe.Record, 
 	c.Response = resp
 	c.Checkpoint = cp
 	c.Scope = scope
-	if s.ring != nil {
+	if s.ring != nil && !s.stored {
 		if fp, ok := s.ring.index.openFingerprint(rec.Fingerprint); ok {
 			c.Fingerprint = fp
 		}
@@ -166,7 +189,7 @@ func (s *store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 		}
 		return s.inner.Extend(ctx, p)
 	}
-	err := s.inner.Extend(ctx, s.ring.sealExtendAt(p, s.ring.index.scope(p.Scope)))
+	err := s.inner.Extend(ctx, s.ring.sealExtendAt(p, s.scope(p.Scope)))
 	if errors.Is(err, retrysafe.ErrLeaseLost) && s.clearToo() {
 		// A record stored in the clear, its checkpoint sealed for the
 		// scope it is kept under.
@@ -192,7 +215,7 @@ func (s *store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 		}
 		return s.inner.Complete(ctx, p)
 	}
-	q, err := s.ring.SealComplete(p)
+	q, err := s.ring.sealCompleteAt(p, s.scope(p.Scope))
 	if err != nil {
 		return err
 	}
