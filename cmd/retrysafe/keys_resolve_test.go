@@ -13,6 +13,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
 // TestKeysResolve: resolve ends only unknown outcomes, with the answer the
@@ -197,4 +198,34 @@ func cliGet(t *testing.T, s retrysafe.Store, scope, key string) *retrysafe.Recor
 		return nil
 	}
 	return recs[0]
+}
+
+// TestKeysResolveEncrypted: with encryption at rest the record is kept
+// under the HMAC of its scope; resolve finds it there and stores the
+// answer sealed, so the caller reads it, decrypted, under its own scope.
+func TestKeysResolveEncrypted(t *testing.T) {
+	t.Parallel()
+	b := memoryBackend(t)
+	keysPath, keysText := writeKeyFile(t, "k1")
+	ring, err := sealed.ParseKeyRing([]byte(keysText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped, err := sealed.New(b.store, ring, sealed.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliArrange(t, wrapped, cliRecord{scope: aliceScope, key: "sealed-1", at: time.Now().Add(-2 * time.Minute)})
+	if _, _, err := cliRun(t, b, keysCmdForTest, "resolve", "sealed-1", "--encryption-keys-file", keysPath,
+		"--complete", "--status", "201", "--header", "X-Charge: ch_1", "--store", "memory:"); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	rec, err := wrapped.Get(t.Context(), &retrysafe.GetParams{Scope: aliceScope, Key: "sealed-1", Now: time.Now()})
+	if err != nil || rec.State != retrysafe.StateCompleted || rec.Response.Status != 201 || rec.Response.Header.Get("X-Charge") != "ch_1" {
+		t.Fatalf("the caller reads %+v, %v; want the operator's answer", rec, err)
+	}
+	raw := cliGet(t, b.store, ring.Scope(aliceScope), "sealed-1")
+	if raw == nil || raw.Response.Header.Get("X-Charge") == "ch_1" {
+		t.Fatalf("stored in the clear: %+v", raw)
+	}
 }
