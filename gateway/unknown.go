@@ -107,13 +107,16 @@ func (g *Gateway) stranded(ctx context.Context, admin retrysafe.Admin, pattern s
 	now := g.cfg.Now()
 	p := &retrysafe.ListParams{LeaseExpiredBy: now, Route: pattern, Limit: completerPage}
 	var out []*retrysafe.Record
-	for len(out) < completerMax {
+	// Records of no route are picked from every route's: the pass reads
+	// at most ten times what it may keep.
+	for read := 0; len(out) < completerMax && read < 10*completerMax; {
 		lctx, cancel := context.WithTimeout(ctx, uiStoreTimeout)
 		recs, err := admin.List(lctx, p)
 		cancel()
 		if err != nil {
 			return out, err
 		}
+		read += len(recs)
 		for _, rec := range recs {
 			if rec.Route == pattern && rec.LeaseExpired(now) {
 				out = append(out, rec)

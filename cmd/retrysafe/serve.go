@@ -33,7 +33,9 @@ If the upstream cannot be reached (connection refused, DNS failure), nothing
 ran: the gateway answers 502 and releases the key, so a retry runs. If the
 upstream may have received the request (timeout, connection reset) the
 outcome is unknown: the gateway answers 502/504 and keeps the key locked
-until its --lease runs out, so the operation never runs twice at once.
+until its --lease runs out, so the operation never runs twice at once; after
+that --on-unknown decides (takeover runs it again, block waits for an
+operator's retrysafe keys resolve), or --resolve-url asks the upstream.
 
 Per-route policies come from --config (YAML); flags give the defaults. The
 admin listener serves /healthz, /readyz, /metrics (Prometheus) and the
