@@ -177,6 +177,14 @@ func (e *engine) acquire(ctx context.Context, scope, key, fp string) (rec *Recor
 		}
 		rec = res.Record
 		if res.Claimed {
+			if takeover == "" && rec.Attempt > 1 && e.guarded() {
+				// The store took an expired lease over although the
+				// claim said NoTakeover (one written before it existed):
+				// run nothing, as the policy says. The record now holds a
+				// lease of its own, which runs out like any other.
+				e.cfg.Logger.ErrorContext(ctx, "retrysafe: the store ignored ClaimParams.NoTakeover and took an expired lease over; nothing ran (see store/storetest)", "attempt", rec.Attempt)
+				return nil, false, e.blocked(rec)
+			}
 			if takeover == "" && !deadline.IsZero() && rec.Attempt > 1 {
 				// Between the wait's last read (no record) and this
 				// claim, another request claimed the key and its lease

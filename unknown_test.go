@@ -762,3 +762,29 @@ func TestAbandonOnAStoreThatIgnoresIt(t *testing.T) {
 		t.Fatalf("retry within the lease: %d %s, runs %d; want 409 and no second run", r.status, r.body, runs.Load())
 	}
 }
+
+// takesOverAlways is a store written before NoTakeover existed.
+type takesOverAlways struct{ retrysafe.Store }
+
+func (s takesOverAlways) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	q := *p
+	q.NoTakeover = false
+	return s.Store.Claim(ctx, &q)
+}
+
+// TestBlockOnAStoreThatTakesOver: under OnUnknown block, a store that
+// takes an expired lease over anyway does not make the engine run the
+// operation again.
+func TestBlockOnAStoreThatTakesOver(t *testing.T) {
+	t.Parallel()
+	clock := newTestClock(u0)
+	var runs atomic.Int64
+	srv := newServer(t, retrysafe.Config{Store: takesOverAlways{newMemory(t)}, Lease: uLease, Now: clock.Now, Logger: quiet, OnUnknown: retrysafe.OnUnknownBlock}, abandoning(&runs))
+	send(t, srv.URL, http.MethodPost, "k", `{}`)
+	clock.Set(u0.Add(uLease))
+	r := send(t, srv.URL, http.MethodPost, "k", `{}`)
+	wantProblem(t, r, http.StatusConflict, retrysafe.ProblemOutcomeUnknown)
+	if runs.Load() != 1 {
+		t.Fatalf("runs = %d, want 1", runs.Load())
+	}
+}
