@@ -126,12 +126,19 @@ func (g *Gateway) Ready(ctx context.Context) error {
 // RunSweeper deletes expired records, and retires processing records whose
 // lease ran out more than Config.ProcessingRetention ago, every interval
 // until ctx is done, when the store implements [admin.Sweeper] (stores
-// with native expiry, such as Redis, do not). It returns at once otherwise,
-// or when interval <= 0. Sweeping only reclaims space: expiry is enforced on
-// read regardless.
+// with native expiry, such as Redis, do not). Sweeping only reclaims
+// space: expiry is enforced on read regardless. In the same loop it runs
+// the completer for the routes with a resolve URL (when the store
+// implements admin.Admin): their stranded records (processing, lease
+// run out) are put to the resolve URL, and its decision is written fenced
+// by each record's token, so they reach a terminal state without waiting
+// for a retry. It returns at once when there is neither to do, or when
+// interval <= 0.
 func (g *Gateway) RunSweeper(ctx context.Context, interval time.Duration) {
-	sw, ok := retrysafe.As[admin.Sweeper](g.cfg.Store)
-	if !ok || interval <= 0 {
+	sw, canSweep := retrysafe.As[admin.Sweeper](g.cfg.Store)
+	adm, canList := retrysafe.As[admin.Admin](g.cfg.Store)
+	completing := canList && len(g.completers()) > 0
+	if interval <= 0 || (!canSweep && !completing) {
 		return
 	}
 	t := time.NewTicker(interval)
@@ -142,18 +149,29 @@ func (g *Gateway) RunSweeper(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		sctx, cancel := context.WithTimeout(ctx, max(interval, SweepTimeout))
-		n, err := sw.Sweep(sctx, &admin.SweepParams{Now: g.cfg.Now(), ProcessingRetention: g.cfg.ProcessingRetention})
-		cancel()
-		g.metrics.sweepDeleted.Add(float64(n)) // a failed sweep may have deleted some
-		switch {
-		case err != nil && ctx.Err() != nil:
+		if canSweep && !g.sweepOnce(ctx, sw, interval) {
 			return
-		case err != nil:
-			g.metrics.sweepErrors.Inc()
-			g.logger.WarnContext(ctx, "sweep failed", "err", err, "deleted", n)
-		case n > 0:
-			g.logger.DebugContext(ctx, "swept expired records", "deleted", n)
+		}
+		if completing {
+			g.completeStranded(ctx, adm)
 		}
 	}
+}
+
+// sweepOnce runs one sweep; false when ctx ended.
+func (g *Gateway) sweepOnce(ctx context.Context, sw admin.Sweeper, interval time.Duration) bool {
+	sctx, cancel := context.WithTimeout(ctx, max(interval, SweepTimeout))
+	n, err := sw.Sweep(sctx, &admin.SweepParams{Now: g.cfg.Now(), ProcessingRetention: g.cfg.ProcessingRetention})
+	cancel()
+	g.metrics.sweepDeleted.Add(float64(n)) // a failed sweep may have deleted some
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return false
+	case err != nil:
+		g.metrics.sweepErrors.Inc()
+		g.logger.WarnContext(ctx, "sweep failed", "err", err, "deleted", n)
+	case n > 0:
+		g.logger.DebugContext(ctx, "swept expired records", "deleted", n)
+	}
+	return true
 }

@@ -45,6 +45,9 @@ type fileRoute struct {
 	ScopeRate       *string   `yaml:"scope_rate"`
 	ScopeBurst      *int      `yaml:"scope_burst"`
 	ScopeMaxLive    *int      `yaml:"scope_max_live"`
+	OnUnknown       *string   `yaml:"on_unknown"`
+	ResolveURL      *string   `yaml:"resolve_url"`
+	ResolveTimeout  *string   `yaml:"resolve_timeout"`
 }
 
 // nameList is a YAML list of names that also accepts a single string
@@ -75,6 +78,7 @@ var routeFields = []string{
 	"max_body", "max_response_body", "ignore_fields", "store_statuses", "scope_header",
 	"scope_rate", "scope_burst", "scope_max_live",
 	"scope_cookie", "allow_empty_scope", "error_dialect",
+	"on_unknown", "resolve_url", "resolve_timeout",
 }
 
 // LoadConfigFile reads a YAML route file (see [ParseConfig]).
@@ -111,6 +115,9 @@ func LoadConfigFile(path string, defaults Policy) ([]Route, error) {
 //	    scope_rate: 10/s                 # new keys per scope: 10/s, 600/m, 1000/h
 //	    scope_burst: 20
 //	    scope_max_live: 1000             # new keys per scope within the TTL, per instance
+//	    on_unknown: block                # takeover | block: a retry of an unknown outcome
+//	    resolve_url: http://svc:3000/idempotency/resolve   # asks the upstream instead
+//	    resolve_timeout: 5s
 //	  - match: "POST /webhooks/"
 //	    protect: false                   # pass through unprotected
 //
@@ -244,6 +251,19 @@ func (fr *fileRoute) route(p Policy) (Route, error) {
 		}
 	}
 	if err := fr.scopeLimits(&p.ScopeLimits); err != nil {
+		return Route{}, err
+	}
+	if fr.OnUnknown != nil {
+		if p.OnUnknown, err = ParseOnUnknown(*fr.OnUnknown); err != nil {
+			return Route{}, fmt.Errorf("on_unknown: %w", err)
+		}
+	}
+	if fr.ResolveURL != nil {
+		if p.ResolveURL, err = ParseResolveURL(*fr.ResolveURL); err != nil {
+			return Route{}, fmt.Errorf("resolve_url: %w", err)
+		}
+	}
+	if p.ResolveTimeout, err = parseDurationField("resolve_timeout", fr.ResolveTimeout, p.ResolveTimeout); err != nil {
 		return Route{}, err
 	}
 	return Route{Pattern: pattern, Policy: p}, nil

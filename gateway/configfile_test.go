@@ -25,6 +25,9 @@ routes:
     ignore_fields: ["/meta/requestedAt"]
     store_statuses: ["2xx", "4xx", 500]
     scope_header: X-Api-Key
+    on_unknown: block
+    resolve_url: http://svc:3000/idempotency/resolve
+    resolve_timeout: 2s
   - match: "/orders/{id}/refunds"
     methods: [post, put]
   - match: "POST /webhooks/"
@@ -44,6 +47,7 @@ func TestParseConfig(t *testing.T) {
 			Methods: []string{"POST"}, RequireKey: true, TTL: 48 * time.Hour, Lease: time.Minute,
 			InFlight: retrysafe.InFlightWait, WaitTimeout: 15 * time.Second, MaxBody: 64 << 10, MaxResponseBody: 1 << 20,
 			IgnoreFields: []string{"/meta/requestedAt"}, StoreStatuses: statuses, ScopeHeaders: []string{"X-Api-Key"},
+			OnUnknown: retrysafe.OnUnknownBlock, ResolveURL: mustURL(t, "http://svc:3000/idempotency/resolve"), ResolveTimeout: 2 * time.Second,
 		}},
 		{Pattern: "/orders/{id}/refunds", Policy: func() gateway.Policy {
 			p := defaults
@@ -135,6 +139,18 @@ func TestParseConfigErrors(t *testing.T) {
 		"bad method": {
 			yaml: "routes:\n  - match: \"/payments\"\n    methods: [\"PO ST\"]\n",
 			want: []string{"methods", `"PO ST"`},
+		},
+		"bad on_unknown": {
+			yaml: "routes:\n  - match: \"POST /payments\"\n    on_unknown: retry\n",
+			want: []string{`routes[0] ("POST /payments")`, "on_unknown", `"retry"`, "takeover", "block"},
+		},
+		"bad resolve_url": {
+			yaml: "routes:\n  - match: \"POST /payments\"\n    resolve_url: /resolve\n",
+			want: []string{`routes[0] ("POST /payments")`, "resolve_url", `"/resolve"`, "http://"},
+		},
+		"bad resolve_timeout": {
+			yaml: "routes:\n  - match: \"POST /payments\"\n    resolve_timeout: 0s\n",
+			want: []string{"resolve_timeout", `"0s"`, "positive"},
 		},
 		"invalid yaml": {
 			yaml: "routes: [\n",

@@ -139,9 +139,12 @@ type Gateway struct {
 	proxy       *httputil.ReverseProxy
 	problemBase string
 
-	ui  *UI            // the operator page; nil when the store has no Admin
-	mux *http.ServeMux // routes; nil when there are none
-	def *routeHandler  // requests that match no route
+	ui       *UI             // the operator page; nil when the store has no Admin
+	mux      *http.ServeMux  // routes; nil when there are none
+	def      *routeHandler   // requests that match no route
+	handlers []*routeHandler // def and every route's, in order
+
+	resolveClient *http.Client // calls the routes' resolve URLs
 
 	scopeLimited    *prometheus.CounterVec // new keys refused by a scope limit
 	webhookFailures *prometheus.CounterVec // deliveries refused by a webhook route's verification
@@ -154,8 +157,12 @@ type routeHandler struct {
 	pattern string // "" for the defaults
 	policy  Policy
 	lease   time.Duration // the effective lease; zero when bypassed
+	ttl     time.Duration // the effective TTL; zero when bypassed
 	h       http.Handler  // the middleware around the proxy
 	limiter *scopeLimiter // nil: no scope limits
+
+	resolver  *resolver           // nil: no resolve URL
+	completer *retrysafe.Executor // resolves stranded records; nil without a resolve URL
 }
 
 func (rh *routeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { rh.h.ServeHTTP(w, r) }
@@ -229,6 +236,12 @@ func New(cfg Config) (*Gateway, error) {
 		transport = newTransport(cfg.DialTimeout, cfg.UpstreamTimeout)
 	}
 	g.proxy = g.newProxy(cfg.Upstream, transport)
+	g.resolveClient = &http.Client{
+		Transport: newTransport(cfg.DialTimeout, 0), // each call is bounded by its route's resolve timeout
+		// A redirect is not the protocol's answer: it keeps the record
+		// blocked, like any status but 200.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 
 	if g.def, err = g.newRouteHandler("", cfg.Defaults); err != nil {
 		return nil, fmt.Errorf("gateway: defaults: %w", err)
@@ -236,7 +249,11 @@ func New(cfg Config) (*Gateway, error) {
 	if err := g.checkLease("the default lease", g.def); err != nil {
 		return nil, err
 	}
-	if _, ok := retrysafe.As[admin.Admin](cfg.Store); ok {
+	g.handlers = append(g.handlers, g.def)
+	if adm, ok := retrysafe.As[admin.Admin](cfg.Store); ok {
+		if err := g.registry.Register(newUnknownCollector(g, adm)); err != nil {
+			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		}
 		var patterns []string
 		for _, rt := range cfg.Routes {
 			if !rt.Policy.Bypass {
@@ -262,9 +279,18 @@ func New(cfg Config) (*Gateway, error) {
 					return nil, err
 				}
 				err = registerPattern(g.mux, muxPattern(rt.Pattern), rh)
+				g.handlers = append(g.handlers, rh)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("gateway: routes[%d] (%q): %w", i, rt.Pattern, err)
+			}
+		}
+	}
+	if g.ui != nil {
+		g.ui.cfg.ttls = map[string]time.Duration{}
+		for _, rh := range g.handlers {
+			if !rh.policy.Bypass {
+				g.ui.cfg.ttls[rh.pattern] = rh.ttl
 			}
 		}
 	}
@@ -311,11 +337,22 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 	}
 	mc := p.middlewareConfig(g)
 	mc.RouteName = pattern // stored with each record, for the operator page
+	if p.ResolveURL != nil {
+		mc.Resolver = g.resolveFor(rh)
+	}
 	cfg, err := mc.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	rh.lease = cfg.Lease
+	rh.lease, rh.ttl = cfg.Lease, cfg.TTL
+	if p.ResolveURL != nil {
+		rh.resolver = &resolver{url: p.ResolveURL, client: g.resolveClient, timeout: cfg.ResolveTimeout, maxBody: cfg.MaxResponseBody}
+		cc := cfg
+		cc.Store = storedScopes(cfg.Store)
+		if rh.completer, err = retrysafe.NewExecutor(cc); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.ScopeLimits.validate(); err != nil {
 		return nil, err
 	}
@@ -344,7 +381,7 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w = g.withDeadlines(w)
 	rh := g.route(r)
-	info := &requestInfo{route: rh}
+	info := &requestInfo{route: rh, req: r}
 	sw := &statusWriter{ResponseWriter: w}
 	start := time.Now()
 	ctx := r.Context()

@@ -16,6 +16,7 @@ import (
 // request's own goroutine, so it needs no lock.
 type requestInfo struct {
 	route     *routeHandler
+	req       *http.Request        // the request as it came: the resolve URL gets its headers
 	outcome   retrysafe.Outcome    // the middleware's account; "" when it gave none
 	forwarded bool                 // the request reached the proxy
 	op        *retrysafe.Operation // non-nil when it ran as a claimed operation

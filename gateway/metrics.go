@@ -25,13 +25,21 @@ const MetricPrefix = "retrysafe_"
 //	retrysafe_sweep_deleted_total                        counter
 //	retrysafe_sweep_errors_total                         counter
 //	retrysafe_replays_total{status_class}                counter
+//	retrysafe_unknown_outcomes{route}                    gauge
+//	retrysafe_resolve_calls_total{source,outcome}        counter
+//	retrysafe_completer_records_total{result}            counter
 //
 // outcome is one of [retrysafe.Outcome]'s values (new, replayed, conflict,
 // mismatch, invalid_key, missing_key, unauthorized, empty_scope, too_large, store_error, fail_open,
-// released, abandoned, lease_lost, bad_request_body, store_full); op is claim, get, extend, complete or
+// released, abandoned, lease_lost, bad_request_body, store_full, blocked); op is claim, get, extend, complete or
 // release; result is response, not_sent, unknown or canceled (an
 // unprotected request whose client went away); kind is not_sent or unknown;
 // status_class is the replayed answer's: 2xx, 3xx, 4xx or 5xx.
+// retrysafe_unknown_outcomes counts, at a scrape, the attempts whose
+// outcome is unknown in the store (when it implements admin.Admin);
+// the resolve URL's answers are counted by source (request, completer)
+// and outcome (done, not_done, unknown), and what the completer did with
+// each stranded record by result (completed, released, blocked, skipped).
 type Metrics struct {
 	requests         *prometheus.CounterVec
 	requestDuration  *prometheus.HistogramVec
@@ -43,6 +51,8 @@ type Metrics struct {
 	sweepDeleted     prometheus.Counter
 	sweepErrors      prometheus.Counter
 	replays          *prometheus.CounterVec
+	resolveCalls     *prometheus.CounterVec
+	completerRecords *prometheus.CounterVec
 	rates            rateRing // per-second outcomes for the operator page
 }
 
@@ -55,7 +65,7 @@ var allOutcomes = []retrysafe.Outcome{
 	retrysafe.OutcomeUnauthorized, retrysafe.OutcomeEmptyScope,
 	retrysafe.OutcomeTooLarge, retrysafe.OutcomeStoreError, retrysafe.OutcomeFailOpen,
 	retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned, retrysafe.OutcomeLeaseLost,
-	retrysafe.OutcomeBadRequestBody, retrysafe.OutcomeStoreFull, retrysafe.OutcomeFirstSentExpired,
+	retrysafe.OutcomeBadRequestBody, retrysafe.OutcomeStoreFull, retrysafe.OutcomeFirstSentExpired, retrysafe.OutcomeBlocked,
 }
 
 var storeOps = []string{"claim", "get", "extend", "complete", "release"}
@@ -109,10 +119,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricPrefix + "replays_total",
 			Help: "Stored answers replayed, by the class of their status: a stream of replayed 5xx means clients retry into a stored failure.",
 		}, []string{"status_class"}),
+		resolveCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPrefix + "resolve_calls_total",
+			Help: "Calls to a route's resolve URL about an unknown outcome, by source (request: a retry; completer: the sweeper) and outcome (done, not_done, unknown: any failure).",
+		}, []string{"source", "outcome"}),
+		completerRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPrefix + "completer_records_total",
+			Help: "Stranded records the completer handled, by result: completed (the resolve URL said done), released (not_done: the next retry runs), blocked (unknown or a failure), skipped (changed meanwhile).",
+		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.inFlight,
-		m.upstreamDuration, m.upstreamErrors, m.sweepDeleted, m.sweepErrors, m.replays,
+		m.upstreamDuration, m.upstreamErrors, m.sweepDeleted, m.sweepErrors, m.replays, m.resolveCalls, m.completerRecords,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -200,6 +218,14 @@ func (m *Metrics) replayed(status int) {
 
 // InFlight implements [retrysafe.Observer].
 func (m *Metrics) InFlight(delta int) { m.inFlight.Add(float64(delta)) }
+
+// completed counts what one completer pass did.
+func (m *Metrics) completed(n retrysafe.Stranded) {
+	m.completerRecords.WithLabelValues("completed").Add(float64(n.Completed))
+	m.completerRecords.WithLabelValues("released").Add(float64(n.Released))
+	m.completerRecords.WithLabelValues("blocked").Add(float64(n.Blocked))
+	m.completerRecords.WithLabelValues("skipped").Add(float64(n.Skipped))
+}
 
 func (m *Metrics) upstream(result string, d time.Duration) {
 	m.upstreamDuration.WithLabelValues(result).Observe(d.Seconds())

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +64,22 @@ type Policy struct {
 	// ScopeLimits limit the new keys of each scope on this route; the
 	// zero value limits nothing.
 	ScopeLimits ScopeLimits
+	// OnUnknown is what a retry gets when it finds an attempt whose
+	// outcome is unknown (its owner abandoned it, or its lease ran out):
+	// "" and retrysafe.OnUnknownTakeover run it again once the lease is
+	// over; retrysafe.OnUnknownBlock answers 409 outcome-unknown until
+	// someone resolves it. With ResolveURL set, the resolver decides
+	// instead.
+	OnUnknown retrysafe.UnknownPolicy
+	// ResolveURL, when set, is asked whether such an attempt happened,
+	// before any takeover and from the completer ([Gateway.RunSweeper]),
+	// with the protocol of docs/gateway.md ("Unknown outcomes"): done
+	// (its answer is stored and replayed), not_done (the takeover runs),
+	// anything else (the record stays blocked).
+	ResolveURL *url.URL
+	// ResolveTimeout bounds one call to ResolveURL; zero means
+	// [DefaultResolveTimeout].
+	ResolveTimeout time.Duration
 }
 
 // scope returns the Scope function of p and the phrase naming what a
@@ -127,6 +144,8 @@ func (p *Policy) middlewareConfig(g *Gateway) retrysafe.Config {
 		RequireScope:    !p.AllowEmptyScope,
 		ErrorDialect:    p.ErrorDialect,
 		IgnoreFields:    p.IgnoreFields,
+		OnUnknown:       p.OnUnknown,
+		ResolveTimeout:  p.ResolveTimeout,
 		Now:             g.cfg.Now,
 		Logger:          g.logger,
 		Observer:        g.observer(),

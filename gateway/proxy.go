@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -63,12 +64,31 @@ func (g *Gateway) newProxy(upstream *url.URL, transport http.RoundTripper) *http
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
+			setAttempt(pr.Out, retrysafe.OperationFromContext(pr.In.Context()))
 			hideReplayable(pr.Out)
 		},
 		Transport:    &timedTransport{next: transport, metrics: g.metrics, tracing: g.tracing},
 		BufferPool:   &bufferPool{},
 		ErrorHandler: g.proxyError,
 		ErrorLog:     slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// HeaderAttempt is the request header that tells the upstream which
+// attempt at a key it is serving: 1 on the first run, N on the N-th after
+// N-1 takeovers of an expired lease. An attempt above 1 means an earlier
+// one may have had its effect: the upstream checks its own state (or the
+// provider's, with a key derived from the record) before acting again.
+const HeaderAttempt = "Idempotency-Attempt"
+
+// setAttempt sets out's Idempotency-Attempt to the attempt of op, the
+// protected request's claimed record. The header is the gateway's to
+// write: whatever a client sent in it is dropped, and a request that is
+// not protected (no op) carries none.
+func setAttempt(out *http.Request, op *retrysafe.Operation) {
+	out.Header.Del(HeaderAttempt)
+	if op != nil && op.Attempt() > 0 {
+		out.Header.Set(HeaderAttempt, strconv.Itoa(op.Attempt()))
 	}
 }
 
@@ -254,15 +274,22 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	var retryAfter time.Duration
 	if op != nil {
 		op.Abandon()
-		lease := g.def.lease
+		rh := g.def
 		if info != nil && info.route != nil {
-			lease = info.route.lease
+			rh = info.route
 		}
-		retryAfter = lease
+		retryAfter = rh.lease
+		after := "Retry with the same key after that: if the first attempt stored no result, the operation runs again."
+		switch {
+		case rh.policy.ResolveURL != nil:
+			after = "After that, a retry with the same key first asks the service whether the operation happened: if it did, its answer is replayed; if it did not, it runs again; if the service cannot tell, the key stays blocked."
+		case rh.policy.OnUnknown == retrysafe.OnUnknownBlock:
+			after = "It never runs again on its own: retries with the same key get 409 until an operator resolves the key."
+		}
 		detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown. "+
 			"The Idempotency-Key stays locked for up to %s (its lease) so that the operation never runs twice at once; "+
-			"until then a retry gets 409. Retry with the same key after that: if the first attempt stored no result, the operation runs again.",
-			what, lease)
+			"until then a retry gets 409. %s",
+			what, rh.lease, after)
 	} else {
 		detail = fmt.Sprintf("The upstream service may have received the request, but %s, so its outcome is unknown.", what)
 	}

@@ -112,8 +112,13 @@ type UIConfig struct {
 	// store the pattern of the route that claimed them; see
 	// retrysafe.Config.RouteName). Any route can be typed in.
 	Routes []string
+	// ResolveTTL is how long an answer stored by the Resolve action is
+	// replayed; zero means retrysafe.DefaultTTL. The gateway uses each
+	// route's TTL.
+	ResolveTTL time.Duration
 
-	rates *rateRing // the gateway's rates; nil on a standalone page
+	rates *rateRing                // the gateway's rates; nil on a standalone page
+	ttls  map[string]time.Duration // the gateway's TTL by route pattern
 }
 
 // UI is the operator page: an http.Handler for the paths under [UIPath].
@@ -126,6 +131,9 @@ type UIConfig struct {
 //	GET  /ui/record          one record (?scope=&key=; &body=1 shows the body)
 //	GET  /ui/delete          the confirmation of a delete
 //	POST /ui/delete          deletes a record (CSRF token required)
+//	POST /ui/resolve         resolves an unknown outcome: the record page's
+//	                         form, then its confirmation (CSRF token
+//	                         required; fenced by the owner token read)
 //	GET  /ui/login, POST /ui/login, POST /ui/logout
 //
 // Pages are rendered on the server (html/template); a small script
@@ -195,6 +203,7 @@ func (u *UI) routes() {
 	m.Handle("GET /ui/record", u.authed(u.record))
 	m.Handle("GET /ui/delete", u.authed(u.deleteConfirm))
 	m.Handle("POST /ui/delete", u.authed(u.delete))
+	m.Handle("POST /ui/resolve", u.authed(u.resolve))
 	u.mux = m
 }
 

@@ -50,7 +50,7 @@ var rateGroups = []struct {
 	{"mismatch", "mismatch", []retrysafe.Outcome{retrysafe.OutcomeMismatch}},
 	{"invalid", "invalid", []retrysafe.Outcome{retrysafe.OutcomeInvalidKey, retrysafe.OutcomeMissingKey, retrysafe.OutcomeTooLarge, retrysafe.OutcomeUnauthorized}},
 	{"store error", "storeerr", []retrysafe.Outcome{retrysafe.OutcomeStoreError, retrysafe.OutcomeFailOpen}},
-	{"other", "other", []retrysafe.Outcome{retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned, retrysafe.OutcomeLeaseLost}},
+	{"other", "other", []retrysafe.Outcome{retrysafe.OutcomeReleased, retrysafe.OutcomeAbandoned, retrysafe.OutcomeLeaseLost, retrysafe.OutcomeBlocked}},
 }
 
 // Chart geometry: 60 bars of 10 seconds, the last ten minutes.
@@ -401,6 +401,7 @@ func (u *UI) record(w http.ResponseWriter, r *http.Request) {
 			data["BodyURL"] = recordURL(rec.Scope, rec.Key) + "&body=1#body"
 		}
 	}
+	data["Rev"] = u.recordRev(rec)
 	data["DeleteURL"] = UIPath + "delete?" + url.Values{"scope": {rec.Scope}, "key": {rec.Key}}.Encode()
 	u.render(w, r, http.StatusOK, "record", data)
 }
@@ -500,7 +501,7 @@ func parseUITemplates() (map[string]*template.Template, error) {
 		return nil, err
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "records", "record", "delete", "login", "error"} {
+	for _, name := range []string{"overview", "records", "record", "delete", "resolve", "login", "error"} {
 		t, err := template.Must(base.Clone()).ParseFS(uiFiles, "ui/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("gateway: operator page %s: %w", name, err)

@@ -26,7 +26,7 @@ import (
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
-const keysSynopsis = "list|show|delete --store URL [flags] [KEY]"
+const keysSynopsis = "list|show|delete|resolve --store URL [flags] [KEY]"
 
 const keysDescription = `
 Inspects idempotency records, for support and operations.
@@ -39,6 +39,18 @@ Inspects idempotency records, for support and operations.
                  the operation must run again. It writes one JSON audit line
                  on stderr: who (the OS user), the scope, a digest of the key
                  and the record's state before (as the operator page logs).
+  resolve KEY    ends an attempt whose outcome is unknown (a processing record
+                 whose lease ran out, or that its owner abandoned), which
+                 --on-unknown block keeps blocked: --complete --status N
+                 [--body-file F] [--header 'K: V']... stores that answer
+                 (retries replay it), --release deletes the record (the next
+                 retry runs the operation). It refuses any other record, and
+                 writes nothing if the record changed since it was read (a
+                 retry took it over, or someone resolved it): it is fenced by
+                 the owner token it read. It prints one JSON audit line on
+                 stderr: who (the OS user), what, the key's SHA-256 prefix
+                 and the state before. With encryption at rest, give the keys
+                 (--encryption-keys-file) so the answer is stored encrypted.
 
 A record is identified by scope + key. The gateway's scope is the SHA-256 (hex)
 of the caller's credential (the Authorization header by default): pass it with
@@ -55,7 +67,10 @@ whose stored status is 400 or more: it replays like any result, see
 docs/problems.md), expired (completed, past EXPIRES, not yet swept: it counts
 as absent). A processing record whose lease ran out is shown as
 "processing (lease expired)" (state "unknown" in --json, as on the operator
-page): its outcome is unknown, and the next request with its key takes it over.
+page): its outcome is unknown, and the next request with its key takes it over
+(unless the gateway runs with --on-unknown block or a --resolve-url). One
+whose owner gave up (an upstream timeout, a cut after sending) is shown as
+"processing (abandoned: outcome unknown)", state "unknown" too.
 
 keys never creates a store: a SQLite file that does not exist is reported as
 such. The memory store lives inside one process: keys can only open a new,
@@ -76,7 +91,10 @@ const keysExamples = `  retrysafe keys list --store sqlite:retrysafe.db
   retrysafe keys show --store sqlite:retrysafe.db --identity "Bearer sk_live_…" --bodies KEY
   retrysafe keys show --store sqlite:retrysafe.db --encryption-keys-file keys.txt --bodies KEY
   retrysafe keys delete --store sqlite:retrysafe.db --scope 3f1a9c KEY
-  retrysafe keys list --store sqlite:retrysafe.db --json | jq '.records[] | select(.state == "failed")'`
+  retrysafe keys list --store sqlite:retrysafe.db --json | jq '.records[] | select(.state == "failed")'
+  retrysafe keys resolve --store sqlite:retrysafe.db --scope 3f1a9c KEY --complete --status 201 \
+      --header 'Content-Type: application/json' --body-file charge.json
+  retrysafe keys resolve --store sqlite:retrysafe.db --scope 3f1a9c KEY --release`
 
 // storeOpener opens a store from a --store URL; storeurl.OpenWith in the
 // binary. Tests pass one that returns a store they populated (the memory
@@ -103,6 +121,7 @@ type keysOptions struct {
 	json     bool
 	wide     bool
 	keysFile string
+	resolve  resolveFlags
 }
 
 // keysCommand returns the "keys" command, opening stores with open.
@@ -124,12 +143,13 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	fs.BoolVar(&o.json, "json", false, "print JSON, for scripts")
 	fs.BoolVar(&o.wide, "wide", false, "list: print whole scopes and keys instead of shortening them")
 	fs.StringVar(&o.keysFile, "encryption-keys-file", "", "show: decrypt stored responses with the keys in this `file` (the gateway's); or set "+encryptionKeysEnv)
+	o.resolve.define(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usagef("missing subcommand: list, show or delete")
+		return usagef("missing subcommand: list, show, delete or resolve")
 	}
 	sub, pos := pos[0], pos[1:]
 	switch sub {
@@ -137,7 +157,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 		if len(pos) > 0 {
 			return usagef("list takes no arguments (got %q)", pos[0])
 		}
-	case "show", "delete":
+	case "show", "delete", "resolve":
 		if len(pos) != 1 {
 			return usagef("%s takes exactly one KEY", sub)
 		}
@@ -145,7 +165,14 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 			return usagef("--after is a list flag")
 		}
 	default:
-		return usagef("unknown subcommand %q: want list, show or delete", sub)
+		return usagef("unknown subcommand %q: want list, show, delete or resolve", sub)
+	}
+	if sub == "resolve" {
+		if err := o.resolve.check(); err != nil {
+			return err
+		}
+	} else if o.resolve.used() {
+		return usagef("--complete, --release, --status, --body-file and --header are resolve flags")
 	}
 	if o.limit <= 0 {
 		return usagef("--limit must be positive")
@@ -186,13 +213,15 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	if !ok {
 		return fmt.Errorf("store %s cannot list records (it does not implement admin.Admin)", storeurl.Redact(o.store))
 	}
-	k := &keysCmd{o: o, admin: adm, ring: ring, out: stdout, now: time.Now(),
+	k := &keysCmd{o: o, store: store, admin: adm, ring: ring, out: stdout, now: time.Now(),
 		audit: slog.New(slog.NewJSONHandler(stderr, nil))}
 	switch sub {
 	case "list":
 		return k.list(ctx)
 	case "show":
 		return k.show(ctx, pos[0])
+	case "resolve":
+		return k.resolve(ctx, pos[0], &o.resolve, stderr)
 	default:
 		return k.delete(ctx, pos[0])
 	}
@@ -221,6 +250,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 type keysCmd struct {
 	o     keysOptions
+	store retrysafe.Store
 	admin admin.Admin
 	ring  *sealed.KeyRing // nil: records are shown as stored
 	out   io.Writer
@@ -625,6 +655,9 @@ func printJSON(w io.Writer, v any) error {
 func keysState(r *retrysafe.Record, now time.Time) string {
 	if st := r.Status(now); st != retrysafe.StatusUnknown {
 		return string(st)
+	}
+	if r.Abandoned {
+		return "processing (abandoned: outcome unknown)"
 	}
 	return "processing (lease expired)"
 }

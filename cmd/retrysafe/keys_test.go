@@ -477,6 +477,7 @@ func TestKeysStateName(t *testing.T) {
 	}{
 		"processing":         {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now.Add(time.Second)}, "processing"},
 		"lease expired":      {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now.Add(-time.Second)}, "processing (lease expired)"},
+		"abandoned":          {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now.Add(time.Second), Abandoned: true}, "processing (abandoned: outcome unknown)"},
 		"completed 201":      {retrysafe.Record{State: retrysafe.StateCompleted, ExpiresAt: now.Add(time.Hour), Response: &retrysafe.Response{Status: 201}}, "completed"},
 		"completed 399":      {retrysafe.Record{State: retrysafe.StateCompleted, ExpiresAt: now.Add(time.Hour), Response: &retrysafe.Response{Status: 399}}, "completed"},
 		"failed 400":         {retrysafe.Record{State: retrysafe.StateCompleted, ExpiresAt: now.Add(time.Hour), Response: &retrysafe.Response{Status: 400}}, "failed"},

@@ -2,7 +2,7 @@
 //
 //	retrysafe serve   run the gateway in front of an HTTP service
 //	retrysafe demo    play the classic failure stories against a demo service
-//	retrysafe keys    inspect idempotency records
+//	retrysafe keys    inspect idempotency records, resolve unknown outcomes
 //	retrysafe ui      serve the operator page for a shared store
 //	retrysafe sweep   delete expired records
 //	retrysafe migrate apply the store's schema migrations
@@ -42,7 +42,7 @@ type command struct {
 var commands = []*command{
 	{name: "serve", summary: "run the idempotency gateway in front of an HTTP service", run: runServe},
 	{name: "demo", summary: "play the classic failure stories against a demo payments service", run: runDemo},
-	{name: "keys", summary: "list, show or delete idempotency records", run: keysCommand(storeurl.OpenWith)},
+	{name: "keys", summary: "list, show, delete or resolve idempotency records", run: keysCommand(storeurl.OpenWith)},
 	{name: "ui", summary: "serve the operator page for a store on its own (gateways sharing PostgreSQL, MySQL or Redis)", run: uiCommand(storeurl.OpenWith)},
 	{name: "sweep", summary: "delete expired records once (stores without native expiry)", run: sweepCommand(storeurl.OpenWith)},
 	{name: "migrate", summary: "apply the store's schema migrations (SQLite, PostgreSQL, MySQL)", run: migrateCommand(storeurl.OpenWith)},

@@ -35,7 +35,9 @@ If the upstream cannot be reached (connection refused, DNS failure), nothing
 ran: the gateway answers 502 and releases the key, so a retry runs. If the
 upstream may have received the request (timeout, connection reset) the
 outcome is unknown: the gateway answers 502/504 and keeps the key locked
-until its --lease runs out, so the operation never runs twice at once.
+until its --lease runs out, so the operation never runs twice at once; after
+that --on-unknown decides (takeover runs it again, block waits for an
+operator's retrysafe keys resolve), or --resolve-url asks the upstream.
 
 Per-route policies come from --config (YAML); flags give the defaults. The
 admin listener serves /healthz, /readyz, /metrics (Prometheus) and the
@@ -93,6 +95,8 @@ type serveOptions struct {
 	acceptWeakDurability                         string
 	admin                                        adminFlags
 	ui                                           string
+	onUnknown, resolveURL                        string
+	resolveTimeout                               time.Duration
 }
 
 // flags defines serve's flags on fs. The first twelve are fixed by the
@@ -136,6 +140,9 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ui, "ui", string(gateway.UILoopback), uiModeUsage)
 	fs.DurationVar(&o.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "bound on writing an answer, from its first byte (waiting for the upstream is not counted); a client that does not read is cut off")
 	o.scopeLimits.define(fs)
+	fs.StringVar(&o.onUnknown, "on-unknown", string(retrysafe.OnUnknownTakeover), "`policy` for a retry of a request whose outcome is unknown (upstream timeout, cut after sending): takeover (run it again once its lease ran out) or block (409 outcome-unknown until resolved: retrysafe keys resolve, the operator page)")
+	fs.StringVar(&o.resolveURL, "resolve-url", "", "`URL` the gateway asks whether a request with an unknown outcome happened, before any takeover and from the sweeper: done (its answer is stored and replayed), not_done (it runs), anything else (stays blocked); see docs/gateway.md")
+	fs.DurationVar(&o.resolveTimeout, "resolve-timeout", gateway.DefaultResolveTimeout, "bound on one --resolve-url call; no answer in time keeps the request blocked")
 }
 
 // durabilitySettings are the settings the stores warn about
@@ -231,6 +238,16 @@ func (o *serveOptions) policy() (gateway.Policy, error) {
 	if err := o.scopeLimits.apply(&p); err != nil {
 		return p, err
 	}
+	if p.OnUnknown, err = gateway.ParseOnUnknown(o.onUnknown); err != nil {
+		return p, usagef("--on-unknown: %v", err)
+	}
+	if p.ResolveURL, err = gateway.ParseResolveURL(o.resolveURL); err != nil {
+		return p, usagef("--resolve-url: %v", err)
+	}
+	if o.resolveTimeout <= 0 {
+		return p, usagef("--resolve-timeout must be positive (got %s)", o.resolveTimeout)
+	}
+	p.ResolveTimeout = o.resolveTimeout
 	return p, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/sealed"
@@ -49,11 +50,15 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer, open st
 	admin.define(fs)
 	keysFile := fs.String("encryption-keys-file", "", "decrypt stored responses with the keys in this `file` (the gateways'); or set "+encryptionKeysEnv)
 	logFormat := fs.String("log-format", "json", "log `format` on stderr: json or text")
+	resolveTTL := fs.Duration("ttl", retrysafe.DefaultTTL, "how long an answer stored by the page's Resolve action is replayed (the gateways' --ttl)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *resolveTTL <= 0 {
+		return usagef("--ttl must be positive (got %s)", *resolveTTL)
 	}
 	logger, err := newLogger(stderr, *logFormat, "info")
 	if err != nil {
@@ -78,7 +83,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer, open st
 			return err
 		}
 	}
-	ui, err := gateway.NewUI(gateway.UIConfig{Store: store, Tokens: tokens, Hosts: admin.hosts, Logger: logger, Title: "store " + storeurl.Redact(*storeURL)})
+	ui, err := gateway.NewUI(gateway.UIConfig{Store: store, Tokens: tokens, Hosts: admin.hosts, Logger: logger, Title: "store " + storeurl.Redact(*storeURL), ResolveTTL: *resolveTTL})
 	if err != nil {
 		return err
 	}
