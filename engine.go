@@ -377,13 +377,26 @@ func (h *heartbeat) beat() {
 	h.cancel, h.done = cancel, done
 	h.mu.Unlock()
 
-	err := e.call(ctx, "extend", func(ctx context.Context) error {
+	sctx, start := ctx, time.Time{}
+	if e.tracer != nil {
+		sctx, start = e.startStep(ctx, StepInfo{Step: StepExtend})
+	}
+	err := e.timed(sctx, "extend", func(ctx context.Context) error {
 		return e.store.Extend(ctx, &ExtendParams{
 			Scope: h.rec.Scope, Key: h.rec.Key, Token: h.rec.Token,
 			Now: e.cfg.Now(), Lease: e.cfg.Lease,
 		})
 	})
 	cancelled := ctx.Err() != nil
+	if e.tracer != nil {
+		info := StepInfo{Step: StepExtend, Err: err}
+		if cancelled {
+			// stop cancelled it: the operation ended, so the renewal was
+			// no longer needed; that is no failure.
+			info.Err = nil
+		}
+		e.endStep(sctx, info, start)
+	}
 	cancel()
 	lost := errors.Is(err, ErrLeaseLost)
 	switch {
