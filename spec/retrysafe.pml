@@ -346,7 +346,7 @@ inline unknown() {
 #define fenceUpstream(l, a) skip
 #else
 #define upstreamTakes(l, a) (a > notDone[l])
-#define fenceUpstream(l, a) notDone[l] = a
+#define fenceUpstream(l, a) if :: a > notDone[l] -> notDone[l] = a :: else -> skip fi	/* monotone */
 #endif
 
 /* The upstream does the request's effect (unless a resolver's not_done
@@ -567,9 +567,10 @@ active proctype Completer() {
 	bool rab, claimed, counted;
 	byte l;
 end:	do
-	:: runs < COMPLETER_RUNS && st == PROCESSING && now >= leaseUntil ->
-		runs++;
-		d_step { snap() };
+	:: d_step {	/* Admin's list of stranded records: one read */
+		runs < COMPLETER_RUNS && st == PROCESSING && now >= leaseUntil ->
+		runs++; snap()
+	};
 		resolve();
 		if
 		:: verdict == 1 -> complete(rtok, r)

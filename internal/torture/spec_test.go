@@ -164,6 +164,9 @@ var specMutants = []struct {
 	{"checkinsert-block", []string{"-DMUT_CHECKINSERT", "-DPOLICY=BLOCK", "-DONLY=5", "-DOUTAGES=0"}, false, "assertion violated (effects[l]<=1)", true},
 	{"checkinsert-takeover", []string{"-DMUT_CHECKINSERT", "-DONLY=6", "-DOUTAGES=0"}, false, "assertion violated (effects[l]<=(1+unknowns[l]))", true},
 	{"earlytakeover", []string{"-DMUT_EARLYTAKEOVER", "-DONLY=6", "-DOUTAGES=0"}, false, "assertion violated (effects[l]<=(1+unknowns[l]))", true},
+	// Not a mutation of retrysafe: a resolver whose not_done answer does
+	// not stop the upstream from doing that attempt later (spec/README.md).
+	{"resolver-unfenced-upstream", []string{"-DPOLICY=RESOLVER", "-DUNFENCED_UPSTREAM", "-DONLY=5"}, false, "assertion violated (effects[l]<=1)", false},
 	{"noretire-liveness", []string{"-DMUT_NORETIRE", "-DOUTAGES=0"}, true, "acceptance cycle", false},
 }
 
