@@ -23,6 +23,7 @@ const (
 	opExtend   = "extend"
 	opComplete = "complete"
 	opRelease  = "release"
+	opSweep    = "sweep" // Sweeper.Sweep: only the spec's replay makes it (spec_test.go)
 )
 
 // storeInput is one store call. Times are milliseconds after the history's
@@ -35,6 +36,12 @@ type storeInput struct {
 	Now   int64  // claim, get, extend, complete
 	Dur   int64  // claim and extend: lease; complete: TTL
 	Body  string // complete: the stored body
+	// NoTakeover and TakeoverToken are ClaimParams'; Abandon and
+	// Checkpoint (its name; "" for none) are ExtendParams'.
+	NoTakeover    bool
+	TakeoverToken string
+	Abandon       bool
+	Checkpoint    string
 }
 
 // Error classes of a store-level output.
@@ -58,16 +65,25 @@ type recordView struct {
 	ExpiresAt  int64 // completed only
 	Status     int
 	Body       string
+	Abandoned  bool
+	Checkpoint string // the checkpoint's name, "" for none
 }
 
 func (v recordView) String() string {
 	if !v.Present {
 		return "absent"
 	}
-	if v.State == retrysafe.StateProcessing {
-		return fmt.Sprintf("processing fp=%s tok=%s att=%d created=%d lease<%d", v.FP, short(v.Token), v.Attempt, v.CreatedAt, v.LeaseUntil)
+	var extra string
+	if v.Abandoned {
+		extra += " abandoned"
 	}
-	return fmt.Sprintf("completed fp=%s tok=%s att=%d created=%d expires=%d %d %q", v.FP, short(v.Token), v.Attempt, v.CreatedAt, v.ExpiresAt, v.Status, v.Body)
+	if v.Checkpoint != "" {
+		extra += " checkpoint=" + v.Checkpoint
+	}
+	if v.State == retrysafe.StateProcessing {
+		return fmt.Sprintf("processing fp=%s tok=%s att=%d created=%d lease<%d%s", v.FP, short(v.Token), v.Attempt, v.CreatedAt, v.LeaseUntil, extra)
+	}
+	return fmt.Sprintf("completed fp=%s tok=%s att=%d created=%d expires=%d %d %q%s", v.FP, short(v.Token), v.Attempt, v.CreatedAt, v.ExpiresAt, v.Status, v.Body, extra)
 }
 
 func short(tok string) string {
@@ -119,8 +135,22 @@ var storeModel = porcupine.Model{
 		switch in.Op {
 		case opClaim:
 			args = fmt.Sprintf("fp=%s tok=%s now=%d lease=%d", in.FP, short(in.Token), in.Now, in.Dur)
+			if in.NoTakeover {
+				args += " no-takeover"
+			}
+			if in.TakeoverToken != "" {
+				args += " takeover-token=" + short(in.TakeoverToken)
+			}
 		case opExtend:
 			args = fmt.Sprintf("tok=%s now=%d lease=%d", short(in.Token), in.Now, in.Dur)
+			if in.Abandon {
+				args += " abandon"
+			}
+			if in.Checkpoint != "" {
+				args += " checkpoint=" + in.Checkpoint
+			}
+		case opSweep:
+			args = fmt.Sprintf("now=%d retention=%d", in.Now, in.Dur)
 		case opComplete:
 			args = fmt.Sprintf("tok=%s now=%d ttl=%d %q", short(in.Token), in.Now, in.Dur, in.Body)
 		case opRelease:
@@ -142,7 +172,8 @@ var storeModel = porcupine.Model{
 }
 
 // storeStep applies in to state and returns the new state and the output
-// the contract demands.
+// the contract demands. Its transitions are the ones spec/retrysafe.pml
+// gives the store (TestSpecTransitions replays the model against it).
 func storeStep(s recordView, in storeInput) (recordView, storeOutput) {
 	live := s.Present && !(s.State == retrysafe.StateCompleted && s.ExpiresAt <= in.Now)
 	owned := s.Present && s.State == retrysafe.StateProcessing && s.Token == in.Token
@@ -152,9 +183,11 @@ func storeStep(s recordView, in storeInput) (recordView, storeOutput) {
 		case !live:
 			n := recordView{Present: true, FP: in.FP, State: retrysafe.StateProcessing, Token: in.Token, Attempt: 1, CreatedAt: in.Now, LeaseUntil: in.Now + in.Dur}
 			return n, storeOutput{Claimed: true, Rec: n}
-		case s.State == retrysafe.StateProcessing && s.LeaseUntil <= in.Now && s.FP == in.FP:
+		case s.State == retrysafe.StateProcessing && s.LeaseUntil <= in.Now && s.FP == in.FP &&
+			!in.NoTakeover && (in.TakeoverToken == "" || in.TakeoverToken == s.Token):
+			// A takeover keeps CreatedAt and the checkpoint.
 			n := s
-			n.Token, n.Attempt, n.LeaseUntil = in.Token, s.Attempt+1, in.Now+in.Dur
+			n.Token, n.Attempt, n.LeaseUntil, n.Abandoned = in.Token, s.Attempt+1, in.Now+in.Dur, false
 			return n, storeOutput{Claimed: true, Rec: n}
 		default:
 			return s, storeOutput{Rec: s}
@@ -169,7 +202,14 @@ func storeStep(s recordView, in storeInput) (recordView, storeOutput) {
 			return s, storeOutput{Err: errLeaseLost}
 		}
 		n := s
-		n.LeaseUntil = in.Now + in.Dur
+		if in.Abandon {
+			n.Abandoned = true // the lease is left as it is
+		} else {
+			n.LeaseUntil = in.Now + in.Dur
+		}
+		if in.Checkpoint != "" {
+			n.Checkpoint = in.Checkpoint
+		}
 		return n, storeOutput{}
 	case opComplete:
 		if !owned {
@@ -177,12 +217,20 @@ func storeStep(s recordView, in storeInput) (recordView, storeOutput) {
 		}
 		n := s
 		n.State, n.LeaseUntil, n.ExpiresAt, n.Status, n.Body = retrysafe.StateCompleted, 0, in.Now+in.Dur, 200, in.Body
+		n.Abandoned = false
 		return n, storeOutput{}
 	case opRelease:
 		if !owned {
 			return s, storeOutput{Err: errLeaseLost}
 		}
 		return recordView{}, storeOutput{}
+	case opSweep:
+		// Processing records whose lease ended Dur ago are retired;
+		// completed ones past ExpiresAt are deleted.
+		if s.Present && (s.State == retrysafe.StateProcessing && s.LeaseUntil+in.Dur <= in.Now || !live) {
+			return recordView{}, storeOutput{}
+		}
+		return s, storeOutput{}
 	}
 	panic("unknown store operation " + in.Op)
 }
@@ -304,14 +352,19 @@ func callStore(ctx context.Context, s retrysafe.Store, scope string, base time.T
 	switch in.Op {
 	case opClaim:
 		var res *retrysafe.ClaimResult
-		res, err = s.Claim(ctx, &retrysafe.ClaimParams{Scope: scope, Key: in.Key, Fingerprint: in.FP, Token: in.Token, Now: now, Lease: dur})
+		res, err = s.Claim(ctx, &retrysafe.ClaimParams{Scope: scope, Key: in.Key, Fingerprint: in.FP, Token: in.Token, Now: now, Lease: dur,
+			NoTakeover: in.NoTakeover, TakeoverToken: in.TakeoverToken})
 		if err == nil {
 			out.Claimed, rec = res.Claimed, res.Record
 		}
 	case opGet:
 		rec, err = s.Get(ctx, &retrysafe.GetParams{Scope: scope, Key: in.Key, Now: now})
 	case opExtend:
-		err = s.Extend(ctx, &retrysafe.ExtendParams{Scope: scope, Key: in.Key, Token: in.Token, Now: now, Lease: dur})
+		p := &retrysafe.ExtendParams{Scope: scope, Key: in.Key, Token: in.Token, Now: now, Lease: dur, Abandon: in.Abandon}
+		if in.Checkpoint != "" {
+			p.Checkpoint = &retrysafe.Checkpoint{Name: in.Checkpoint, Data: []byte(in.Checkpoint)}
+		}
+		err = s.Extend(ctx, p)
 	case opComplete:
 		err = s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: in.Key, Token: in.Token, Now: now, TTL: dur,
 			Response: &retrysafe.Response{Status: 200, Header: map[string][]string{"X-Op": {in.Body}}, Body: []byte(in.Body)}})
@@ -335,7 +388,10 @@ func callStore(ctx context.Context, s retrysafe.Store, scope string, base time.T
 // view keeps the fields of rec the contract fixes.
 func view(rec *retrysafe.Record, base time.Time) recordView {
 	ms := func(t time.Time) int64 { return t.Sub(base).Milliseconds() }
-	v := recordView{Present: true, FP: rec.Fingerprint, State: rec.State, Token: rec.Token, Attempt: rec.Attempt, CreatedAt: ms(rec.CreatedAt)}
+	v := recordView{Present: true, FP: rec.Fingerprint, State: rec.State, Token: rec.Token, Attempt: rec.Attempt, CreatedAt: ms(rec.CreatedAt), Abandoned: rec.Abandoned}
+	if rec.Checkpoint != nil {
+		v.Checkpoint = rec.Checkpoint.Name
+	}
 	switch rec.State {
 	case retrysafe.StateProcessing:
 		v.LeaseUntil = ms(rec.LeaseUntil)
