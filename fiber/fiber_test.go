@@ -328,6 +328,7 @@ func TestProblemsMatchMiddleware(t *testing.T) {
 		cfg   retrysafe.Config
 		calls []call // the last one's answer is compared
 		down  bool   // the store is down
+		full  bool   // the store is full
 	}{
 		"missing key":     {cfg: retrysafe.Config{RequireKey: true}, calls: []call{{body: "{}", auth: true}}},
 		"invalid key":     {calls: []call{{key: `"open`, body: "{}", auth: true, keys: 1}}},
@@ -336,6 +337,7 @@ func TestProblemsMatchMiddleware(t *testing.T) {
 		"empty scope":     {cfg: retrysafe.Config{RequireScope: true}, calls: []call{{key: "a", body: "{}", keys: 1}}},
 		"mismatch":        {calls: []call{{key: "a", body: `{"a":1}`, auth: true, keys: 1}, {key: "a", body: `{"a":2}`, auth: true, keys: 1}}},
 		"store down":      {down: true, calls: []call{{key: "a", body: "{}", auth: true, keys: 1}}},
+		"store full":      {full: true, calls: []call{{key: "a", body: "{}", auth: true, keys: 1}}},
 		"in progress":     {calls: []call{{key: "held", body: "{}", auth: true, keys: 1}}},
 		"response >limit": {cfg: retrysafe.Config{MaxResponseBody: 1}, calls: []call{{key: "a", body: "{}", auth: true, keys: 1}, {key: "a", body: "{}", auth: true, keys: 1}}},
 	}
@@ -355,8 +357,8 @@ func TestProblemsMatchMiddleware(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					if tc.down {
-						store = downStore{store}
+					if tc.down || tc.full {
+						store = downStore{store, tc.full}
 						cfg.Logger = slog.New(slog.DiscardHandler)
 					}
 					cfg.Store = store
@@ -407,9 +409,32 @@ func TestProblemsMatchMiddleware(t *testing.T) {
 	}
 }
 
-// downStore fails every call as unreachable.
-type downStore struct{ retrysafe.Store }
+// downStore fails every claim as unreachable, or as full.
+type downStore struct {
+	retrysafe.Store
+	full bool
+}
 
-func (downStore) Claim(context.Context, *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+func (s downStore) Claim(context.Context, *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	if s.full {
+		return nil, retrysafe.Full("claim", errors.New("OOM command not allowed"))
+	}
 	return nil, retrysafe.Unavailable("claim", errors.New("connection refused"))
+}
+
+// TestFailOpen: with FailOpen, an unreachable store runs the handler
+// unprotected; a full store never does.
+func TestFailOpen(t *testing.T) {
+	t.Parallel()
+	for _, full := range []bool{false, true} {
+		cfg := retrysafefiber.Config{Config: retrysafe.Config{Store: downStore{newStore(t), full}, FailOpen: true, Logger: slog.New(slog.DiscardHandler)}}
+		app, runs := newApp(t, cfg, nil, func(c fiber.Ctx) error { return c.Status(201).SendString("ran") })
+		resp, body := post(t, app, "k", "{}")
+		if full && (resp.StatusCode != 503 || !strings.Contains(body, retrysafe.ProblemStoreFull) || runs.Load() != 0) {
+			t.Errorf("full store, FailOpen: %d %q, runs %d; want 503 store-full", resp.StatusCode, body, runs.Load())
+		}
+		if !full && (resp.StatusCode != 201 || body != "ran" || runs.Load() != 1) {
+			t.Errorf("store down, FailOpen: %d %q, runs %d; want the handler's answer", resp.StatusCode, body, runs.Load())
+		}
+	}
 }
