@@ -77,18 +77,6 @@ type Record struct {
 	Response *Response // nil unless State is StateCompleted
 }
 
-// MaxCheckpointData is the largest Checkpoint.Data the engine writes, in
-// bytes: it refuses a larger one before calling the store. A store must
-// accept [CheckpointStoreLimit] bytes, which leaves room for a wrapper's
-// own overhead (store/sealed encrypts the data).
-const MaxCheckpointData = 64 << 10
-
-// CheckpointStoreLimit is the largest Checkpoint.Data every store must
-// accept, in bytes: [MaxCheckpointData] plus 1 KiB for wrappers (store/sealed
-// adds a key id, a nonce and a tag). A MySQL column for it must be a
-// MEDIUMBLOB: a BLOB holds 65,535 bytes.
-const CheckpointStoreLimit = MaxCheckpointData + 1<<10
-
 // Checkpoint is a durable note of how far an operation got, written by
 // its owner (fenced by its token) between side effects: "charge
 // requested", with the provider's reference as Data, say. A later owner

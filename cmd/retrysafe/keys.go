@@ -22,6 +22,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -185,7 +186,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 		return err
 	}
 	if o.identity != "" {
-		o.scope = retrysafe.HashScope(o.identity)
+		o.scope = scopehash.Sum(o.identity)
 		if ring != nil {
 			// Encrypted at rest, records are kept under the HMAC of
 			// their scope: the scope keys list shows.

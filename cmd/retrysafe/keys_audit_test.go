@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 )
 
 // TestKeysDeleteAudited: "keys delete" writes one JSON audit line on
@@ -42,7 +43,7 @@ func TestKeysDeleteAudited(t *testing.T) {
 		want["audit"] = true
 		want["via"] = "cli"
 		want["scope"] = aliceScope
-		want["key_sha256"] = retrysafe.HashScope(key)[:16]
+		want["key_sha256"] = scopehash.Sum(key)[:16]
 		want["result"] = "done"
 		want["level"] = "INFO"
 		for k, v := range want {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
+	"github.com/retrysafe/retrysafe/internal/storeheader"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
@@ -77,7 +79,7 @@ func (f *resolveFlags) response() (*retrysafe.Response, error) {
 	for _, h := range f.headers {
 		name, value, _ := strings.Cut(h, ":")
 		name = strings.TrimSpace(name)
-		if !retrysafe.DefaultStoreHeader(name) {
+		if !storeheader.Default(name) {
 			return nil, usagef("--header %q: %s is never stored for replay (hop-by-hop, Set-Cookie, Content-Length, Date)", h, name)
 		}
 		resp.Header.Add(name, strings.TrimSpace(value))
@@ -184,4 +186,4 @@ func (k *keysCmd) resolve(ctx context.Context, key string, f *resolveFlags, audi
 // keyDigest identifies a key in the audit line without writing it (keys
 // can be secrets): the first 16 hex digits of its SHA-256, as the
 // operator page logs it.
-func keyDigest(key string) string { return retrysafe.HashScope(key)[:16] }
+func keyDigest(key string) string { return scopehash.Sum(key)[:16] }
