@@ -114,37 +114,6 @@ func (cp *Checkpoint) Clone() *Checkpoint {
 	return &c
 }
 
-// Status is a record's state as operators see it, from [Record.Status]:
-// the operator page, `retrysafe keys` and the counts of
-// [github.com/retrysafe/retrysafe/admin.Stats] all use it.
-type Status string
-
-// The statuses a record can have at a time; every record has exactly one.
-const (
-	StatusProcessing Status = "processing" // claimed, its owner's lease live
-	StatusUnknown    Status = "unknown"    // processing, lease ran out: the outcome is unknown
-	StatusCompleted  Status = "completed"  // a stored result, replayed until ExpiresAt
-	StatusFailed     Status = "failed"     // completed with a stored status of 400 or more
-	StatusExpired    Status = "expired"    // completed, past ExpiresAt (absent), not swept yet
-)
-
-// Status returns the record's status at now. An expired record is
-// expired whatever its stored status; a failed one replays like any
-// result.
-func (rec *Record) Status(now time.Time) Status {
-	switch {
-	case rec.LeaseExpired(now), rec.State == StateProcessing && rec.Abandoned:
-		return StatusUnknown
-	case rec.State == StateProcessing:
-		return StatusProcessing
-	case rec.Expired(now):
-		return StatusExpired
-	case rec.Response != nil && rec.Response.Status >= 400:
-		return StatusFailed
-	}
-	return StatusCompleted
-}
-
 // LeaseExpired reports whether a processing record's lease has run out at now.
 func (rec *Record) LeaseExpired(now time.Time) bool {
 	return rec.State == StateProcessing && !now.Before(rec.LeaseUntil)

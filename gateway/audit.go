@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // AuditPrefix starts the message of every line [LogAudit] writes, and
@@ -53,7 +54,7 @@ func LogAudit(ctx context.Context, logger *slog.Logger, now time.Time, a Audit, 
 		attrs = append(attrs, "remote", a.Remote)
 	}
 	if b := a.Before; b != nil {
-		attrs = append(attrs, "state_before", string(b.Status(now)), "attempt", b.Attempt)
+		attrs = append(attrs, "state_before", string(admin.StatusOf(b, now)), "attempt", b.Attempt)
 		if b.Route != "" {
 			attrs = append(attrs, "route", b.Route)
 		}

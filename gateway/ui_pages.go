@@ -37,7 +37,7 @@ type uiRecord struct {
 }
 
 func (u *UI) view(rec *retrysafe.Record, now time.Time) uiRecord {
-	return uiRecord{Record: rec, StateName: string(rec.Status(now)), URL: recordURL(rec.Scope, rec.Key)}
+	return uiRecord{Record: rec, StateName: string(admin.StatusOf(rec, now)), URL: recordURL(rec.Scope, rec.Key)}
 }
 
 // rateGroups are the outcome groups of the chart, in stacking order.

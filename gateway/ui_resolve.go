@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // uiResolveBody bounds the body an operator types into the Resolve form.
@@ -88,8 +89,8 @@ func (u *UI) resolve(w http.ResponseWriter, r *http.Request) {
 	case rec == nil:
 		problem(http.StatusNotFound, "No record with this key in this scope any more (released, deleted or swept): nothing to resolve.")
 		return
-	case rec.Status(now) != retrysafe.StatusUnknown:
-		problem(http.StatusConflict, fmt.Sprintf("The record is %s now, not an unknown outcome: nothing was written. Open it again to see what it holds.", rec.Status(now)))
+	case admin.StatusOf(rec, now) != admin.StatusUnknown:
+		problem(http.StatusConflict, fmt.Sprintf("The record is %s now, not an unknown outcome: nothing was written. Open it again to see what it holds.", admin.StatusOf(rec, now)))
 		return
 	case !equalHex(r.PostFormValue("rev"), u.recordRev(rec)):
 		u.logger.InfoContext(r.Context(), "operator page: resolve refused: the record changed since the page showed it", log...)
@@ -106,7 +107,7 @@ func (u *UI) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), uiStoreTimeout)
 	defer cancel()
-	log = append(log, "state_before", string(rec.Status(now)), "attempt", rec.Attempt, "abandoned", rec.Abandoned)
+	log = append(log, "state_before", string(admin.StatusOf(rec, now)), "attempt", rec.Attempt, "abandoned", rec.Abandoned)
 	if resp != nil {
 		log = append(log, "status", resp.Status, "body_bytes", len(resp.Body))
 		err = u.completeStored(ctx, &retrysafe.CompleteParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: now, TTL: u.ttlFor(rec.Route), Response: resp})

@@ -604,7 +604,7 @@ func (k *keysCmd) jsonRecord(r *retrysafe.Record, full bool) keysJSONRecord {
 		Scope:       r.Scope,
 		Key:         r.Key,
 		Route:       r.Route,
-		State:       string(r.Status(k.now)),
+		State:       string(admin.StatusOf(r, k.now)),
 		Attempts:    r.Attempt,
 		CreatedAt:   r.CreatedAt.UTC(),
 		UpdatedAt:   r.UpdatedAt.UTC(),
@@ -651,10 +651,10 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// keysState is the record's status (retrysafe.Record.Status), with an
+// keysState is the record's status (admin.StatusOf), with an
 // unknown outcome shown as "processing (lease expired)".
 func keysState(r *retrysafe.Record, now time.Time) string {
-	if st := r.Status(now); st != retrysafe.StatusUnknown {
+	if st := admin.StatusOf(r, now); st != admin.StatusUnknown {
 		return string(st)
 	}
 	if r.Abandoned {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/scopehash"
 )
@@ -25,7 +25,7 @@ func TestKeysDeleteAudited(t *testing.T) {
 	)
 	for key, want := range map[string]map[string]any{
 		"pay-audit-done":    {"state_before": "completed", "status_before": float64(201), "attempt": float64(1)},
-		"pay-audit-unknown": {"state_before": string(retrysafe.StatusUnknown), "attempt": float64(1)},
+		"pay-audit-unknown": {"state_before": string(admin.StatusUnknown), "attempt": float64(1)},
 	} {
 		_, stderr, err := cliRun(t, b, keysCmdForTest, "delete", "--scope", aliceScope, key)
 		if err != nil {

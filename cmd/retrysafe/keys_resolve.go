@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/storeheader"
 	"github.com/retrysafe/retrysafe/store/sealed"
@@ -141,7 +142,7 @@ func (k *keysCmd) resolve(ctx context.Context, key string, f *resolveFlags, audi
 	case rec.State != retrysafe.StateProcessing:
 		return fmt.Errorf("key %q in scope %s is %s: %w (only a processing record whose lease ran out, or that its owner abandoned, has an unknown outcome)",
 			key, keysShortScope(rec.Scope), before, errResolveRefused)
-	case rec.Status(k.now) != retrysafe.StatusUnknown:
+	case admin.StatusOf(rec, k.now) != admin.StatusUnknown:
 		return fmt.Errorf("key %q in scope %s is processing and its owner's lease runs until %s: %w yet (the attempt may still be running; wait for it to end or its lease to run out)",
 			key, keysShortScope(rec.Scope), keysTimeFull(rec.LeaseUntil, k.now), errResolveRefused)
 	}
@@ -158,7 +159,7 @@ func (k *keysCmd) resolve(ctx context.Context, key string, f *resolveFlags, audi
 	}
 	log := slog.New(slog.NewJSONHandler(audit, nil))
 	attrs := []any{"actor", osUser(), "action", action, "scope", rec.Scope, "key_sha256", keyDigest(rec.Key),
-		"state_before", string(rec.Status(k.now)), "attempt", rec.Attempt, "abandoned", rec.Abandoned}
+		"state_before", string(admin.StatusOf(rec, k.now)), "attempt", rec.Attempt, "abandoned", rec.Abandoned}
 	if resp != nil {
 		attrs = append(attrs, "status", resp.Status, "body_bytes", len(resp.Body))
 	}
