@@ -222,7 +222,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	case "show":
 		return k.show(ctx, pos[0])
 	case "resolve":
-		return k.resolve(ctx, pos[0], &o.resolve, stderr)
+		return k.resolve(ctx, pos[0], &o.resolve)
 	default:
 		return k.delete(ctx, pos[0])
 	}
