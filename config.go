@@ -1,8 +1,6 @@
 package retrysafe
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/httpmethod"
+	"github.com/retrysafe/retrysafe/internal/storeheader"
 )
 
 // InFlightMode says what a duplicate gets while the original is processing.
@@ -43,7 +42,7 @@ const (
 	OnUnknownBlock UnknownPolicy = "block"
 )
 
-// Defaults applied to zero Config fields.
+// Defaults applied to zero Config fields, and the fixed limits.
 const (
 	DefaultTTL             = 24 * time.Hour
 	DefaultLease           = 30 * time.Second
@@ -53,6 +52,23 @@ const (
 	DefaultStoreTimeout    = 5 * time.Second
 	DefaultResolveTimeout  = 5 * time.Second
 	DefaultProblemBase     = "https://retrysafe.dev/problems/"
+
+	// MaxKeyLength is the longest Idempotency-Key accepted, in characters.
+	MaxKeyLength = 255
+	// MaxCheckpointData is the largest Checkpoint.Data the engine writes,
+	// in bytes: it refuses a larger one before calling the store. A store
+	// must accept CheckpointStoreLimit bytes, which leaves room for a
+	// wrapper's own overhead (store/sealed encrypts the data).
+	MaxCheckpointData = 64 << 10
+	// CheckpointStoreLimit is the largest Checkpoint.Data every store must
+	// accept, in bytes: MaxCheckpointData plus 1 KiB for wrappers
+	// (store/sealed adds a key id, a nonce and a tag). A MySQL column for
+	// it must be a MEDIUMBLOB: a BLOB holds 65,535 bytes.
+	CheckpointStoreLimit = MaxCheckpointData + 1<<10
+	// FirstSentSkew is how far in the future a Repeatability-First-Sent
+	// time may be (the client's clock ahead of ours) before the request is
+	// refused with 412 first-sent-expired.
+	FirstSentSkew = 5 * time.Minute
 )
 
 // Config is the policy of the middleware. Zero values mean the documented
@@ -127,14 +143,15 @@ type Config struct {
 	// behaviour, and the safe default: a 500 may have had side effects).
 	StoreStatus func(status int) bool
 	// StoreHeader reports whether a response header is stored for replay.
-	// Nil stores every header except hop-by-hop headers, Set-Cookie and
-	// Content-Length (see [DefaultStoreHeader]).
+	// Nil stores every header except hop-by-hop headers, Set-Cookie,
+	// Content-Length (recomputed from the stored body), Date and
+	// Idempotent-Replayed.
 	StoreHeader func(name string) bool
 
 	// Scope returns the caller's identity for a request; records are keyed
 	// by scope + key so tenants never share keys. Nil means
-	// [ScopeFromHeader]("Authorization"); see also [ScopeFromHeaders],
-	// [ScopeFromCookie] and [ScopeFromHeadersAndCookie]. Derive it from
+	// [ScopeFromHeaders]("Authorization"); see also [ScopeFromCookie].
+	// Derive it from
 	// credentials the caller must hold (whole header or cookie values),
 	// never from an unverified claim inside a token.
 	Scope func(r *http.Request) (string, error)
@@ -183,56 +200,6 @@ type Config struct {
 	ProblemBase string
 }
 
-// ScopeFromHeader returns a Scope function that identifies the caller by the
-// SHA-256 of a request header's value (so the credential itself is never
-// stored); several fields of the header are joined with "\n". A request
-// without the header, or with only empty values, has the empty scope,
-// which the middleware refuses when Config.RequireScope is set.
-func ScopeFromHeader(name string) func(*http.Request) (string, error) {
-	name = http.CanonicalHeaderKey(name)
-	return func(r *http.Request) (string, error) {
-		v := r.Header[name] // as Header.Values: name is canonical
-		if allEmpty(v) {
-			return "", nil
-		}
-		return HashScope(strings.Join(v, "\n")), nil
-	}
-}
-
-// HashScope returns the hex SHA-256 of an identity value; use it to build
-// scopes from secrets such as API keys.
-func HashScope(identity string) string {
-	sum := sha256.Sum256([]byte(identity))
-	return hex.EncodeToString(sum[:])
-}
-
-// unstoredHeaders are the names DefaultStoreHeader drops, in canonical
-// form: the hop-by-hop headers, Set-Cookie, Content-Length, the replay
-// marker and Date.
-var unstoredHeaders = [...]string{
-	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-	"Set-Cookie", "Content-Length", HeaderReplayed, "Date",
-}
-
-// DefaultStoreHeader is the default header filter: it keeps every header but
-// hop-by-hop ones, Set-Cookie (a session must not be replayed to whoever
-// retries) and Content-Length (recomputed from the stored body), and the
-// replay marker itself.
-func DefaultStoreHeader(name string) bool {
-	// http.CanonicalHeaderKey(name) equals one of these canonical names
-	// exactly when name equals it but for ASCII case (the names are valid
-	// field names, so such a name is canonicalised, and any other one is
-	// not changed into it): compared that way, without canonicalising
-	// name or a map look-up, for every field of every stored response.
-	for _, u := range unstoredHeaders {
-		if httpmethod.EqualFold(name, u) {
-			return false
-		}
-	}
-	return true
-}
-
 // Header names and values used by retrysafe.
 const (
 	HeaderKey      = "Idempotency-Key"
@@ -243,6 +210,15 @@ const (
 	HeaderStripeShouldRetry = "Stripe-Should-Retry"
 	// ContentTypeProblem is the media type of problem responses.
 	ContentTypeProblem = "application/problem+json"
+
+	// OASIS Repeatable Requests 1.0, as Azure's REST APIs use it: a client
+	// names an operation with Repeatability-Request-ID (taken as the key
+	// when there is no Idempotency-Key) and says when it first sent it with
+	// Repeatability-First-Sent; answers say Repeatability-Result: accepted
+	// (the request ran, or its stored result was replayed) or rejected.
+	HeaderRepeatabilityRequestID = "Repeatability-Request-Id" // canonical form of Repeatability-Request-ID
+	HeaderRepeatabilityFirstSent = "Repeatability-First-Sent"
+	HeaderRepeatabilityResult    = "Repeatability-Result"
 )
 
 // WithDefaults returns c with every zero field set to its documented
@@ -311,7 +287,7 @@ func (c Config) withDefaults() (Config, error) {
 		if p == "" {
 			return c, fmt.Errorf("retrysafe: Config.IgnoreFields[%d] is the empty pointer (the whole body); name a field such as /meta/requestedAt", i)
 		}
-		if err := ValidatePointer(p); err != nil {
+		if err := validatePointer(p); err != nil {
 			return c, fmt.Errorf("retrysafe: Config.IgnoreFields[%d]: %w", i, err)
 		}
 	}
@@ -319,10 +295,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.StoreStatus = func(int) bool { return true }
 	}
 	if c.StoreHeader == nil {
-		c.StoreHeader = DefaultStoreHeader
+		c.StoreHeader = storeheader.Default
 	}
 	if c.Scope == nil {
-		c.Scope = ScopeFromHeader("Authorization")
+		c.Scope = ScopeFromHeaders("Authorization")
 		if c.ScopeSource == "" {
 			c.ScopeSource = "the Authorization header"
 		}

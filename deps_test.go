@@ -17,7 +17,7 @@ import (
 // TestCoreImportsOnlyStdlib fails if the root package (or package webhook,
 // which promises the same) depends on anything
 // outside the standard library and the root module's own packages
-// (internal/canonicaljson, internal/httpmethod): drivers, clients and
+// (internal/canonicaljson, internal/scopehash and the like): drivers, clients and
 // metrics libraries belong in subpackages.
 func TestCoreImportsOnlyStdlib(t *testing.T) {
 	t.Parallel()

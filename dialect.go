@@ -16,16 +16,6 @@ const (
 	DialectStripe ErrorDialect = "stripe"
 )
 
-// Stripe error types used by the stripe dialect.
-const (
-	// StripeIdempotencyError is the type of refusals about the key or the
-	// caller's scope: missing, invalid or reused keys, a key in use.
-	StripeIdempotencyError = "idempotency_error"
-	// StripeAPIError is the type of every other answer of retrysafe's own:
-	// a store or upstream failure, a body over the limit.
-	StripeAPIError = "api_error"
-)
-
 // StripeError is the "error" member of a problem in the stripe dialect.
 type StripeError struct {
 	// Type is StripeIdempotencyError or StripeAPIError.

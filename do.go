@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// DoConfig is the policy of [DoWith]. Zero values mean the same defaults as
+// DoConfig is the policy of a [Doer]. Zero values mean the same defaults as
 // [Config], except InFlight, which defaults to InFlightWait: a duplicate
 // delivery waits for the original and returns its result.
 type DoConfig struct {
@@ -91,9 +91,9 @@ func isFailure(resp *Response) bool {
 }
 
 // Doer runs functions at most once per key under one validated
-// [DoConfig]. Make one with [NewDoer] and use it with [Run] for every call,
-// instead of [DoWith], which validates its config and prepares a new
-// Doer on each call. A Doer is safe for concurrent use.
+// [DoConfig]. Make one with [NewDoer] and use it with [Run] for every
+// call; [Do] is the short form for a store with the default config. A
+// Doer is safe for concurrent use.
 type Doer struct {
 	e     *engine
 	cfg   Config
@@ -111,13 +111,19 @@ func NewDoer(cfg DoConfig) (*Doer, error) {
 	return d, nil
 }
 
-// Do runs fn at most once per key in store, with the default [DoConfig]. See
-// [DoWith].
+// Do runs fn at most once per key in store, with the default [DoConfig]
+// (no scope, InFlightWait), as [Run] does with a Doer: see Run for the
+// rules. For another config, or many calls, make a Doer with [NewDoer].
 func Do[T any](ctx context.Context, store Store, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
-	return DoWith(ctx, &DoConfig{Store: store}, key, fingerprint, fn)
+	d, err := NewDoer(DoConfig{Store: store})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return Run(ctx, d, key, fingerprint, fn)
 }
 
-// DoWith runs fn at most once per key (within cfg.Scope) and returns its
+// Run runs fn at most once per key (within the Doer's scope) and returns its
 // result to every call with that key until the record expires. It is the
 // middleware's state machine for code that is not an HTTP handler: a queue
 // consumer that may see a message twice, a webhook delivered again.
@@ -156,21 +162,6 @@ func Do[T any](ctx context.Context, store Store, key, fingerprint string, fn fun
 // claimant. Whatever fn returns is stored or released on a context
 // detached from ctx's cancellation (bounded by StoreTimeout per call), so
 // a result fn returned is not lost to a cancellation that came after it.
-//
-// DoWith validates cfg on every call; for many calls with one config,
-// prepare a [Doer] once and call [Run].
-func DoWith[T any](ctx context.Context, cfg *DoConfig, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
-	d, err := NewDoer(*cfg)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return Run(ctx, d, key, fingerprint, fn)
-}
-
-// Run is [DoWith] with a prepared [Doer]: it runs fn at most once per key
-// (within the Doer's scope) and returns its result to every call with that
-// key until the record expires.
 func Run[T any](ctx context.Context, d *Doer, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := checkKey(key); err != nil { // hash longer or binary message ids first

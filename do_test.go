@@ -19,6 +19,17 @@ type receipt struct {
 	Amount int    `json:"amount"`
 }
 
+// doWith runs fn through a Doer made for cfg: the call the tests make for
+// a one-off config.
+func doWith[T any](ctx context.Context, cfg *retrysafe.DoConfig, key, fingerprint string, fn func(context.Context) (T, error)) (T, error) {
+	d, err := retrysafe.NewDoer(*cfg)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return retrysafe.Run(ctx, d, key, fingerprint, fn)
+}
+
 func newMemory(t *testing.T) *memory.Store {
 	t.Helper()
 	s := memory.New(memory.Config{})
@@ -147,7 +158,7 @@ func TestDoConcurrentDuplicatesWaitForTheOriginal(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = retrysafe.DoWith(context.Background(), &retrysafe.DoConfig{Store: s, WaitTimeout: 10 * time.Second}, "dup", "fp", fn)
+			results[i], errs[i] = doWith(context.Background(), &retrysafe.DoConfig{Store: s, WaitTimeout: 10 * time.Second}, "dup", "fp", fn)
 		})
 	}
 	close(start)
@@ -174,12 +185,12 @@ func TestDoLeaseExpiryAfterCrash(t *testing.T) {
 	}
 	cfg := &retrysafe.DoConfig{Store: s, Now: clock, InFlight: retrysafe.InFlightConflict}
 	run := func(context.Context) (int, error) { return 1, nil }
-	if _, err := retrysafe.DoWith(context.Background(), cfg, "k", "fp", run); !errors.Is(err, retrysafe.ErrInProgress) {
+	if _, err := doWith(context.Background(), cfg, "k", "fp", run); !errors.Is(err, retrysafe.ErrInProgress) {
 		t.Fatalf("within the lease: err = %v, want ErrInProgress", err)
 	}
 	now = now.Add(2 * time.Second)
 	var attempt int
-	v, err := retrysafe.DoWith(context.Background(), cfg, "k", "fp", func(ctx context.Context) (int, error) {
+	v, err := doWith(context.Background(), cfg, "k", "fp", func(ctx context.Context) (int, error) {
 		attempt = retrysafe.OperationFromContext(ctx).Attempt()
 		return 2, nil
 	})

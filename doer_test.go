@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/keyquote"
 )
 
 // TestDoer checks the prepared Doer: it validates its config once, runs fn
-// once per key within its scope, and replays to Run and to DoWith alike.
+// once per key within its scope, and replays to every Doer of that store and scope alike.
 func TestDoer(t *testing.T) {
 	t.Parallel()
 	if _, err := retrysafe.NewDoer(retrysafe.DoConfig{}); err == nil {
@@ -44,10 +45,10 @@ func TestDoer(t *testing.T) {
 	if runs.Load() != 1 {
 		t.Fatalf("runs = %d, want 1", runs.Load())
 	}
-	// DoWith with the same store and scope sees the same record.
-	v, err := retrysafe.DoWith(context.Background(), &retrysafe.DoConfig{Store: s, Scope: "queue-a"}, "m1", "fp", fn)
+	// Another Doer with the same store and scope sees the same record.
+	v, err := doWith(context.Background(), &retrysafe.DoConfig{Store: s, Scope: "queue-a"}, "m1", "fp", fn)
 	if err != nil || v.Amount != 1 || runs.Load() != 1 {
-		t.Fatalf("DoWith after Run = %+v, %v (runs %d)", v, err, runs.Load())
+		t.Fatalf("a second Doer after Run = %+v, %v (runs %d)", v, err, runs.Load())
 	}
 	// Another scope is another key space.
 	if v, err := retrysafe.Do(context.Background(), s, "m1", "fp", fn); err != nil || v.Amount != 2 {
@@ -138,7 +139,7 @@ func TestDoLeaseLostOnRelease(t *testing.T) {
 	obs := &outcomeLog{}
 	cfg := &retrysafe.DoConfig{Store: releaseLostStore{newMemory(t)}, Observer: obs}
 	transient := errors.New("provider timeout")
-	_, err := retrysafe.DoWith(context.Background(), cfg, "k", "", func(context.Context) (int, error) { return 0, transient })
+	_, err := doWith(context.Background(), cfg, "k", "", func(context.Context) (int, error) { return 0, transient })
 	if !errors.Is(err, transient) {
 		t.Fatalf("err = %v, want the function's error", err)
 	}
@@ -159,7 +160,7 @@ func TestDoKeyRulesAreParseKeys(t *testing.T) {
 		"a", "order 1", `q"uote\`, strings.Repeat("k", retrysafe.MaxKeyLength),
 		"", strings.Repeat("k", retrysafe.MaxKeyLength+1), "tab\tkey", "caf\u00e9", "del\x7f",
 	} {
-		_, parseErr := retrysafe.ParseKey(retrysafe.FormatKey(key))
+		_, parseErr := retrysafe.ParseKey(keyquote.Quote(key))
 		_, doErr := retrysafe.Do(context.Background(), s, key, "", func(context.Context) (int, error) { return 1, nil })
 		if (parseErr == nil) != (doErr == nil) {
 			t.Errorf("key %q: ParseKey error %v, Do error %v; want both or neither", key, parseErr, doErr)

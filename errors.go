@@ -124,8 +124,9 @@ func (e *StoreError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrStoreUnavailable.
 func (e *StoreError) Is(target error) bool { return target == ErrStoreUnavailable }
 
-// Unavailable wraps a backend error err from operation op so that it matches
-// ErrStoreUnavailable. Context cancellation and deadline errors are returned
+// Unavailable wraps a backend error err from operation op (such as
+// "claim") so that it matches ErrStoreUnavailable and unwraps to err; its
+// message names op and err. Context cancellation and deadline errors are returned
 // unchanged, so callers can tell a hung-up caller from a broken store.
 func Unavailable(op string, err error) error {
 	if err == nil {
@@ -140,30 +141,31 @@ func Unavailable(op string, err error) error {
 	return &StoreError{Op: op, Err: err}
 }
 
-// FullError wraps a store's capacity failure; it matches ErrStoreFull (and
+// fullError wraps a store's capacity failure; it matches ErrStoreFull (and
 // not ErrStoreUnavailable) and unwraps to the backend's own error. Stores
 // construct it with [Full].
-type FullError struct {
+type fullError struct {
 	Op  string // the store operation, e.g. "claim"
 	Err error
 }
 
 // Error names the store operation and the backend error.
-func (e *FullError) Error() string {
+func (e *fullError) Error() string {
 	return "retrysafe: store full: " + e.Op + ": " + e.Err.Error()
 }
 
 // Unwrap returns the backend error.
-func (e *FullError) Unwrap() error { return e.Err }
+func (e *fullError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrStoreFull.
-func (e *FullError) Is(target error) bool { return target == ErrStoreFull }
+func (e *fullError) Is(target error) bool { return target == ErrStoreFull }
 
-// Full wraps a backend capacity error err from operation op so that it
-// matches ErrStoreFull.
+// Full wraps a backend capacity error err from operation op (such as
+// "claim") so that it matches ErrStoreFull, not ErrStoreUnavailable, and
+// unwraps to err; its message names op and err.
 func Full(op string, err error) error {
 	if err == nil || errors.Is(err, ErrStoreFull) {
 		return err
 	}
-	return &FullError{Op: op, Err: err}
+	return &fullError{Op: op, Err: err}
 }

@@ -47,18 +47,19 @@ const fingerprintVersion = "retrysafe-fingerprint-v1"
 //
 // Every field is length-prefixed and the raw forms are tagged apart from the
 // canonical ones, so no two different inputs share a fingerprint by moving
-// bytes between fields. Validate ignore with [ValidatePointer] beforehand: an
-// invalid pointer makes every JSON body fall back to its raw bytes.
+// bytes between fields. The pointers in ignore must be valid JSON Pointers
+// (RFC 6901, as Config.IgnoreFields is checked): an invalid pointer makes
+// every JSON body fall back to its raw bytes.
 func Fingerprint(method, path, rawQuery string, body []byte, ignore []string) string {
 	fp, _ := fingerprint(context.Background(), method, path, rawQuery, body, ignore)
 	return fp
 }
 
-// ValidatePointer reports whether p is a syntactically valid JSON Pointer
+// validatePointer reports whether p is a syntactically valid JSON Pointer
 // (RFC 6901): either "" (the whole document) or a sequence of reference
 // tokens, each prefixed by '/', in which '~' appears only in the escapes ~0
 // ('~') and ~1 ('/'). p must be valid UTF-8.
-func ValidatePointer(p string) error {
+func validatePointer(p string) error {
 	if err := canonicaljson.ValidatePointer(p); err != nil {
 		return fmt.Errorf("retrysafe: %w", err)
 	}

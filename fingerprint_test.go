@@ -270,19 +270,19 @@ func TestFingerprintStopsWhenContextEnds(t *testing.T) {
 	}
 }
 
-// TestValidatePointer checks the exported check on the pointers
+// TestValidatePointer checks the check on the pointers
 // Config.IgnoreFields takes (canonicaljson tests the rules in full).
 func TestValidatePointer(t *testing.T) {
 	t.Parallel()
 	for _, p := range []string{"", "/", "/meta/requestedAt", "/items/0/note", "/a~0b/c~1d"} {
-		if err := ValidatePointer(p); err != nil {
-			t.Errorf("ValidatePointer(%q) = %v; want nil", p, err)
+		if err := validatePointer(p); err != nil {
+			t.Errorf("validatePointer(%q) = %v; want nil", p, err)
 		}
 	}
 	for _, p := range []string{"a/b", "/a~", "/a~2", "/\xff", "#/a"} {
-		err := ValidatePointer(p)
+		err := validatePointer(p)
 		if err == nil || !strings.HasPrefix(err.Error(), "retrysafe: invalid JSON pointer") {
-			t.Errorf("ValidatePointer(%q) = %v; want a retrysafe: invalid JSON pointer error", p, err)
+			t.Errorf("validatePointer(%q) = %v; want a retrysafe: invalid JSON pointer error", p, err)
 		}
 	}
 }

@@ -217,7 +217,7 @@ func TestDoInProgressErrorCarriesTheLease(t *testing.T) {
 		retry   time.Duration
 	}{{10 * time.Second, false, time.Second}, {40 * time.Second, true, 20 * time.Second}} {
 		clock.Set(t0.Add(tc.at))
-		_, err := retrysafe.DoWith(context.Background(), cfg, "job-1", fp, func(context.Context) (int, error) { return 1, nil })
+		_, err := doWith(context.Background(), cfg, "job-1", fp, func(context.Context) (int, error) { return 1, nil })
 		var ip *retrysafe.InProgressError
 		if !errors.As(err, &ip) || !errors.Is(err, retrysafe.ErrInProgress) {
 			t.Fatalf("at +%s: err = %v, want *InProgressError", tc.at, err)

@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-)
 
-// MaxKeyLength is the longest Idempotency-Key accepted, in characters.
-const MaxKeyLength = 255
+	"github.com/retrysafe/retrysafe/internal/keyquote"
+)
 
 // ParseKey parses an Idempotency-Key header value and returns the key.
 //
@@ -51,7 +50,7 @@ func parseBareKey(v string, start, end int) (string, error) {
 		}
 		switch c := v[i]; {
 		case c == ' ':
-			return "", keyErr("unexpected space at position %d: a key containing spaces must be sent as a quoted string, e.g. %s", i, FormatKey(v[start:end]))
+			return "", keyErr("unexpected space at position %d: a key containing spaces must be sent as a quoted string, e.g. %s", i, keyquote.Quote(v[start:end]))
 		case c == '"':
 			return "", keyErr("unexpected '\"' at position %d: quote the whole key (\"...\") and escape inner quotes as \\\"", i)
 		case c == ',':
@@ -172,20 +171,3 @@ func keyErr(format string, args ...any) error {
 }
 
 func isSPHTAB(c byte) bool { return c == ' ' || c == '\t' }
-
-// FormatKey returns key as a Structured-Field String, the form the draft
-// standard gives for the Idempotency-Key header: key in double quotes, with
-// '\' and '"' escaped. For a valid key, ParseKey(FormatKey(key)) returns key.
-func FormatKey(key string) string {
-	var b strings.Builder
-	b.Grow(len(key) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c == '"' || c == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(key[i])
-	}
-	b.WriteByte('"')
-	return b.String()
-}

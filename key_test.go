@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/retrysafe/retrysafe/internal/keyquote"
 )
 
 func TestParseKey(t *testing.T) {
@@ -91,7 +93,7 @@ func TestParseKey(t *testing.T) {
 	}
 }
 
-func TestFormatKey(t *testing.T) {
+func TestQuoteKey(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct{ in, want string }{
 		"plain":     {"abc", `"abc"`},
@@ -103,14 +105,14 @@ func TestFormatKey(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if got := FormatKey(tt.in); got != tt.want {
-				t.Fatalf("FormatKey(%q) = %s; want %s", tt.in, got, tt.want)
+			if got := keyquote.Quote(tt.in); got != tt.want {
+				t.Fatalf("keyquote.Quote(%q) = %s; want %s", tt.in, got, tt.want)
 			}
 			if tt.in == "" {
 				return
 			}
-			if back, err := ParseKey(FormatKey(tt.in)); err != nil || back != tt.in {
-				t.Fatalf("ParseKey(FormatKey(%q)) = %q, %v", tt.in, back, err)
+			if back, err := ParseKey(keyquote.Quote(tt.in)); err != nil || back != tt.in {
+				t.Fatalf("ParseKey(keyquote.Quote(%q)) = %q, %v", tt.in, back, err)
 			}
 		})
 	}
@@ -139,14 +141,14 @@ func FuzzParseKey(f *testing.F) {
 		}
 
 		// Any printable key round-trips through its Structured-Field form.
-		quoted := FormatKey(v)
+		quoted := keyquote.Quote(v)
 		back, err := ParseKey(quoted)
 		if validKey(v) {
 			if err != nil || back != v {
-				t.Fatalf("ParseKey(FormatKey(%q)) = %q, %v", v, back, err)
+				t.Fatalf("ParseKey(keyquote.Quote(%q)) = %q, %v", v, back, err)
 			}
 		} else if err == nil {
-			t.Fatalf("ParseKey(FormatKey(%q)) = %q, accepted an invalid key", v, back)
+			t.Fatalf("ParseKey(keyquote.Quote(%q)) = %q, accepted an invalid key", v, back)
 		}
 		if err == nil {
 			checkValidKey(t, quoted, back)
@@ -186,12 +188,12 @@ func ExampleParseKey() {
 			fmt.Println(err)
 			continue
 		}
-		fmt.Println(key, FormatKey(key))
+		fmt.Println(key)
 	}
 	// Output:
-	// 8e03978e-40d5-43e8-bc93-6894a57f9324 "8e03978e-40d5-43e8-bc93-6894a57f9324"
-	// 8e03978e-40d5-43e8-bc93-6894a57f9324 "8e03978e-40d5-43e8-bc93-6894a57f9324"
-	// a"b "a\"b"
+	// 8e03978e-40d5-43e8-bc93-6894a57f9324
+	// 8e03978e-40d5-43e8-bc93-6894a57f9324
+	// a"b
 	// retrysafe: invalid idempotency key: unterminated string: missing closing '"'
 	// retrysafe: invalid idempotency key: empty key: the value holds no characters
 }

@@ -61,12 +61,12 @@ func KeyFromHeader(names ...string) KeyFunc {
 // an integer; it is absent (ok=false) when the body is empty or has no
 // such member. A body that is not JSON, or a member of another type, is
 // an error. It returns an error for a pointer that is not valid (see
-// [ValidatePointer]) or that is "" (the whole body).
+// RFC 6901) or that is "" (the whole body).
 func KeyFromJSON(pointer string) (KeyFunc, error) {
 	if pointer == "" {
 		return nil, fmt.Errorf("retrysafe: KeyFromJSON: the empty pointer is the whole body; name a member such as /id")
 	}
-	if err := ValidatePointer(pointer); err != nil {
+	if err := validatePointer(pointer); err != nil {
 		return nil, err
 	}
 	tokens := strings.Split(pointer[1:], "/")

@@ -37,6 +37,9 @@ const (
 	// policy does not re-run it (Config.OnUnknown block, or a Resolver
 	// that kept it blocked); 409 outcome-unknown, nothing ran.
 	OutcomeBlocked Outcome = "blocked"
+	// OutcomeFirstSentExpired: a request whose Repeatability-First-Sent
+	// was out of the window was refused (412); nothing ran.
+	OutcomeFirstSentExpired Outcome = "first_sent_expired"
 )
 
 // Observer receives events for metrics. Implementations must be safe for
@@ -84,7 +87,7 @@ const (
 	// StepRequest is a protected request, in the middleware, from the
 	// moment it is found protected to its answer.
 	StepRequest Step = "request"
-	// StepDo is one Do call (Run, DoWith, Do).
+	// StepDo is one Do call (Do or Run).
 	StepDo Step = "do"
 	// StepClaim is a call of Store.Claim.
 	StepClaim Step = "claim"

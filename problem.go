@@ -21,7 +21,8 @@ type Problem struct {
 	Error *StripeError `json:"error,omitempty"`
 }
 
-// Problem type slugs, appended to Config.ProblemBase to form the "type" URI.
+// Problem type slugs, appended to Config.ProblemBase to form the "type" URI,
+// and the Stripe error types of the stripe dialect ([StripeError].Type).
 // They are stable: clients may match on them.
 const (
 	ProblemMissingKey        = "missing-key"         // 400
@@ -37,6 +38,21 @@ const (
 	ProblemRequestTimeout    = "request-timeout"     // 408: the body did not arrive within the server's read timeout; nothing ran
 	ProblemBadRequestBody    = "bad-request-body"    // 400: the body could not be read (bad framing, cut short); nothing ran
 	ProblemStoreFull         = "store-full"          // 503: the store is out of room for new records; nothing ran, never fails open
+	// ProblemFirstSentExpired (412): Repeatability-First-Sent is older
+	// than the key's TTL (a record of the first attempt may be gone, so
+	// the request cannot be told from a new one) or more than
+	// FirstSentSkew in the future. Nothing runs.
+	ProblemFirstSentExpired = "first-sent-expired"
+	// ProblemFirstSentInvalid (400): Repeatability-First-Sent is not one
+	// IMF-fixdate (Sun, 06 Nov 1994 08:49:37 GMT). Nothing runs.
+	ProblemFirstSentInvalid = "first-sent-invalid"
+
+	// StripeIdempotencyError is the type of refusals about the key or the
+	// caller's scope: missing, invalid or reused keys, a key in use.
+	StripeIdempotencyError = "idempotency_error"
+	// StripeAPIError is the type of every other answer of retrysafe's own:
+	// a store or upstream failure, a body over the limit.
+	StripeAPIError = "api_error"
 )
 
 // WriteProblem writes p as application/problem+json. When retryAfter is

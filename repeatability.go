@@ -6,39 +6,9 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 )
-
-// OASIS Repeatable Requests 1.0, as Azure's REST APIs use it: a client
-// names an operation with Repeatability-Request-ID (taken as the key when
-// there is no Idempotency-Key) and says when it first sent it with
-// Repeatability-First-Sent; answers say Repeatability-Result: accepted
-// (the request ran, or its stored result was replayed) or rejected.
-const (
-	HeaderRepeatabilityRequestID = "Repeatability-Request-Id" // canonical form of Repeatability-Request-ID
-	HeaderRepeatabilityFirstSent = "Repeatability-First-Sent"
-	HeaderRepeatabilityResult    = "Repeatability-Result"
-)
-
-// FirstSentSkew is how far in the future a Repeatability-First-Sent time
-// may be (the client's clock ahead of ours) before the request is refused
-// with 412 first-sent-expired.
-const FirstSentSkew = 5 * time.Minute
-
-// Problem types of the Repeatable Requests headers.
-const (
-	// ProblemFirstSentExpired (412): Repeatability-First-Sent is older
-	// than the key's TTL (a record of the first attempt may be gone, so
-	// the request cannot be told from a new one) or more than
-	// FirstSentSkew in the future. Nothing runs.
-	ProblemFirstSentExpired = "first-sent-expired"
-	// ProblemFirstSentInvalid (400): Repeatability-First-Sent is not one
-	// IMF-fixdate (Sun, 06 Nov 1994 08:49:37 GMT). Nothing runs.
-	ProblemFirstSentInvalid = "first-sent-invalid"
-)
-
-// OutcomeFirstSentExpired: a request whose Repeatability-First-Sent was out
-// of the window was refused (412); nothing ran.
-const OutcomeFirstSentExpired Outcome = "first_sent_expired"
 
 // repeatability is what a request said with the Repeatable Requests
 // headers.
@@ -140,7 +110,7 @@ func (rr repeatability) fingerprint(fp string) string {
 	if rr.firstSent.IsZero() {
 		return fp
 	}
-	return HashScope("retrysafe-first-sent-v1\x00" + fp + "\x00" + strconv.FormatInt(rr.firstSent.Unix(), 10))
+	return scopehash.Sum("retrysafe-first-sent-v1\x00" + fp + "\x00" + strconv.FormatInt(rr.firstSent.Unix(), 10))
 }
 
 // accept marks the answer Repeatability-Result: accepted (the request ran,

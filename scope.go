@@ -5,23 +5,35 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 )
 
 // ScopeFromHeaders returns a Scope function that identifies the caller by
-// the values of several request headers, hashed together in the order
-// given, such as ScopeFromHeaders("Authorization", "Stripe-Account") for a
-// platform key plus the account it acts for. The scope is empty only when
-// none of the headers has a non-empty value.
+// the SHA-256 of request headers' values (so the credential itself is
+// never stored), such as ScopeFromHeaders("Authorization"), the default,
+// or ScopeFromHeaders("Authorization", "Stripe-Account") for a platform
+// key plus the account it acts for. The scope is empty only when none of
+// the headers has a non-empty value; the middleware refuses an empty
+// scope when Config.RequireScope is set.
 //
-// Each header's name and its values are length-prefixed before hashing, so
-// that values cannot be shifted from one header into another: A: "x,y"
-// with no B is not A: "x" with B: "y". With one name it is exactly
-// [ScopeFromHeader]: a gateway that goes from one scope header to a list
-// starting with it does not change the scopes of callers who send only the
-// first.
+// With one name, the scope is the hash of the header's fields joined with
+// "\n". With several, they are hashed together in the order given, each
+// header's name and its values length-prefixed, so that values cannot be
+// shifted from one header into another: A: "x,y" with no B is not A: "x"
+// with B: "y". A gateway that goes from one scope header to a list
+// starting with it does not change the scopes of callers who send only
+// the first.
 func ScopeFromHeaders(names ...string) func(*http.Request) (string, error) {
 	if len(names) == 1 {
-		return ScopeFromHeader(names[0])
+		name := http.CanonicalHeaderKey(names[0])
+		return func(r *http.Request) (string, error) {
+			v := r.Header[name] // as Header.Values: name is canonical
+			if allEmpty(v) {
+				return "", nil
+			}
+			return scopehash.Sum(strings.Join(v, "\n")), nil
+		}
 	}
 	canon := make([]string, len(names))
 	for i, n := range names {
@@ -41,7 +53,7 @@ func ScopeFromHeaders(names ...string) func(*http.Request) (string, error) {
 		if !present {
 			return "", nil
 		}
-		return HashScope(b.String()), nil
+		return scopehash.Sum(b.String()), nil
 	}
 }
 
@@ -63,43 +75,7 @@ func ScopeFromCookie(name string) func(*http.Request) (string, error) {
 		var b strings.Builder
 		b.WriteString("cookie\x00")
 		writeParts(&b, name, values)
-		return HashScope(b.String()), nil
-	}
-}
-
-// ScopeFromHeadersAndCookie returns a Scope function built from the named
-// headers (as [ScopeFromHeaders]) and, when cookie is not "", the named
-// cookie (as [ScopeFromCookie]). A caller who sends only the headers (or
-// only the cookie) gets the scope that source alone gives; one who sends
-// both gets a scope of the two together. The scope is empty when neither
-// is there.
-func ScopeFromHeadersAndCookie(headers []string, cookie string) func(*http.Request) (string, error) {
-	var fromHeaders func(*http.Request) (string, error)
-	if len(headers) > 0 {
-		fromHeaders = ScopeFromHeaders(headers...)
-	}
-	if cookie == "" {
-		if fromHeaders == nil {
-			return func(*http.Request) (string, error) { return "", nil }
-		}
-		return fromHeaders
-	}
-	fromCookie := ScopeFromCookie(cookie)
-	if fromHeaders == nil {
-		return fromCookie
-	}
-	return func(r *http.Request) (string, error) {
-		hs, _ := fromHeaders(r) // header and cookie scopes never fail
-		cs, _ := fromCookie(r)
-		switch {
-		case cs == "":
-			return hs, nil
-		case hs == "":
-			return cs, nil
-		}
-		// Both are hex digests of fixed length; the prefix keeps the
-		// pair apart from any single source's input.
-		return HashScope("both\x00" + hs + "\x00" + cs), nil
+		return scopehash.Sum(b.String()), nil
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/store/memory"
 )
 
@@ -29,16 +30,16 @@ func scopeOf(t *testing.T, scope func(*http.Request) (string, error), lines ...s
 
 func TestScopeFromHeaderUnchanged(t *testing.T) {
 	t.Parallel()
-	one := retrysafe.ScopeFromHeader("Authorization")
+	one := retrysafe.ScopeFromHeaders("Authorization")
 	// Stored records carry these scopes: the single-header hash must not change.
-	if got, want := scopeOf(t, one, "Authorization: Bearer alice"), retrysafe.HashScope("Bearer alice"); got != want {
-		t.Errorf("one field: %s, want HashScope of the value %s", got, want)
+	if got, want := scopeOf(t, one, "Authorization: Bearer alice"), scopehash.Sum("Bearer alice"); got != want {
+		t.Errorf("one field: %s, want the hash of the value %s", got, want)
 	}
-	if got, want := scopeOf(t, one, "Authorization: a", "Authorization: b"), retrysafe.HashScope("a\nb"); got != want {
-		t.Errorf("two fields: %s, want HashScope(\"a\\nb\") %s", got, want)
+	if got, want := scopeOf(t, one, "Authorization: a", "Authorization: b"), scopehash.Sum("a\nb"); got != want {
+		t.Errorf("two fields: %s, want the hash of \"a\\nb\" %s", got, want)
 	}
-	if got := retrysafe.ScopeFromHeaders("authorization"); scopeOf(t, got, "Authorization: Bearer alice") != retrysafe.HashScope("Bearer alice") {
-		t.Error("ScopeFromHeaders with one name is not ScopeFromHeader")
+	if got := retrysafe.ScopeFromHeaders("authorization"); scopeOf(t, got, "Authorization: Bearer alice") != scopehash.Sum("Bearer alice") {
+		t.Error("ScopeFromHeaders with one name is not the one-header scope")
 	}
 	for name, lines := range map[string][]string{"absent": nil, "empty value": {"Authorization: "}} {
 		if s := scopeOf(t, one, lines...); s != "" {
@@ -79,7 +80,7 @@ func TestScopeFromHeadersIsUnambiguous(t *testing.T) {
 	if scopeOf(t, ab, "A: x", "B: y") == scopeOf(t, retrysafe.ScopeFromHeaders("B", "A"), "A: x", "B: y") {
 		t.Error("the order of the names does not count")
 	}
-	if scopeOf(t, ab, "A: x") == scopeOf(t, retrysafe.ScopeFromHeader("A"), "A: x") {
+	if scopeOf(t, ab, "A: x") == scopeOf(t, retrysafe.ScopeFromHeaders("A"), "A: x") {
 		t.Error("two names with only the first sent give the one-name scope; want them apart")
 	}
 	for name, lines := range map[string][]string{"none": nil, "empty values": {"A: ", "B: "}, "another header": {"C: x"}} {
@@ -106,7 +107,7 @@ func TestScopeFromCookie(t *testing.T) {
 	if s := scopeOf(t, sc, "Cookie: session=bob; _ga=GA1.1.111"); s == alice || s == "" {
 		t.Errorf("bob's scope %q: want his own", s)
 	}
-	if alice == retrysafe.HashScope("alice") || alice == scopeOf(t, retrysafe.ScopeFromHeader("X"), "X: alice") {
+	if alice == scopehash.Sum("alice") || alice == scopeOf(t, retrysafe.ScopeFromHeaders("X"), "X: alice") {
 		t.Error("a cookie's scope equals a header's with the same value")
 	}
 	for name, lines := range map[string][]string{
@@ -116,25 +117,6 @@ func TestScopeFromCookie(t *testing.T) {
 		if s := scopeOf(t, sc, lines...); s != "" {
 			t.Errorf("%s: scope %q, want empty", name, s)
 		}
-	}
-}
-
-func TestScopeFromHeadersAndCookie(t *testing.T) {
-	t.Parallel()
-	both := retrysafe.ScopeFromHeadersAndCookie([]string{"Authorization"}, "session")
-	header := scopeOf(t, both, "Authorization: Bearer k")
-	if header != retrysafe.HashScope("Bearer k") {
-		t.Error("a caller who sends only the header does not get the header's scope")
-	}
-	cookie := scopeOf(t, both, "Cookie: session=s1")
-	if cookie != scopeOf(t, retrysafe.ScopeFromCookie("session"), "Cookie: session=s1") {
-		t.Error("a caller who sends only the cookie does not get the cookie's scope")
-	}
-	if s := scopeOf(t, both, "Authorization: Bearer k", "Cookie: session=s1"); s == header || s == cookie || s == "" {
-		t.Errorf("header and cookie together: %q, want a scope of its own", s)
-	}
-	if s := scopeOf(t, both, "Cookie: other=1"); s != "" {
-		t.Errorf("neither: %q, want empty", s)
 	}
 }
 

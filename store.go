@@ -77,18 +77,6 @@ type Record struct {
 	Response *Response // nil unless State is StateCompleted
 }
 
-// MaxCheckpointData is the largest Checkpoint.Data the engine writes, in
-// bytes: it refuses a larger one before calling the store. A store must
-// accept [CheckpointStoreLimit] bytes, which leaves room for a wrapper's
-// own overhead (store/sealed encrypts the data).
-const MaxCheckpointData = 64 << 10
-
-// CheckpointStoreLimit is the largest Checkpoint.Data every store must
-// accept, in bytes: [MaxCheckpointData] plus 1 KiB for wrappers (store/sealed
-// adds a key id, a nonce and a tag). A MySQL column for it must be a
-// MEDIUMBLOB: a BLOB holds 65,535 bytes.
-const CheckpointStoreLimit = MaxCheckpointData + 1<<10
-
 // Checkpoint is a durable note of how far an operation got, written by
 // its owner (fenced by its token) between side effects: "charge
 // requested", with the provider's reference as Data, say. A later owner
@@ -124,37 +112,6 @@ func (cp *Checkpoint) Clone() *Checkpoint {
 		c.Data = append([]byte{}, cp.Data...)
 	}
 	return &c
-}
-
-// Status is a record's state as operators see it, from [Record.Status]:
-// the operator page, `retrysafe keys` and the counts of
-// [github.com/retrysafe/retrysafe/admin.Stats] all use it.
-type Status string
-
-// The statuses a record can have at a time; every record has exactly one.
-const (
-	StatusProcessing Status = "processing" // claimed, its owner's lease live
-	StatusUnknown    Status = "unknown"    // processing, lease ran out: the outcome is unknown
-	StatusCompleted  Status = "completed"  // a stored result, replayed until ExpiresAt
-	StatusFailed     Status = "failed"     // completed with a stored status of 400 or more
-	StatusExpired    Status = "expired"    // completed, past ExpiresAt (absent), not swept yet
-)
-
-// Status returns the record's status at now. An expired record is
-// expired whatever its stored status; a failed one replays like any
-// result.
-func (rec *Record) Status(now time.Time) Status {
-	switch {
-	case rec.LeaseExpired(now), rec.State == StateProcessing && rec.Abandoned:
-		return StatusUnknown
-	case rec.State == StateProcessing:
-		return StatusProcessing
-	case rec.Expired(now):
-		return StatusExpired
-	case rec.Response != nil && rec.Response.Status >= 400:
-		return StatusFailed
-	}
-	return StatusCompleted
 }
 
 // LeaseExpired reports whether a processing record's lease has run out at now.

@@ -65,7 +65,7 @@ func TestDoStoreFull(t *testing.T) {
 			t.Parallel()
 			obs := &outcomeLog{}
 			var runs atomic.Int64
-			_, err := retrysafe.DoWith(context.Background(), &retrysafe.DoConfig{Store: fullStore{newMemory(t), ferr}, Observer: obs},
+			_, err := doWith(context.Background(), &retrysafe.DoConfig{Store: fullStore{newMemory(t), ferr}, Observer: obs},
 				"job", "fp", func(context.Context) (int, error) { runs.Add(1); return 1, nil })
 			if !errors.Is(err, retrysafe.ErrStoreFull) || runs.Load() != 0 {
 				t.Fatalf("err = %v, runs %d; want ErrStoreFull and no run", err, runs.Load())

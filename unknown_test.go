@@ -621,11 +621,11 @@ func TestDoUnknownOutcomes(t *testing.T) {
 	cfg := retrysafe.DoConfig{Store: store, Scope: "q", Lease: uLease, Now: clock.Now, Logger: quiet}
 
 	// Takeover (the default): the retry resumes.
-	if _, err := retrysafe.DoWith(context.Background(), &cfg, "takeover", "fp", first); err != nil {
+	if _, err := doWith(context.Background(), &cfg, "takeover", "fp", first); err != nil {
 		t.Fatal(err)
 	}
 	clock.Set(u0.Add(uLease))
-	got, err := retrysafe.DoWith(context.Background(), &cfg, "takeover", "fp", func(ctx context.Context) (string, error) {
+	got, err := doWith(context.Background(), &cfg, "takeover", "fp", func(ctx context.Context) (string, error) {
 		name, data, ok := retrysafe.OperationFromContext(ctx).Resumed()
 		if !ok {
 			return "from scratch", nil
@@ -640,11 +640,11 @@ func TestDoUnknownOutcomes(t *testing.T) {
 	clock.Set(u0)
 	block := cfg
 	block.OnUnknown = retrysafe.OnUnknownBlock
-	if _, err := retrysafe.DoWith(context.Background(), &block, "block", "fp", first); err != nil {
+	if _, err := doWith(context.Background(), &block, "block", "fp", first); err != nil {
 		t.Fatal(err)
 	}
 	clock.Set(u0.Add(uLease))
-	_, err = retrysafe.DoWith(context.Background(), &block, "block", "fp", func(context.Context) (string, error) {
+	_, err = doWith(context.Background(), &block, "block", "fp", func(context.Context) (string, error) {
 		t.Error("ran under block")
 		return "", nil
 	})
@@ -656,7 +656,7 @@ func TestDoUnknownOutcomes(t *testing.T) {
 		resp, err := retrysafe.ResultResponse("resolved " + string(rec.Checkpoint.Data))
 		return retrysafe.Resolution{Action: retrysafe.ResolveComplete, Response: resp}, err
 	}
-	got, err = retrysafe.DoWith(context.Background(), &resolver, "block", "fp", func(context.Context) (string, error) {
+	got, err = doWith(context.Background(), &resolver, "block", "fp", func(context.Context) (string, error) {
 		t.Error("ran although the Resolver completed it")
 		return "", nil
 	})
@@ -666,7 +666,7 @@ func TestDoUnknownOutcomes(t *testing.T) {
 
 	// The completer for Do's records.
 	clock.Set(u0)
-	if _, err := retrysafe.DoWith(context.Background(), &cfg, "stranded", "fp", first); err != nil {
+	if _, err := doWith(context.Background(), &cfg, "stranded", "fp", first); err != nil {
 		t.Fatal(err)
 	}
 	clock.Set(u0.Add(uLease))

@@ -143,7 +143,7 @@ func TestDoWaiterNeverTakesOver(t *testing.T) {
 
 	// Unknown outcome on arrival: answered at once, no wait.
 	clock.Set(t0.Add(20 * time.Second))
-	_, err := retrysafe.DoWith(context.Background(), cfg, "job", "fp", fn)
+	_, err := doWith(context.Background(), cfg, "job", "fp", fn)
 	var ip *retrysafe.InProgressError
 	if !errors.As(err, &ip) || !ip.OutcomeUnknown || ip.RetryAfter != 10*time.Second {
 		t.Fatalf("err = %v, want an outcome-unknown *InProgressError with RetryAfter 10s", err)
@@ -155,7 +155,7 @@ func TestDoWaiterNeverTakesOver(t *testing.T) {
 	// Live on arrival, lease run out during the wait: no takeover.
 	clock.Set(t0.Add(5 * time.Second))
 	store.onGet = func(int64) { clock.Set(t0.Add(31 * time.Second)) }
-	_, err = retrysafe.DoWith(context.Background(), cfg, "job", "fp", fn)
+	_, err = doWith(context.Background(), cfg, "job", "fp", fn)
 	if !errors.As(err, &ip) || !ip.OutcomeUnknown || ip.RetryAfter != time.Second {
 		t.Fatalf("err = %v, want an outcome-unknown *InProgressError with RetryAfter 1s", err)
 	}
@@ -164,7 +164,7 @@ func TestDoWaiterNeverTakesOver(t *testing.T) {
 	}
 	// A call that arrives after the lease takes over.
 	store.onGet = nil
-	if v, err := retrysafe.DoWith(context.Background(), cfg, "job", "fp", fn); err != nil || v != 1 || runs.Load() != 1 {
+	if v, err := doWith(context.Background(), cfg, "job", "fp", fn); err != nil || v != 1 || runs.Load() != 1 {
 		t.Fatalf("after the lease: %d, %v, runs %d; want the takeover's run", v, err, runs.Load())
 	}
 }
@@ -202,7 +202,7 @@ func TestWaiterClaimThatTakesOverRunsNothing(t *testing.T) {
 	clock.Set(t0.Add(time.Second))
 	var runs atomic.Int64
 	cfg := &retrysafe.DoConfig{Store: store, Scope: "s", Lease: 30 * time.Second, Now: clock.Now, WaitTimeout: 10 * time.Second}
-	_, err := retrysafe.DoWith(context.Background(), cfg, "job", "fp", func(context.Context) (int, error) { runs.Add(1); return 1, nil })
+	_, err := doWith(context.Background(), cfg, "job", "fp", func(context.Context) (int, error) { runs.Add(1); return 1, nil })
 	var ip *retrysafe.InProgressError
 	if !errors.As(err, &ip) || !ip.OutcomeUnknown {
 		t.Fatalf("err = %v, want an outcome-unknown *InProgressError", err)

@@ -262,19 +262,19 @@ type Stats struct {
 	Processing, Completed int64
 	// LeaseExpired counts the processing records whose lease ran out by
 	// Now (LeaseUntil <= Now) or that their owner abandoned
-	// ([retrysafe.StatusUnknown]): attempts whose outcome is unknown. They
+	// ([StatusUnknown]): attempts whose outcome is unknown. They
 	// are part of Processing.
 	LeaseExpired int64
-	// Failed counts the completed records of [retrysafe.StatusFailed] (a
+	// Failed counts the completed records of [StatusFailed] (a
 	// stored status of 400 or more, not expired); Expired those whose
-	// result expired by Now (ExpiresAt <= Now; [retrysafe.StatusExpired]),
+	// result expired by Now (ExpiresAt <= Now; [StatusExpired]),
 	// whatever their status. Both are part of Completed.
 	Failed, Expired int64
 	// OldestInFlight is the processing record with a live lease (LeaseUntil
 	// > Now) created first (ties broken by scope, then key), or nil.
 	OldestInFlight *retrysafe.Record
 	// Unknown are up to StatsParams.Unknown processing records of
-	// [retrysafe.StatusUnknown] (lease ran out by Now, or abandoned), by
+	// [StatusUnknown] (lease ran out by Now, or abandoned), by
 	// LeaseUntil (the longest expired first), then scope, then key.
 	Unknown []*retrysafe.Record
 }
@@ -294,15 +294,15 @@ func StatsOf(recs []*retrysafe.Record, p *StatsParams) *Stats {
 		} else {
 			st.Processing++
 		}
-		switch rec.Status(p.Now) {
-		case retrysafe.StatusFailed:
+		switch StatusOf(rec, p.Now) {
+		case StatusFailed:
 			st.Failed++
-		case retrysafe.StatusExpired:
+		case StatusExpired:
 			st.Expired++
-		case retrysafe.StatusUnknown:
+		case StatusUnknown:
 			st.LeaseExpired++
 			st.Unknown = append(st.Unknown, rec)
-		case retrysafe.StatusProcessing:
+		case StatusProcessing:
 			if o := st.OldestInFlight; o == nil || cmp.Or(rec.CreatedAt.Compare(o.CreatedAt), byID(rec, o)) < 0 {
 				st.OldestInFlight = rec
 			}

@@ -9,7 +9,7 @@ import (
 )
 
 // TestStatsOfCountsStatuses: StatsOf's counts are those of
-// retrysafe.Record.Status: an expired record that failed counts as
+// admin.StatusOf: an expired record that failed counts as
 // expired, not failed.
 func TestStatsOfCountsStatuses(t *testing.T) {
 	t.Parallel()

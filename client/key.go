@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/keyquote"
 )
 
 // Header names used by the transport.
@@ -97,7 +98,7 @@ func encodeKey(key string) string {
 	if k, err := retrysafe.ParseKey(key); err == nil && k == key {
 		return key
 	}
-	return retrysafe.FormatKey(key)
+	return keyquote.Quote(key)
 }
 
 // Replayed reports whether resp is an answer the server replayed from its

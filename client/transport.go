@@ -41,7 +41,7 @@ var ErrAttemptTimeout = errors.New("client: attempt timed out")
 // rather than as the draft standard's quoted Structured-Field string;
 // retrysafe's servers accept both ([retrysafe.ParseKey]). Only a key that
 // cannot be sent bare (one with spaces, quotes, commas or semicolons) is
-// written quoted ([retrysafe.FormatKey]). Every attempt carries the same
+// written quoted, as a Structured-Field String. Every attempt carries the same
 // key. The caller's request is never
 // modified: each attempt is a clone, and [KeyFromResponse] reads the key
 // from the clone in resp.Request.

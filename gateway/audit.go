@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // AuditPrefix starts the message of every line [LogAudit] writes, and
@@ -33,13 +34,20 @@ type Audit struct {
 	Before *retrysafe.Record
 	// Remote is the peer's address on the operator page; "" for the CLI.
 	Remote string
+	// Attrs are the action's own attributes (key-value pairs, as
+	// slog takes them), logged after the record's: a resolve adds
+	// action, abandoned, and for a completed answer status and
+	// body_bytes.
+	Attrs []any
 }
 
 // LogAudit writes one line at info level (warn when err is not nil) for a
 // destructive operator action: who, via what, what, the record (scope and
 // a digest of its key) and its state before (state_before, attempt, and
-// for a completed record its status), and the result: "done", "absent"
-// (err matches retrysafe.ErrNotFound) or "failed" with the error. The
+// for a completed record its status), the action's own Attrs, and the
+// result: "done", "absent" (err matches retrysafe.ErrNotFound),
+// "refused" (err matches retrysafe.ErrLeaseLost: the record changed since
+// it was read, and nothing was written) or "failed" with the error. The
 // operator page and "retrysafe keys" both log through it, so every such
 // line has the same attributes.
 func LogAudit(ctx context.Context, logger *slog.Logger, now time.Time, a Audit, err error) {
@@ -53,7 +61,7 @@ func LogAudit(ctx context.Context, logger *slog.Logger, now time.Time, a Audit, 
 		attrs = append(attrs, "remote", a.Remote)
 	}
 	if b := a.Before; b != nil {
-		attrs = append(attrs, "state_before", string(b.Status(now)), "attempt", b.Attempt)
+		attrs = append(attrs, "state_before", string(admin.StatusOf(b, now)), "attempt", b.Attempt)
 		if b.Route != "" {
 			attrs = append(attrs, "route", b.Route)
 		}
@@ -63,12 +71,18 @@ func LogAudit(ctx context.Context, logger *slog.Logger, now time.Time, a Audit, 
 	} else {
 		attrs = append(attrs, "state_before", "absent")
 	}
+	attrs = append(attrs, a.Attrs...)
 	level := slog.LevelInfo
 	switch {
 	case err == nil:
 		attrs = append(attrs, "result", "done")
 	case errors.Is(err, retrysafe.ErrNotFound):
 		attrs = append(attrs, "result", "absent")
+	case errors.Is(err, retrysafe.ErrLeaseLost):
+		// A fenced write (a resolve) found the record changed since it
+		// was read: nothing was written.
+		level = slog.LevelWarn
+		attrs = append(attrs, "result", "refused", "err", err)
 	default:
 		level = slog.LevelWarn
 		attrs = append(attrs, "result", "failed", "err", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/canonicaljson"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -214,7 +215,7 @@ func (fr *fileRoute) route(p Policy) (Route, error) {
 	if fr.IgnoreFields != nil {
 		p.IgnoreFields = append([]string(nil), fr.IgnoreFields...)
 		for j, ptr := range p.IgnoreFields {
-			if err := retrysafe.ValidatePointer(ptr); err != nil {
+			if err := canonicaljson.ValidatePointer(ptr); err != nil {
 				return Route{}, fmt.Errorf("ignore_fields[%d]: %q is not a JSON Pointer: %w", j, ptr, err)
 			}
 		}

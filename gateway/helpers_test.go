@@ -28,6 +28,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/mysql"
@@ -420,7 +421,7 @@ func (r *result) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body)
 var client = &http.Client{Timeout: 30 * time.Second}
 
 // testScope is the scope of send's default caller.
-var testScope = retrysafe.HashScope("Bearer test-caller")
+var testScope = scopehash.Sum("Bearer test-caller")
 
 // send sends method path with key (none when "") and body, and reads the
 // answer.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/httpmethod"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 )
 
 // Policy is the idempotency policy of one route (or the defaults). The zero
@@ -51,8 +52,10 @@ type Policy struct {
 	// ScopeCookie also empty, nil means Authorization.
 	ScopeHeaders []string
 	// ScopeCookie names a cookie whose value identifies the caller too
-	// (config file: scope_cookie); see
-	// [retrysafe.ScopeFromHeadersAndCookie]. "" means none.
+	// (config file: scope_cookie), as [retrysafe.ScopeFromCookie] does. A
+	// caller who sends only the headers (or only the cookie) gets the scope
+	// that source alone gives; one who sends both gets a scope of the two
+	// together. "" means none.
 	ScopeCookie string
 	// AllowEmptyScope lets keyed requests that carry none of the scope
 	// headers and no scope cookie run, all in one shared key space. By
@@ -96,7 +99,43 @@ func (p *Policy) scope() (func(*http.Request) (string, error), string) {
 		parts = append(parts, "the "+p.ScopeCookie+" cookie")
 	}
 	source := strings.Join(parts, " or ")
-	return retrysafe.ScopeFromHeadersAndCookie(p.ScopeHeaders, p.ScopeCookie), source
+	return scopeFromHeadersAndCookie(p.ScopeHeaders, p.ScopeCookie), source
+}
+
+// scopeFromHeadersAndCookie returns a Scope function built from the named
+// headers (as [retrysafe.ScopeFromHeaders]) and, when cookie is not "", the
+// named cookie (as [retrysafe.ScopeFromCookie]). A caller who sends only
+// the headers (or only the cookie) gets the scope that source alone gives;
+// one who sends both gets a scope of the two together. The scope is empty
+// when neither is there.
+func scopeFromHeadersAndCookie(headers []string, cookie string) func(*http.Request) (string, error) {
+	var fromHeaders func(*http.Request) (string, error)
+	if len(headers) > 0 {
+		fromHeaders = retrysafe.ScopeFromHeaders(headers...)
+	}
+	if cookie == "" {
+		if fromHeaders == nil {
+			return func(*http.Request) (string, error) { return "", nil }
+		}
+		return fromHeaders
+	}
+	fromCookie := retrysafe.ScopeFromCookie(cookie)
+	if fromHeaders == nil {
+		return fromCookie
+	}
+	return func(r *http.Request) (string, error) {
+		hs, _ := fromHeaders(r) // header and cookie scopes never fail
+		cs, _ := fromCookie(r)
+		switch {
+		case cs == "":
+			return hs, nil
+		case hs == "":
+			return cs, nil
+		}
+		// Both are hex digests of fixed length; the prefix keeps the
+		// pair apart from any single source's input.
+		return scopehash.Sum("both\x00" + hs + "\x00" + cs), nil
+	}
 }
 
 // DefaultPolicy returns the policy of the fixed CLI defaults: POST and PATCH

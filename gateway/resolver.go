@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/httpmethod"
+	"github.com/retrysafe/retrysafe/internal/storeheader"
 )
 
 // DefaultResolveTimeout bounds one call to a route's resolve URL
@@ -162,7 +163,7 @@ func parseResolveReply(raw []byte, maxBody int64) resolveAnswer {
 				return unknownBecause("done with a control character in header %s", name)
 			}
 		}
-		if retrysafe.DefaultStoreHeader(name) {
+		if storeheader.Default(name) {
 			resp.Header[http.CanonicalHeaderKey(name)] = append(resp.Header[http.CanonicalHeaderKey(name)], vals...)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	retrysafeotel "github.com/retrysafe/retrysafe/otel"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"go.opentelemetry.io/otel/attribute"
@@ -113,7 +114,7 @@ func TestTracing(t *testing.T) {
 		retrysafeotel.AttrReplayed:       attribute.BoolValue(false),
 		retrysafeotel.AttrAttempt:        attribute.IntValue(1),
 		retrysafeotel.AttrStore:          attribute.StringValue("memory"),
-		retrysafeotel.AttrKeyHash:        attribute.StringValue(retrysafeotel.KeyHash(retrysafe.HashScope("Bearer tok"), key)),
+		retrysafeotel.AttrKeyHash:        attribute.StringValue(retrysafeotel.KeyHash(scopehash.Sum("Bearer tok"), key)),
 		retrysafeotel.AttrUpstreamResult: attribute.Value{}, // on the upstream span, not here
 	})
 	clients := spansOfKind(spans, trace.SpanKindClient)

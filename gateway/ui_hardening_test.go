@@ -20,6 +20,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
@@ -132,7 +133,7 @@ func TestUIIdentityNeverInURL(t *testing.T) {
 	}
 	res.Body.Close()
 	loc := res.Header.Get("Location")
-	if strings.Contains(loc, "SECRET4242") || !strings.Contains(loc, "scope="+retrysafe.HashScope(cred)) {
+	if strings.Contains(loc, "SECRET4242") || !strings.Contains(loc, "scope="+scopehash.Sum(cred)) {
 		t.Fatalf("redirect to %q: want the scope, never the credential", loc)
 	}
 	code, page = e.get(t, loc)

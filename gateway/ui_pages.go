@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
@@ -36,7 +37,7 @@ type uiRecord struct {
 }
 
 func (u *UI) view(rec *retrysafe.Record, now time.Time) uiRecord {
-	return uiRecord{Record: rec, StateName: string(rec.Status(now)), URL: recordURL(rec.Scope, rec.Key)}
+	return uiRecord{Record: rec, StateName: string(admin.StatusOf(rec, now)), URL: recordURL(rec.Scope, rec.Key)}
 }
 
 // rateGroups are the outcome groups of the chart, in stacking order.
@@ -325,7 +326,7 @@ func (u *UI) recordsFilter(w http.ResponseWriter, r *http.Request) {
 				"Routes": u.cfg.Routes, "Problem": "give a scope or an identity, not both"})
 			return
 		}
-		f.Scope = retrysafe.HashScope(id)
+		f.Scope = scopehash.Sum(id)
 		if k, ok := u.admin.(interface{ StoredScope(string) string }); ok {
 			f.Scope = k.StoredScope(f.Scope) // encrypted at rest: kept under the HMAC
 		}
@@ -454,7 +455,7 @@ func (u *UI) delete(w http.ResponseWriter, r *http.Request) {
 
 // keyDigest identifies a key in the log without writing it (keys can be
 // secrets): the first 16 hex digits of its SHA-256.
-func keyDigest(key string) string { return retrysafe.HashScope(key)[:16] }
+func keyDigest(key string) string { return scopehash.Sum(key)[:16] }
 
 // Template helpers.
 var uiFuncs = template.FuncMap{

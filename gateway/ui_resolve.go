@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // uiResolveBody bounds the body an operator types into the Resolve form.
@@ -88,8 +89,8 @@ func (u *UI) resolve(w http.ResponseWriter, r *http.Request) {
 	case rec == nil:
 		problem(http.StatusNotFound, "No record with this key in this scope any more (released, deleted or swept): nothing to resolve.")
 		return
-	case rec.Status(now) != retrysafe.StatusUnknown:
-		problem(http.StatusConflict, fmt.Sprintf("The record is %s now, not an unknown outcome: nothing was written. Open it again to see what it holds.", rec.Status(now)))
+	case admin.StatusOf(rec, now) != admin.StatusUnknown:
+		problem(http.StatusConflict, fmt.Sprintf("The record is %s now, not an unknown outcome: nothing was written. Open it again to see what it holds.", admin.StatusOf(rec, now)))
 		return
 	case !equalHex(r.PostFormValue("rev"), u.recordRev(rec)):
 		u.logger.InfoContext(r.Context(), "operator page: resolve refused: the record changed since the page showed it", log...)
@@ -106,24 +107,23 @@ func (u *UI) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), uiStoreTimeout)
 	defer cancel()
-	log = append(log, "state_before", string(rec.Status(now)), "attempt", rec.Attempt, "abandoned", rec.Abandoned)
+	attrs := []any{"action", action, "abandoned", rec.Abandoned}
 	if resp != nil {
-		log = append(log, "status", resp.Status, "body_bytes", len(resp.Body))
+		attrs = append(attrs, "status", resp.Status, "body_bytes", len(resp.Body))
 		err = u.completeStored(ctx, &retrysafe.CompleteParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: now, TTL: u.ttlFor(rec.Route), Response: resp})
 	} else {
 		err = u.releaseStored(ctx, &retrysafe.ReleaseParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token})
 	}
+	LogAudit(r.Context(), u.logger, now, Audit{Actor: actorOf(r), Via: "operator page", Action: "unknown outcome resolved",
+		Scope: scope, Key: key, Before: rec, Remote: r.RemoteAddr, Attrs: attrs}, err)
 	switch {
 	case errors.Is(err, retrysafe.ErrLeaseLost):
-		u.logger.InfoContext(r.Context(), "operator page: resolve refused: the record changed before the write", log...)
 		problem(http.StatusConflict, "The record changed just now (a retry took it over, or someone resolved it): nothing was written. Open it again.")
 		return
 	case err != nil:
-		u.logger.WarnContext(r.Context(), "operator page: resolve failed", append(log, "err", err)...)
 		u.storeError(w, r, "resolving the record", err)
 		return
 	}
-	u.logger.InfoContext(r.Context(), "operator page: unknown outcome resolved", log...)
 	http.Redirect(w, r, recordURL(rec.Scope, rec.Key), http.StatusSeeOther)
 }
 

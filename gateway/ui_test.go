@@ -14,6 +14,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
 )
@@ -169,7 +170,7 @@ func TestUIRequiresToken(t *testing.T) {
 	// The same audit line as "retrysafe keys delete" writes: what, the
 	// record, and its state before.
 	for _, want := range []string{`msg="audit: record deleted"`, "audit=true", `via="operator page"`, "scope=" + testScope,
-		"key_sha256=" + retrysafe.HashScope("k1")[:16], "state_before=completed", "status_before=201", "attempt=1", "result=done"} {
+		"key_sha256=" + scopehash.Sum("k1")[:16], "state_before=completed", "status_before=201", "attempt=1", "result=done"} {
 		if !strings.Contains(logged, want) {
 			t.Errorf("the delete's audit line lacks %s:\n%s", want, logged)
 		}
@@ -267,7 +268,7 @@ func TestUIServerRenderedTables(t *testing.T) {
 	}
 	// An unknown outcome: a processing record whose lease ran out.
 	now := time.Now()
-	if _, err := e.store.Claim(t.Context(), &retrysafe.ClaimParams{Scope: retrysafe.HashScope("Bearer carol"), Key: "stuck-1",
+	if _, err := e.store.Claim(t.Context(), &retrysafe.ClaimParams{Scope: scopehash.Sum("Bearer carol"), Key: "stuck-1",
 		Fingerprint: "fp", Token: retrysafe.NewToken(), Now: now.Add(-time.Hour), Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -309,14 +310,14 @@ func TestUIServerRenderedTables(t *testing.T) {
 	if code, _ := e.post(t, "/ui/records", url.Values{"identity": {"Bearer bob"}}); code != http.StatusSeeOther {
 		t.Fatalf("POST /ui/records: %d, want 303", code)
 	}
-	_, page = e.get(t, "/ui/records?scope="+retrysafe.HashScope("Bearer bob"))
+	_, page = e.get(t, "/ui/records?scope="+scopehash.Sum("Bearer bob"))
 	if got := rows(page); len(got) != 1 || got[0] != `&lt;script&gt;alert(1)&lt;/script&gt;` {
 		t.Errorf("identity Bearer bob: %v, want the <script> key, escaped", got)
 	}
 	if strings.Contains(page, evil) {
 		t.Error("the records page holds the key unescaped")
 	}
-	_, page = e.get(t, "/ui/records?scope="+retrysafe.HashScope("Bearer alice")+"&state=completed&prefix=order-a")
+	_, page = e.get(t, "/ui/records?scope="+scopehash.Sum("Bearer alice")+"&state=completed&prefix=order-a")
 	if got := rows(page); len(got) != 26 {
 		t.Errorf("scope of alice, completed, prefix order-a: %d rows, want 26", len(got))
 	}
@@ -329,7 +330,7 @@ func TestUIServerRenderedTables(t *testing.T) {
 	}
 
 	// The detail shows the stored status and headers, the body only on request.
-	_, page = e.get(t, "/ui/record?"+url.Values{"scope": {retrysafe.HashScope("Bearer bob")}, "key": {evil}}.Encode())
+	_, page = e.get(t, "/ui/record?"+url.Values{"scope": {scopehash.Sum("Bearer bob")}, "key": {evil}}.Encode())
 	if strings.Contains(page, evil) || !strings.Contains(page, `&lt;script&gt;alert(1)&lt;/script&gt;`) {
 		t.Error("the record page does not show the key escaped")
 	}
@@ -339,7 +340,7 @@ func TestUIServerRenderedTables(t *testing.T) {
 	if strings.Contains(page, `"amount":2`) || strings.Contains(page, `id="body-text"`) || !strings.Contains(page, `id="show-body"`) {
 		t.Errorf("the body is shown before it was asked for")
 	}
-	_, page = e.get(t, "/ui/record?"+url.Values{"scope": {retrysafe.HashScope("Bearer bob")}, "key": {evil}, "body": {"1"}}.Encode())
+	_, page = e.get(t, "/ui/record?"+url.Values{"scope": {scopehash.Sum("Bearer bob")}, "key": {evil}, "body": {"1"}}.Encode())
 	if !strings.Contains(page, `id="body-text"`) {
 		t.Errorf("the body is not shown after the click")
 	}

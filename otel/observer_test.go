@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	retrysafeotel "github.com/retrysafe/retrysafe/otel"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"go.opentelemetry.io/otel/attribute"
@@ -165,7 +166,7 @@ func TestRequestSpans(t *testing.T) {
 		t.Errorf("request span's parent %s/%s (remote %v), want the client's %s/%s",
 			p.TraceID(), p.SpanID(), p.IsRemote(), client.TraceID(), client.SpanID())
 	}
-	keyHash := retrysafeotel.KeyHash(retrysafe.HashScope("Bearer tok"), secretKey)
+	keyHash := retrysafeotel.KeyHash(scopehash.Sum("Bearer tok"), secretKey)
 	want := map[attribute.Key]attribute.Value{
 		retrysafeotel.AttrOutcome:  attribute.StringValue("new"),
 		retrysafeotel.AttrReplayed: attribute.BoolValue(false),
@@ -225,7 +226,7 @@ func TestRequestSpans(t *testing.T) {
 	if n := len(byName(spans, "charge card")); n != 1 {
 		t.Errorf("the handler ran %d times", n)
 	}
-	checkNoSecret(t, spans, secretKey, "Bearer tok", retrysafe.HashScope("Bearer tok"), `"amount"`, `"charged"`)
+	checkNoSecret(t, spans, secretKey, "Bearer tok", scopehash.Sum("Bearer tok"), `"amount"`, `"charged"`)
 }
 
 // failingStore fails every claim with an error whose message quotes the

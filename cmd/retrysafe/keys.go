@@ -22,6 +22,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -185,7 +186,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 		return err
 	}
 	if o.identity != "" {
-		o.scope = retrysafe.HashScope(o.identity)
+		o.scope = scopehash.Sum(o.identity)
 		if ring != nil {
 			// Encrypted at rest, records are kept under the HMAC of
 			// their scope: the scope keys list shows.
@@ -221,7 +222,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer, open 
 	case "show":
 		return k.show(ctx, pos[0])
 	case "resolve":
-		return k.resolve(ctx, pos[0], &o.resolve, stderr)
+		return k.resolve(ctx, pos[0], &o.resolve)
 	default:
 		return k.delete(ctx, pos[0])
 	}
@@ -603,7 +604,7 @@ func (k *keysCmd) jsonRecord(r *retrysafe.Record, full bool) keysJSONRecord {
 		Scope:       r.Scope,
 		Key:         r.Key,
 		Route:       r.Route,
-		State:       string(r.Status(k.now)),
+		State:       string(admin.StatusOf(r, k.now)),
 		Attempts:    r.Attempt,
 		CreatedAt:   r.CreatedAt.UTC(),
 		UpdatedAt:   r.UpdatedAt.UTC(),
@@ -650,10 +651,10 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// keysState is the record's status (retrysafe.Record.Status), with an
+// keysState is the record's status (admin.StatusOf), with an
 // unknown outcome shown as "processing (lease expired)".
 func keysState(r *retrysafe.Record, now time.Time) string {
-	if st := r.Status(now); st != retrysafe.StatusUnknown {
+	if st := admin.StatusOf(r, now); st != admin.StatusUnknown {
 		return string(st)
 	}
 	if r.Abandoned {

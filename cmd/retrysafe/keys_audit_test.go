@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 )
 
 // TestKeysDeleteAudited: "keys delete" writes one JSON audit line on
@@ -24,7 +25,7 @@ func TestKeysDeleteAudited(t *testing.T) {
 	)
 	for key, want := range map[string]map[string]any{
 		"pay-audit-done":    {"state_before": "completed", "status_before": float64(201), "attempt": float64(1)},
-		"pay-audit-unknown": {"state_before": string(retrysafe.StatusUnknown), "attempt": float64(1)},
+		"pay-audit-unknown": {"state_before": string(admin.StatusUnknown), "attempt": float64(1)},
 	} {
 		_, stderr, err := cliRun(t, b, keysCmdForTest, "delete", "--scope", aliceScope, key)
 		if err != nil {
@@ -42,7 +43,7 @@ func TestKeysDeleteAudited(t *testing.T) {
 		want["audit"] = true
 		want["via"] = "cli"
 		want["scope"] = aliceScope
-		want["key_sha256"] = retrysafe.HashScope(key)[:16]
+		want["key_sha256"] = scopehash.Sum(key)[:16]
 		want["result"] = "done"
 		want["level"] = "INFO"
 		for k, v := range want {

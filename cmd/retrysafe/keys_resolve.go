@@ -5,14 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/storeheader"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
@@ -77,7 +78,7 @@ func (f *resolveFlags) response() (*retrysafe.Response, error) {
 	for _, h := range f.headers {
 		name, value, _ := strings.Cut(h, ":")
 		name = strings.TrimSpace(name)
-		if !retrysafe.DefaultStoreHeader(name) {
+		if !storeheader.Default(name) {
 			return nil, usagef("--header %q: %s is never stored for replay (hop-by-hop, Set-Cookie, Content-Length, Date)", h, name)
 		}
 		resp.Header.Add(name, strings.TrimSpace(value))
@@ -129,7 +130,7 @@ var errResolveRefused = errors.New("nothing to resolve")
 // answer, --release deletes the record. Both are fenced by the token read
 // with the record, so a record that changed meanwhile (taken over,
 // completed, resolved by someone else) is left as it is.
-func (k *keysCmd) resolve(ctx context.Context, key string, f *resolveFlags, audit io.Writer) error {
+func (k *keysCmd) resolve(ctx context.Context, key string, f *resolveFlags) error {
 	rec, err := k.find(ctx, key, false)
 	if err != nil {
 		return err
@@ -139,7 +140,7 @@ func (k *keysCmd) resolve(ctx context.Context, key string, f *resolveFlags, audi
 	case rec.State != retrysafe.StateProcessing:
 		return fmt.Errorf("key %q in scope %s is %s: %w (only a processing record whose lease ran out, or that its owner abandoned, has an unknown outcome)",
 			key, keysShortScope(rec.Scope), before, errResolveRefused)
-	case rec.Status(k.now) != retrysafe.StatusUnknown:
+	case admin.StatusOf(rec, k.now) != admin.StatusUnknown:
 		return fmt.Errorf("key %q in scope %s is processing and its owner's lease runs until %s: %w yet (the attempt may still be running; wait for it to end or its lease to run out)",
 			key, keysShortScope(rec.Scope), keysTimeFull(rec.LeaseUntil, k.now), errResolveRefused)
 	}
@@ -154,21 +155,18 @@ func (k *keysCmd) resolve(ctx context.Context, key string, f *resolveFlags, audi
 	} else {
 		err = k.storedScopes().Release(ctx, &retrysafe.ReleaseParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token})
 	}
-	log := slog.New(slog.NewJSONHandler(audit, nil))
-	attrs := []any{"actor", osUser(), "action", action, "scope", rec.Scope, "key_sha256", keyDigest(rec.Key),
-		"state_before", string(rec.Status(k.now)), "attempt", rec.Attempt, "abandoned", rec.Abandoned}
+	attrs := []any{"action", action, "abandoned", rec.Abandoned}
 	if resp != nil {
 		attrs = append(attrs, "status", resp.Status, "body_bytes", len(resp.Body))
 	}
+	gateway.LogAudit(ctx, k.audit, k.now, gateway.Audit{Actor: osUser(), Via: "cli", Action: "unknown outcome resolved",
+		Scope: rec.Scope, Key: rec.Key, Before: rec, Attrs: attrs}, err)
 	switch {
 	case errors.Is(err, retrysafe.ErrLeaseLost):
-		log.Warn("keys resolve refused: the record changed since it was read", attrs...)
 		return fmt.Errorf("key %q in scope %s changed since it was read (taken over by a retry, completed, or resolved by someone else): nothing was written; look again with keys show", key, keysShortScope(rec.Scope))
 	case err != nil:
-		log.Warn("keys resolve failed", append(attrs, "err", err.Error())...)
 		return fmt.Errorf("%s: %w", action, err)
 	}
-	log.Info("keys resolve: unknown outcome resolved", attrs...)
 	if k.o.json {
 		return k.printJSON(struct {
 			Action   string         `json:"action"`
@@ -180,8 +178,3 @@ func (k *keysCmd) resolve(ctx context.Context, key string, f *resolveFlags, audi
 	k.printRecord(rec, false)
 	return nil
 }
-
-// keyDigest identifies a key in the audit line without writing it (keys
-// can be secrets): the first 16 hex digits of its SHA-256, as the
-// operator page logs it.
-func keyDigest(key string) string { return retrysafe.HashScope(key)[:16] }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/sealed"
@@ -69,7 +71,8 @@ func TestKeysResolve(t *testing.T) {
 			if err := json.Unmarshal([]byte(strings.TrimSpace(audit)), &line); err != nil {
 				t.Fatalf("audit line %q is not one JSON object: %v", audit, err)
 			}
-			for k, want := range map[string]any{"actor": osUser(), "action": "complete", "key_sha256": keyDigest("stranded"),
+			for k, want := range map[string]any{"actor": osUser(), "action": "complete", "key_sha256": scopehash.Sum("stranded")[:16],
+				"audit": true, "via": "cli", "result": "done", "msg": gateway.AuditPrefix + "unknown outcome resolved",
 				"state_before": "unknown", "status": float64(201), "scope": aliceScope} {
 				if line[k] != want {
 					t.Errorf("audit %s = %v, want %v (line %s)", k, line[k], want, audit)

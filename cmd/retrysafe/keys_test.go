@@ -18,6 +18,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/mysql"
@@ -207,8 +208,8 @@ func keysCmdForTest(open storeOpener) func(context.Context, []string, *bytes.Buf
 
 // Scopes of the arranged records: the gateway's hash of two credentials.
 var (
-	aliceScope = retrysafe.HashScope("Bearer alice")
-	bobScope   = retrysafe.HashScope("Bearer bob")
+	aliceScope = scopehash.Sum("Bearer alice")
+	bobScope   = scopehash.Sum("Bearer bob")
 )
 
 // cliRecord arranges one record: completed with status (and a body) when

@@ -19,6 +19,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
+	"github.com/retrysafe/retrysafe/internal/canonicaljson"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -216,7 +217,7 @@ func (o *serveOptions) policy() (gateway.Policy, error) {
 		p.StoreStatuses = set
 	}
 	for _, ptr := range splitList(o.ignoreFields) {
-		if err := retrysafe.ValidatePointer(ptr); err != nil {
+		if err := canonicaljson.ValidatePointer(ptr); err != nil {
 			return p, usagef("--ignore-fields: %q: %v", ptr, err)
 		}
 		p.IgnoreFields = append(p.IgnoreFields, ptr)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 )
 
 // honestUpstream is a payments service that keeps an effect log and
@@ -340,7 +341,7 @@ func TestServeKeysResolve(t *testing.T) {
 	if err := os.WriteFile(body, []byte(`{"charge":"ch_by_operator"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	resolve := exec.Command(bin, "keys", "resolve", "slow-operator", "--store", db, "--scope", retrysafe.HashScope(testCredential),
+	resolve := exec.Command(bin, "keys", "resolve", "slow-operator", "--store", db, "--scope", scopehash.Sum(testCredential),
 		"--complete", "--status", "201", "--body-file", body, "--header", "Content-Type: application/json")
 	var stderr strings.Builder
 	resolve.Stderr = &stderr

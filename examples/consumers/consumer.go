@@ -84,7 +84,7 @@ type Result struct {
 // processes may share one store (PostgreSQL, Redis, or an SQLite file on
 // one machine).
 type Consumer struct {
-	// Do configures retrysafe.DoWith. Do.Store is required; Do.Scope keeps
+	// Do configures the retrysafe.Doer each message runs through. Do.Store is required; Do.Scope keeps
 	// this consumer's message ids apart from other consumers sharing the
 	// store. InFlight defaults to wait: a redelivery that arrives while the
 	// first delivery is still applying the effect waits for its result.
@@ -134,7 +134,7 @@ func (c *Consumer) log(ctx context.Context, messageID string, r Result, settleEr
 	}
 }
 
-// Handle runs the message's effect through retrysafe.DoWith, keyed by
+// Handle runs the message's effect through retrysafe.Run, keyed by
 // messageID, and says how to settle the message. It never settles anything
 // itself: acknowledge only after Handle returns, so that a crash in
 // between leads to a redelivery, which Do answers from the stored result.
@@ -149,7 +149,11 @@ func (c *Consumer) Handle(ctx context.Context, messageID string, body []byte) Re
 	// that reuses an id for another message (ErrMismatch). Canonical JSON
 	// makes it ignore key order and whitespace.
 	fp := retrysafe.Fingerprint("", "", "", body, nil)
-	r, err := retrysafe.DoWith(ctx, &c.Do, messageID, fp, func(ctx context.Context) (Receipt, error) {
+	d, err := retrysafe.NewDoer(c.Do)
+	if err != nil {
+		return Result{Action: actionFor(err), Err: err}
+	}
+	r, err := retrysafe.Run(ctx, d, messageID, fp, func(ctx context.Context) (Receipt, error) {
 		t, err := decodeTransfer(body)
 		if err != nil {
 			return Receipt{}, retrysafe.Permanent(err)

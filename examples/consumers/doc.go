@@ -1,5 +1,5 @@
 // Package consumers shows how a queue consumer applies each message's
-// effect exactly once with [retrysafe.DoWith], on RabbitMQ (amqp091-go) and
+// effect exactly once with [retrysafe.Run], on RabbitMQ (amqp091-go) and
 // NATS JetStream (nats.go/jetstream).
 //
 // Brokers deliver at least once: a message comes again when the publisher
@@ -8,7 +8,7 @@
 // up on a slow consumer and hands the message to another one while the
 // first is still working. The pattern is the same on every broker:
 //
-//  1. Key [retrysafe.DoWith] by the message id the publisher set (AMQP
+//  1. Key [retrysafe.Run] by the message id the publisher set (AMQP
 //     MessageId, JetStream Nats-Msg-Id), with a fingerprint of the body.
 //  2. Apply the effect inside Do. A [retrysafe.Permanent] failure is
 //     stored: every redelivery gets the same *retrysafe.FailedError back.

@@ -24,6 +24,7 @@ import (
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/e2e/stores"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
@@ -334,7 +335,7 @@ func operatorPageScenario(t *testing.T, store retrysafe.Store, screenshot bool) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(loc, "mallory") || !strings.Contains(loc, "scope="+retrysafe.HashScope("Bearer mallory")) {
+	if strings.Contains(loc, "mallory") || !strings.Contains(loc, "scope="+scopehash.Sum("Bearer mallory")) {
 		t.Errorf("after the identity filter the address is %s: want its scope, never the credential", loc)
 	}
 	if got := keys(); len(got) != 1 || got[0] != evilKey {

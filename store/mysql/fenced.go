@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/fencedtx"
 )
 
 // Extend implements [retrysafe.Store.Extend]: one UPDATE fenced by the
@@ -35,11 +36,8 @@ func (s *Store) CheckpointTx(ctx context.Context, tx *sql.Tx, p *retrysafe.Exten
 	if tx == nil {
 		return errors.New("mysql: checkpoint: nil *sql.Tx")
 	}
-	if p == nil || p.Checkpoint == nil {
-		return errors.New("mysql: checkpoint: params.Checkpoint is nil")
-	}
-	if p.Lease <= 0 && !p.Abandon {
-		return errors.New("mysql: checkpoint: params.Lease must be positive (the lease is renewed as by Extend)")
+	if err := fencedtx.CheckpointParams("mysql", p); err != nil {
+		return err
 	}
 	args, err := extendArgs("checkpoint", p)
 	if err != nil {

@@ -68,7 +68,7 @@ func TestUnknownOutcomes(t *testing.T) {
 		t.Fatalf("abandon: %v", err)
 	}
 	rec = getRec(t, s, "k", t2)
-	if !rec.Abandoned || !rec.LeaseUntil.Equal(t1.Add(lease)) || rec.Checkpoint == nil || rec.Status(t2) != retrysafe.StatusUnknown {
+	if !rec.Abandoned || !rec.LeaseUntil.Equal(t1.Add(lease)) || rec.Checkpoint == nil || admin.StatusOf(rec, t2) != admin.StatusUnknown {
 		t.Fatalf("after abandon: abandoned %v, lease until %v (want %v), checkpoint %v", rec.Abandoned, rec.LeaseUntil, t1.Add(lease), rec.Checkpoint != nil)
 	}
 	st, err := s.Stats(ctx, &admin.StatsParams{Now: t2})

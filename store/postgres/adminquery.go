@@ -65,7 +65,7 @@ func (s *Store) listQuery(p *admin.ListParams) (string, []any, error) {
 // Stats implements [admin.Admin.Stats]: one pass over the table for
 // the counts, and two queries over the processing rows (found through the
 // partial index on lease_until_ns) for the oldest in flight and the
-// unknown outcomes ([retrysafe.StatusUnknown]: a lease that ran out, or an
+// unknown outcomes ([admin.StatusUnknown]: a lease that ran out, or an
 // owner that abandoned its attempt).
 func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, error) {
 	now, err := mustNanos(p.Now)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/fencedtx"
 )
 
 // Claim implements [retrysafe.Store.Claim]. Concurrent calls (with
@@ -103,11 +104,8 @@ func (s *Store) CheckpointTx(ctx context.Context, tx pgx.Tx, p *retrysafe.Extend
 	if tx == nil {
 		return errors.New("postgres: checkpoint: nil transaction")
 	}
-	if p == nil || p.Checkpoint == nil {
-		return errors.New("postgres: checkpoint: params.Checkpoint is nil")
-	}
-	if p.Lease <= 0 && !p.Abandon {
-		return errors.New("postgres: checkpoint: params.Lease must be positive (the lease is renewed as by Extend)")
+	if err := fencedtx.CheckpointParams("postgres", p); err != nil {
+		return err
 	}
 	op, err := extendOp("checkpoint", p)
 	if err != nil {

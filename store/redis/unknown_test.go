@@ -99,7 +99,7 @@ func TestExtendAbandonAndCheckpoint(t *testing.T) {
 	if got := c.PTTL(ctx, redisstore.RecordKey(s, "scope", "k")).Val(); got > pttl {
 		t.Fatalf("abandon moved the key's expiry: PTTL %v, was %v", got, pttl)
 	}
-	if st := rec.Status(t2); st != retrysafe.StatusUnknown {
+	if st := admin.StatusOf(rec, t2); st != admin.StatusUnknown {
 		t.Fatalf("status of an abandoned record in its lease: %s, want unknown", st)
 	}
 

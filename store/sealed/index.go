@@ -93,6 +93,6 @@ func (x *index) fingerprintTag(fp []byte) []byte {
 // [HMACKeyID] secret, in hex ("" stays ""). It is the scope operators see
 // (Admin.List, `retrysafe keys`, the operator page) and the one Admin's
 // methods take; use it to find the records of one caller, from the scope
-// the engine derives for it (such as retrysafe.HashScope of its
+// the engine derives for it (such as the SHA-256 of its
 // Authorization header). Rotating the encryption keys does not change it.
 func (r *KeyRing) Scope(scope string) string { return r.index.scope(scope) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
@@ -39,7 +40,7 @@ func sha256Hex(s string) string {
 func TestStoredScopeAndFingerprint(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	scope := retrysafe.HashScope("Basic YWxpY2U6aHVudGVyMg==") // alice:hunter2
+	scope := scopehash.Sum("Basic YWxpY2U6aHVudGVyMg==") // alice:hunter2
 	fp := retrysafe.Fingerprint("POST", "/transfers", "", []byte(`{"to":"bob","amount":100}`), nil)
 	inner := memory.New(memory.Config{})
 	t.Cleanup(func() { inner.Close() })

@@ -52,7 +52,7 @@ func (s *Store) listQuery(p *admin.ListParams) (string, []any) {
 // Stats implements [admin.Admin]: one pass over the table for the
 // counts, and two queries over the processing records (found through the
 // partial index on lease_until) for the oldest in flight and the unknown
-// outcomes ([retrysafe.StatusUnknown]: a lease that ran out, or an owner
+// outcomes ([admin.StatusUnknown]: a lease that ran out, or an owner
 // that abandoned its attempt).
 func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, error) {
 	now := toNanos(p.Now)

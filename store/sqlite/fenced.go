@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/fencedtx"
 )
 
 // Extend renews the lease of the processing record owned by params.Token:
@@ -39,11 +40,8 @@ func (s *Store) CheckpointTx(ctx context.Context, tx *sql.Tx, params *retrysafe.
 	if tx == nil {
 		return errors.New("sqlite: checkpoint: nil *sql.Tx")
 	}
-	if params == nil || params.Checkpoint == nil {
-		return errors.New("sqlite: checkpoint: params.Checkpoint is nil")
-	}
-	if params.Lease <= 0 && !params.Abandon {
-		return errors.New("sqlite: checkpoint: params.Lease must be positive (the lease is renewed as by Extend)")
+	if err := fencedtx.CheckpointParams("sqlite", params); err != nil {
+		return err
 	}
 	args, err := extendArgs("checkpoint", params)
 	if err != nil {

@@ -64,9 +64,9 @@ func TestUnknownOutcomes(t *testing.T) {
 		t.Fatalf("abandon: %v", err)
 	}
 	rec = get(t2)
-	if !rec.Abandoned || !rec.LeaseUntil.Equal(t1.Add(time.Minute)) || rec.Checkpoint == nil || rec.Status(t2) != retrysafe.StatusUnknown {
+	if !rec.Abandoned || !rec.LeaseUntil.Equal(t1.Add(time.Minute)) || rec.Checkpoint == nil || admin.StatusOf(rec, t2) != admin.StatusUnknown {
 		t.Fatalf("after abandon: abandoned %v, lease until %v (want %v), checkpoint %v, status %s",
-			rec.Abandoned, rec.LeaseUntil, t1.Add(time.Minute), rec.Checkpoint != nil, rec.Status(t2))
+			rec.Abandoned, rec.LeaseUntil, t1.Add(time.Minute), rec.Checkpoint != nil, admin.StatusOf(rec, t2))
 	}
 	st, err := s.Stats(ctx, &admin.StatsParams{Now: t2})
 	if err != nil {
@@ -119,8 +119,8 @@ func TestUnknownOutcomes(t *testing.T) {
 	if err := s.Complete(ctx, completeParams(c, late, "done")); err != nil {
 		t.Fatal(err)
 	}
-	if rec := get(late); rec.Abandoned || rec.Checkpoint == nil || rec.Checkpoint.Name != "second" || rec.Status(late) != retrysafe.StatusCompleted {
-		t.Fatalf("after Complete: abandoned %v, checkpoint %+v, status %s", rec.Abandoned, rec.Checkpoint, rec.Status(late))
+	if rec := get(late); rec.Abandoned || rec.Checkpoint == nil || rec.Checkpoint.Name != "second" || admin.StatusOf(rec, late) != admin.StatusCompleted {
+		t.Fatalf("after Complete: abandoned %v, checkpoint %+v, status %s", rec.Abandoned, rec.Checkpoint, admin.StatusOf(rec, late))
 	}
 
 	// A completed record that expired is replaced by a new one, which

@@ -145,7 +145,7 @@ func testAdminListFilters(t *testing.T, h *harness) {
 }
 
 // testAdminStats: Stats counts by state and by status
-// (retrysafe.Record.Status: lease-expired, failed, expired records), and returns the oldest record in flight and the
+// (admin.StatusOf: lease-expired, failed, expired records), and returns the oldest record in flight and the
 // unknown outcomes, longest expired first, bounded by params.Unknown.
 func testAdminStats(t *testing.T, h *harness) {
 	ad, ok := retrysafe.As[admin.Admin](h.s)
@@ -205,7 +205,7 @@ func testAdminStats(t *testing.T, h *harness) {
 		t.Errorf("Stats at 20s: oldest %s, %d lease-expired, want a-old and none", describe(o), st.LeaseExpired)
 	}
 	// Once b-fail's result has expired it counts as expired, not failed
-	// (retrysafe.Record.Status): the counts are those of the statuses.
+	// (admin.StatusOf): the counts are those of the statuses.
 	st, err = ad.Stats(h.ctx, &admin.StatsParams{Now: at(25*time.Second + ttl)})
 	if err != nil {
 		t.Fatalf("Stats: %v", err)

@@ -57,7 +57,7 @@ func checkCheckpoint(t *testing.T, what string, got *retrysafe.Checkpoint, name 
 // testAbandon: Extend with Abandon is fenced like Extend; it sets
 // Abandoned, leaves LeaseUntil as it is (its Lease is ignored) and sets
 // UpdatedAt; every read shows it (Get, and the record a blocked Claim
-// returns), and Record.Status calls it unknown although the lease is live.
+// returns), and admin.StatusOf calls it unknown although the lease is live.
 // A takeover once the lease ran out clears it.
 func testAbandon(t *testing.T, h *harness) {
 	p, orig := h.claimNew(scope1, "k", fpA, at(0))
@@ -82,8 +82,8 @@ func testAbandon(t *testing.T, h *harness) {
 	checkTime(t, "LeaseUntil after Abandon (left as it was)", got.LeaseUntil, orig.LeaseUntil)
 	checkTime(t, "UpdatedAt after Abandon", got.UpdatedAt, now)
 	checkTime(t, "CreatedAt after Abandon", got.CreatedAt, orig.CreatedAt)
-	if st := got.Status(now); st != retrysafe.StatusUnknown {
-		t.Errorf("Status of an abandoned record with a live lease = %q, want %q", st, retrysafe.StatusUnknown)
+	if st := admin.StatusOf(got, now); st != admin.StatusUnknown {
+		t.Errorf("Status of an abandoned record with a live lease = %q, want %q", st, admin.StatusUnknown)
 	}
 
 	// A claim during the lease is blocked and sees the mark, with either
@@ -135,8 +135,8 @@ func testAbandonThenFinish(t *testing.T, h *harness) {
 		t.Errorf("record after completing an abandoned one: %s abandoned=%v, want completed, not abandoned", describe(got), got.Abandoned)
 	}
 	checkResponse(t, "response of the completed abandoned record", got.Response, resp)
-	if st := got.Status(at(lease + time.Minute)); st != retrysafe.StatusCompleted {
-		t.Errorf("Status = %q, want %q", st, retrysafe.StatusCompleted)
+	if st := admin.StatusOf(got, at(lease+time.Minute)); st != admin.StatusCompleted {
+		t.Errorf("Status = %q, want %q", st, admin.StatusCompleted)
 	}
 
 	p2, _ := h.claimNew(scope1, "release", fpA, at(0))

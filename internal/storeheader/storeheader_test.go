@@ -1,4 +1,4 @@
-package retrysafe_test
+package storeheader_test
 
 import (
 	"net/http"
@@ -6,9 +6,10 @@ import (
 	"testing"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/storeheader"
 )
 
-// referenceStoreHeader is DefaultStoreHeader as first written: canonicalise
+// referenceStoreHeader is Default as first written: canonicalise
 // the name, then look it up.
 func referenceStoreHeader(name string) bool {
 	switch http.CanonicalHeaderKey(name) {
@@ -20,11 +21,11 @@ func referenceStoreHeader(name string) bool {
 	return true
 }
 
-// TestDefaultStoreHeader checks DefaultStoreHeader against canonicalising
+// TestDefault checks Default against canonicalising
 // the name first, for the dropped names in every case, near misses, names
 // that CanonicalHeaderKey leaves alone (a space, a non-ASCII byte, the
 // Kelvin sign that Unicode folds to k) and ordinary fields.
-func TestDefaultStoreHeader(t *testing.T) {
+func TestDefault(t *testing.T) {
 	names := []string{
 		"Content-Type", "ETag", "Location", "X-Request-Id", "", "-", "Dates",
 		"Dat", "Set-Cookie2", "Content-Lengt", "\u212Aeep-Alive", "Keep Alive",
@@ -50,9 +51,9 @@ func TestDefaultStoreHeader(t *testing.T) {
 	}
 	dropped := 0
 	for _, n := range names {
-		got, want := retrysafe.DefaultStoreHeader(n), referenceStoreHeader(n)
+		got, want := storeheader.Default(n), referenceStoreHeader(n)
 		if got != want {
-			t.Errorf("DefaultStoreHeader(%q) = %v, want %v", n, got, want)
+			t.Errorf("Default(%q) = %v, want %v", n, got, want)
 		}
 		if !got {
 			dropped++
