@@ -43,6 +43,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/httpmethod"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 )
 
 // Config is the policy of [New].
@@ -57,7 +58,7 @@ type Config struct {
 	retrysafe.Config
 	// Scope returns the caller's identity for a request; records are
 	// keyed by scope + key so tenants never share keys. Nil means the
-	// SHA-256 of the Authorization header, as [retrysafe.ScopeFromHeader]
+	// SHA-256 of the Authorization header, as [retrysafe.ScopeFromHeaders]
 	// ("Authorization"). Derive it from credentials the caller must hold.
 	// An error is answered 401.
 	Scope func(c fiber.Ctx) (string, error)
@@ -104,13 +105,13 @@ func authorizationScope(c fiber.Ctx) (string, error) {
 		if len(values[0]) == 0 {
 			return "", nil
 		}
-		return retrysafe.HashScope(string(values[0])), nil
+		return scopehash.Sum(string(values[0])), nil
 	}
 	joined := bytes.Join(values, []byte("\n"))
 	if len(bytes.TrimLeft(joined, "\n")) == 0 {
 		return "", nil
 	}
-	return retrysafe.HashScope(string(joined)), nil
+	return scopehash.Sum(string(joined)), nil
 }
 
 func (m *middleware) handle(c fiber.Ctx) error {

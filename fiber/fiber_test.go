@@ -20,6 +20,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	retrysafefiber "github.com/retrysafe/retrysafe/fiber"
 	"github.com/retrysafe/retrysafe/internal/adaptertest"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/store/memory"
 )
 
@@ -351,7 +352,7 @@ func TestProblemsMatchMiddleware(t *testing.T) {
 					var store retrysafe.Store = newStore(t)
 					if name == "in progress" {
 						// A live processing record of the same request holds the key.
-						_, err := store.Claim(t.Context(), &retrysafe.ClaimParams{Scope: retrysafe.HashScope("Bearer t"), Key: "held",
+						_, err := store.Claim(t.Context(), &retrysafe.ClaimParams{Scope: scopehash.Sum("Bearer t"), Key: "held",
 							Fingerprint: retrysafe.Fingerprint(http.MethodPost, "/r", "", []byte("{}"), nil), Token: "other", Now: time.Now(), Lease: time.Minute})
 						if err != nil {
 							t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	retrysafegin "github.com/retrysafe/retrysafe/gin"
 	"github.com/retrysafe/retrysafe/internal/adaptertest"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/store/memory"
 )
 
@@ -213,7 +214,7 @@ func TestAborts(t *testing.T) {
 		if rec := do(r, "k", "{}"); rec.Code != 401 || runs.Load() != 0 {
 			t.Errorf("abort before New: %d, runs %d", rec.Code, runs.Load())
 		}
-		if _, err := store.Get(t.Context(), &retrysafe.GetParams{Scope: retrysafe.HashScope("Bearer t"), Key: "k", Now: time.Now()}); !errors.Is(err, retrysafe.ErrNotFound) {
+		if _, err := store.Get(t.Context(), &retrysafe.GetParams{Scope: scopehash.Sum("Bearer t"), Key: "k", Now: time.Now()}); !errors.Is(err, retrysafe.ErrNotFound) {
 			t.Errorf("a request aborted before New left a record (err %v)", err)
 		}
 	})
