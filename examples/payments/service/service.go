@@ -60,6 +60,23 @@ type Config struct {
 	// Lease is the idempotency middleware's lease (default
 	// retrysafe.DefaultLease).
 	Lease time.Duration
+	// OnUnknown is the middleware's policy for an attempt whose outcome
+	// is unknown (its process died, its lease ran out): takeover (the
+	// default: the next retry takes it over and resumes from its
+	// checkpoint) or block (409 outcome-unknown until someone resolves
+	// it, such as an operator with retrysafe keys resolve).
+	OnUnknown retrysafe.UnknownPolicy
+	// ResolveWithProvider sets the middleware's Resolver: before a retry
+	// takes such an attempt over, the service asks the provider whether
+	// its charge happened, and completes the record with the answer when
+	// it did (see the resolve method). It overrides OnUnknown.
+	ResolveWithProvider bool
+	// Crash, when set, is called at the kill points of POST /payments
+	// (CrashAfterCharge, CrashAfterCheckpoint), with the operation: the
+	// example's command kills its own process there when asked to
+	// (--crash-at), so the chaos test can crash it between the charge and
+	// the completion. nil: nothing happens.
+	Crash func(point string, op *retrysafe.Operation)
 	// SimulatedDrops lets a request with "X-Simulate-Drop: 1" be processed
 	// in full and then lose its answer (the connection is closed): the
 	// checkout page's "flaky network" switch. Off by default.
@@ -104,6 +121,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ProviderAttempts <= 0 {
 		cfg.ProviderAttempts = DefaultProviderAttempts
 	}
+	setDefault(&cfg.Lease, retrysafe.DefaultLease)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -125,13 +143,18 @@ func New(cfg Config) (*Service, error) {
 			AttemptTimeout: cfg.ProviderAttemptTimeout,
 		}},
 	}
-	mw, err := retrysafe.NewMiddleware(retrysafe.Config{
+	rcfg := retrysafe.Config{
 		Store:      cfg.DB.Store(),
 		RequireKey: true,
 		Lease:      cfg.Lease,
+		OnUnknown:  cfg.OnUnknown,
 		Now:        cfg.Now,
 		Logger:     cfg.Logger,
-	})
+	}
+	if cfg.ResolveWithProvider {
+		rcfg.Resolver = s.resolve
+	}
+	mw, err := retrysafe.NewMiddleware(rcfg)
 	if err != nil {
 		return nil, err
 	}
