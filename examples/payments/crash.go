@@ -1,13 +1,14 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/examples/payments/service"
@@ -19,7 +20,7 @@ import (
 // the attempts. Which attempts is decided by a hash of the point, the
 // operation's key and its attempt number, so a chaos run that repeats its
 // keys repeats its kills, and an attempt that resumes a killed one may be
-// killed too. Before dying it prints "payments: crash at POINT (attempt
+// killed too. Before dying it prints, once, "payments: crash at POINT (attempt
 // N)" to stderr, for the test to count. An empty spec gives nil.
 func crashHook(spec string) (func(string, *retrysafe.Operation), error) {
 	if spec == "" {
@@ -35,10 +36,12 @@ func crashHook(spec string) (func(string, *retrysafe.Operation), error) {
 		}
 		rates[point] = f
 	}
+	var dying sync.Mutex // never unlocked: one crash per process
 	return func(point string, op *retrysafe.Operation) {
 		if roll(point, op.Key(), op.Attempt()) >= rates[point] {
 			return
 		}
+		dying.Lock()
 		fmt.Fprintf(os.Stderr, "payments: crash at %s (attempt %d)\n", point, op.Attempt())
 		p, _ := os.FindProcess(os.Getpid())
 		_ = p.Kill()
@@ -46,10 +49,9 @@ func crashHook(spec string) (func(string, *retrysafe.Operation), error) {
 	}, nil
 }
 
-// roll maps a point, key and attempt to [0, 1).
+// roll maps a point, key and attempt to [0, 1), uniformly: attempts of
+// one key roll independently.
 func roll(point, key string, attempt int) float64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s\n%s\n", point, key)
-	_ = binary.Write(h, binary.BigEndian, int64(attempt))
-	return float64(h.Sum64()>>11) / math.Exp2(53)
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\n%s\n%d", point, key, attempt))
+	return float64(binary.BigEndian.Uint64(sum[:8])>>11) / math.Exp2(53)
 }
