@@ -3,10 +3,14 @@ package service_test
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
 	"github.com/retrysafe/retrysafe/examples/payments/service"
 	"github.com/retrysafe/retrysafe/retrysafetest"
+	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
 // How far a dead process got with a payment before it died.
@@ -178,4 +183,70 @@ func chargeByReference(psp *provider.Server, paymentID string) (provider.Charge,
 		}
 	}
 	return provider.Charge{}, false
+}
+
+// TestFailureAfterChargeAbandons: when phase 3 cannot be written after the
+// provider charged (here the payments table is renamed away right after
+// the checkpoint, while the idempotency records stay reachable), the key
+// is not released — the charge happened — but the attempt is abandoned:
+// the client gets 503 temporarily-unavailable, its retries get 409
+// outcome-unknown at once, and after the lease a retry takes the
+// operation over, resumes from the checkpoint and gets the one charge.
+func TestFailureAfterChargeAbandons(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "payments.db")
+	b := backend{"sqlite", func(testing.TB) func(ctx context.Context) (*repo.DB, error) {
+		return func(ctx context.Context) (*repo.DB, error) {
+			return repo.OpenSQLite(ctx, path, repo.SQLiteOptions{ProcessCrashSafeOnly: true})
+		}
+	}}
+	var raw atomic.Pointer[sql.DB] // a connection of the test's own
+	var once sync.Once
+	e := newEnv(t, b, provider.Config{}, func(c *service.Config) {
+		c.Lease = time.Second
+		c.Crash = func(point string, op *retrysafe.Operation) {
+			if point == service.CrashAfterCheckpoint {
+				once.Do(func() {
+					if _, err := raw.Load().Exec("ALTER TABLE payments RENAME TO payments_away"); err != nil {
+						t.Errorf("rename: %v", err)
+					}
+				})
+			}
+		}
+	})
+	db, err := sql.Open("sqlite", sqlite.DSN(path, sqlite.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	raw.Store(db)
+	order := e.createOrder(4200, "EUR")
+	key := randomHex(16)
+	a := e.mustPost("/payments", key, payBody(order, 4200, "EUR"))
+	if a.Status != http.StatusServiceUnavailable || !strings.Contains(string(a.Body), "temporarily-unavailable") {
+		t.Fatalf("first attempt: %d %s, want 503 temporarily-unavailable", a.Status, a.Body)
+	}
+	if _, err := db.Exec("ALTER TABLE payments_away RENAME TO payments"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for a.Status != http.StatusCreated && time.Now().Before(deadline) {
+		a = e.mustPost("/payments", key, payBody(order, 4200, "EUR"))
+		if a.Status != http.StatusCreated && (a.Status != http.StatusConflict || !strings.Contains(string(a.Body), "outcome-unknown")) {
+			t.Fatalf("retry: %d %s, want 409 outcome-unknown until the lease ran out, then 201", a.Status, a.Body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var got paymentJSON
+	a.decode(t, &got)
+	if a.Status != http.StatusCreated || got.Status != "succeeded" {
+		t.Fatalf("retry after the lease: %d %s", a.Status, a.Body)
+	}
+	if n := e.psp.ChargeCount(); n != 1 {
+		t.Fatalf("provider charges = %d, want 1", n)
+	}
+	rec, err := e.database().Store().Get(context.Background(), &retrysafe.GetParams{Key: key, Now: time.Now()})
+	if err != nil || rec.State != retrysafe.StateCompleted || rec.Attempt != 2 || rec.Checkpoint == nil || rec.Checkpoint.Name != service.CheckpointChargeAnswered {
+		t.Fatalf("record: %+v %v, want completed at attempt 2 with the checkpoint charge-answered", rec, err)
+	}
 }
