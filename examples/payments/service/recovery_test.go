@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -249,4 +250,47 @@ func TestFailureAfterChargeAbandons(t *testing.T) {
 	if err != nil || rec.State != retrysafe.StateCompleted || rec.Attempt != 2 || rec.Checkpoint == nil || rec.Checkpoint.Name != service.CheckpointChargeAnswered {
 		t.Fatalf("record: %+v %v, want completed at attempt 2 with the checkpoint charge-answered", rec, err)
 	}
+}
+
+// TestCompleterResolvesStrandedRecords: with the Resolver, a
+// reconciliation run first completes stranded records with no retry
+// waiting: the one whose charge the provider holds is completed with the
+// succeeded payment (its retry then gets that answer as a replay), the
+// one whose attempt died before phase 1 is released (its retry runs as
+// new), and no charge is made.
+func TestCompleterResolvesStrandedRecords(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, provider.Config{}, func(c *service.Config) { c.ResolveWithProvider = true })
+		ctx := context.Background()
+		charged, claimed := e.createOrder(4200, "EUR"), e.createOrder(4300, "EUR")
+		chargedKey, claimedKey := randomHex(16), randomHex(16)
+		pay := deadAttempt(t, e, chargedKey, charged, 4200, diedCharged)
+		deadAttempt(t, e, claimedKey, claimed, 4300, diedClaimed)
+
+		rep, err := e.service().Reconcile(ctx, time.Hour)
+		if err != nil || len(rep.Errors) != 0 {
+			t.Fatalf("reconcile: %+v %v", rep, err)
+		}
+		if rep.Stranded == nil || rep.Stranded.Completed != 1 || rep.Stranded.Released != 1 || rep.Stranded.Blocked != 0 {
+			t.Fatalf("completer: %+v, want 1 completed and 1 released", rep.Stranded)
+		}
+		rec, err := e.database().Store().Get(ctx, &retrysafe.GetParams{Key: chargedKey, Now: time.Now()})
+		if err != nil || rec.State != retrysafe.StateCompleted || rec.Response.Status != http.StatusCreated || !strings.Contains(string(rec.Response.Body), `"succeeded"`) {
+			t.Fatalf("completed record: %+v %v", rec, err)
+		}
+		if _, err := e.database().Store().Get(ctx, &retrysafe.GetParams{Key: claimedKey, Now: time.Now()}); !errors.Is(err, retrysafe.ErrNotFound) {
+			t.Fatalf("released record: %v, want ErrNotFound", err)
+		}
+		if n := e.psp.ChargeCount(); n != 1 {
+			t.Fatalf("provider charges = %d, want 1", n)
+		}
+		a := e.mustPost("/payments", chargedKey, payBody(charged, 4200, "EUR"))
+		if a.Status != http.StatusCreated || !a.Replayed || !strings.Contains(string(a.Body), pay.ID) {
+			t.Fatalf("retry of the completed payment: %d replayed=%v %s", a.Status, a.Replayed, a.Body)
+		}
+		if n := e.psp.ChargeCount(); n != 1 {
+			t.Fatalf("provider charges after the retry = %d, want 1", n)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/examples/payments/provider"
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
 )
@@ -109,7 +110,9 @@ func (s *Service) crash(point string, op *retrysafe.Operation) {
 // charge with the payment's key happened, instead of guessing.
 //
 //   - No checkpoint: phase 1 never committed (the checkpoint commits with
-//     it), so nothing was charged: re-run.
+//     it), so nothing was charged: re-run. The same holds for POST /orders
+//     and refunds, whose writes commit with their completion: a record of
+//     theirs left processing wrote nothing.
 //   - The payment is already settled (by reconciliation, or by an earlier
 //     decision whose completion was lost): complete with its answer.
 //   - The provider holds a charge with the key (charged or declined):
@@ -160,4 +163,26 @@ func (s *Service) resolve(ctx context.Context, rec *retrysafe.Record) (retrysafe
 	}
 	s.log.InfoContext(ctx, "payments: resolver decided", "decision", "complete", "why", why, "payment", p.ID)
 	return retrysafe.Resolution{Action: retrysafe.ResolveComplete, Response: paymentResponse(p)}, nil
+}
+
+// CompleteStranded is the completer: it lists the records whose attempt's
+// outcome is unknown (processing, lease run out, or abandoned), up to
+// limit, and lets the Resolver decide about each with no retry waiting,
+// each decision written fenced by the record's token (a record that a
+// retry took over or completed meanwhile is left alone). It needs
+// Config.ResolveWithProvider, and a store that lists records (SQLite and
+// PostgreSQL do).
+func (s *Service) CompleteStranded(ctx context.Context, limit int) (retrysafe.Stranded, error) {
+	if s.completer == nil {
+		return retrysafe.Stranded{}, errors.New("service: CompleteStranded needs Config.ResolveWithProvider")
+	}
+	adm, ok := retrysafe.As[admin.Admin](s.db.Store())
+	if !ok {
+		return retrysafe.Stranded{}, errors.New("service: the store cannot list records")
+	}
+	recs, err := adm.List(ctx, &admin.ListParams{LeaseExpiredBy: s.cfg.Now(), Limit: limit})
+	if err != nil {
+		return retrysafe.Stranded{}, err
+	}
+	return s.completer.ResolveStranded(ctx, recs)
 }

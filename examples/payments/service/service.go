@@ -69,7 +69,9 @@ type Config struct {
 	// ResolveWithProvider sets the middleware's Resolver: before a retry
 	// takes such an attempt over, the service asks the provider whether
 	// its charge happened, and completes the record with the answer when
-	// it did (see the resolve method). It overrides OnUnknown.
+	// it did (see the resolve method). It overrides OnUnknown. Each
+	// reconciliation run then also completes stranded records, with no
+	// retry waiting ([Service.CompleteStranded]).
 	ResolveWithProvider bool
 	// Crash, when set, is called at the kill points of POST /payments
 	// (CrashAfterCharge, CrashAfterCheckpoint), with the operation: the
@@ -95,7 +97,10 @@ type Service struct {
 	db       *repo.DB
 	provider *provider.Client
 	handler  http.Handler
-	log      *slog.Logger
+	// completer resolves stranded records (the middleware's Config and
+	// Resolver); nil without ResolveWithProvider.
+	completer *retrysafe.Executor
+	log       *slog.Logger
 
 	stop    context.Context // cancelled by Close: ends background work
 	stopNow context.CancelFunc
@@ -157,6 +162,11 @@ func New(cfg Config) (*Service, error) {
 	mw, err := retrysafe.NewMiddleware(rcfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.ResolveWithProvider {
+		if s.completer, err = retrysafe.NewExecutor(rcfg); err != nil {
+			return nil, err
+		}
 	}
 	s.handler = s.routes(mw)
 	if cfg.ReconcileEvery > 0 {
