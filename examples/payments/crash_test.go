@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -97,12 +98,41 @@ func TestKilledBetweenChargeAndCompletion(t *testing.T) {
 		}},
 	}
 	for _, d := range dbs {
-		for _, policy := range []string{"takeover", "resolver"} {
-			t.Run(d.name+"/"+policy, func(t *testing.T) {
-				t.Parallel()
-				args, open := d.args(t)
-				runKills(t, bin, d.name, policy, args, open)
-			})
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			// One policy after the other: two children at a time, not four,
+			// on a machine that runs the other tests too.
+			for _, policy := range []string{"takeover", "resolver"} {
+				t.Run(policy, func(t *testing.T) {
+					args, open := d.args(t)
+					runKills(t, bin, d.name, policy, args, open)
+				})
+			}
+		})
+	}
+}
+
+// paymentKey returns the idempotency key of payment i of a run. Every
+// fourth is chosen so that its first two attempts are killed after the
+// checkpoint, should they get there (not after the charge), and the one
+// after those every fourth so that its first attempt is killed after the
+// charge: each kill point is then hit in every run, whatever else the
+// random kills do. The others are random.
+func paymentKey(prefix string, i int) string {
+	for n := 0; ; n++ {
+		key := fmt.Sprintf("%s-%d-%x", prefix, i, rand.Uint64())
+		switch i % 4 {
+		case 0:
+			if roll("after-charge", key, 1) >= crashRate && roll("after-checkpoint", key, 1) < crashRate &&
+				roll("after-charge", key, 2) >= crashRate && roll("after-checkpoint", key, 2) < crashRate {
+				return key
+			}
+		case 1:
+			if roll("after-charge", key, 1) < crashRate {
+				return key
+			}
+		default:
+			return key
 		}
 	}
 }
@@ -354,7 +384,7 @@ func runKills(t *testing.T, bin, backend, policy string, dbArgs []string, open f
 					t.Errorf("POST /orders: %d %s", st, body)
 					continue
 				}
-				key := fmt.Sprintf("pay-%s-%d-%d", policy, i, began.UnixNano())
+				key := paymentKey("pay-"+policy, i)
 				mu.Lock()
 				orderOf[key] = o.ID
 				mu.Unlock()
