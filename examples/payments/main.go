@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/examples/payments/provider"
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
 	"github.com/retrysafe/retrysafe/examples/payments/service"
@@ -46,8 +47,17 @@ func run() error {
 		reconcileEvery = flag.Duration("reconcile-every", 30*time.Second, "run reconciliation this often (0: only POST /admin/reconcile)")
 		settleAfter    = flag.Duration("settle-after", 15*time.Second, "reconciliation settles unknown or pending payments older than this")
 		simulatedDrops = flag.Bool("simulated-drops", true, "honour X-Simulate-Drop (the checkout page's flaky-network switch)")
+		providerURL    = flag.String("provider-url", "", "use the payment provider at this URL instead of starting the mock one")
+		lease          = flag.Duration("lease", retrysafe.DefaultLease, "idempotency lease: how long a crashed attempt holds its key before a retry may resume it")
+		onUnknown      = flag.String("on-unknown", "takeover", "an attempt whose outcome is unknown: takeover (a retry resumes it after the lease) or block (409 until resolved)")
+		resolver       = flag.Bool("resolver", true, "before a takeover, ask the provider whether the charge happened (overrides --on-unknown)")
+		crashAt        = flag.String("crash-at", "", "kill this process at kill points of POST /payments, for chaos tests: POINT=FRACTION[,…], POINT after-charge or after-checkpoint")
 	)
 	flag.Parse()
+	crash, err := crashHook(*crashAt)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -58,16 +68,20 @@ func run() error {
 	defer cleanup() // after db.Close: deferred calls run last in, first out
 	defer db.Close()
 
-	psp := provider.New(provider.Config{})
-	pspURL, err := psp.Start(*providerListen)
-	if err != nil {
-		return err
+	pspURL := *providerURL
+	if pspURL == "" {
+		psp := provider.New(provider.Config{})
+		if pspURL, err = psp.Start(*providerListen); err != nil {
+			return err
+		}
+		defer psp.Close()
 	}
-	defer psp.Close()
 
 	svc, err := service.New(service.Config{
 		DB: db, ProviderURL: pspURL, AcceptAfter: *acceptAfter,
 		ReconcileEvery: *reconcileEvery, SettleAfter: *settleAfter, SimulatedDrops: *simulatedDrops,
+		Lease: *lease, OnUnknown: retrysafe.UnknownPolicy(*onUnknown), ResolveWithProvider: *resolver,
+		Crash: crash,
 	})
 	if err != nil {
 		return err

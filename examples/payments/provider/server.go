@@ -74,6 +74,7 @@ type Server struct {
 	byKey     map[string]*Charge
 	keys      []string // in charge order
 	attempts  map[string]int
+	inFlight  map[string]int // charge requests being handled, by key
 	requests  int
 	charged   int // succeeded charges
 	queue     []Fault
@@ -97,6 +98,7 @@ func New(cfg Config) *Server {
 		cfg:      cfg,
 		byKey:    make(map[string]*Charge),
 		attempts: make(map[string]int),
+		inFlight: make(map[string]int),
 	}
 }
 
@@ -201,6 +203,12 @@ func (s *Server) createCharge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Idempotency-Key required")
 		return
 	}
+	// From here until the answer, a lookup of key that finds no charge
+	// says "being handled", not "none": this request may still make one.
+	s.mu.Lock()
+	s.inFlight[key]++
+	s.mu.Unlock()
+	defer s.doneWith(key)
 	var req ChargeRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
@@ -274,6 +282,18 @@ func (s *Server) createCharge(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, answer)
 }
 
+// doneWith ends the handling of a charge request with key.
+func (s *Server) doneWith(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[key]--; s.inFlight[key] <= 0 {
+		delete(s.inFlight, key)
+	}
+}
+
+// listCharges answers GET /charges, and GET /charges?key=K honestly: the
+// charge made with K (200), none (404), or 409 while a charge request with
+// K is being handled and holds no charge yet (it may make one: ask again).
 func (s *Server) listCharges(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Has("key") {
 		key := r.URL.Query().Get("key")
@@ -283,8 +303,13 @@ func (s *Server) listCharges(w http.ResponseWriter, r *http.Request) {
 		if ok {
 			c = *ch
 		}
+		busy := s.inFlight[key] > 0
 		s.mu.Unlock()
-		if !ok {
+		switch {
+		case !ok && busy:
+			writeError(w, http.StatusConflict, "a charge request with this key is being handled; ask again")
+			return
+		case !ok:
 			writeError(w, http.StatusNotFound, "no charge with this key")
 			return
 		}

@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -153,5 +154,58 @@ func TestWaitIdleWhileChargesArrive(t *testing.T) {
 	defer waitCancel()
 	if err := s.WaitIdle(waitCtx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLookupWhileChargeInFlight: a lookup tells "no charge" only when no
+// request with the key is being handled. While one is (here: its body is
+// still arriving), the lookup answers 409, which the client reports as an
+// error, not ErrNoCharge; once it charged, the lookup finds the charge.
+func TestLookupWhileChargeInFlight(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	c := &provider.Client{BaseURL: s.URL(), HTTP: http.DefaultClient}
+	ctx := context.Background()
+	if _, err := c.Lookup(ctx, "k-slow"); !errors.Is(err, provider.ErrNoCharge) {
+		t.Fatalf("lookup before any request: %v, want ErrNoCharge", err)
+	}
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest(http.MethodPost, s.URL()+"/charges", pr)
+	req.Header.Set("Idempotency-Key", "k-slow")
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	if _, err := pw.Write([]byte(`{"amount":500,`)); err != nil { // the handler is reading the body now
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var err error
+	for {
+		_, err = c.Lookup(ctx, "k-slow")
+		if !errors.Is(err, provider.ErrNoCharge) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // until the handler has the key
+	}
+	if err == nil || errors.Is(err, provider.ErrNoCharge) || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("lookup while the charge request is in flight: %v, want a 409 error", err)
+	}
+	if _, err := pw.Write([]byte(`"currency":"UAH","reference":"pay_9"}`)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if st := <-done; st != http.StatusCreated {
+		t.Fatalf("charge: %d, want 201", st)
+	}
+	ch, err := c.Lookup(ctx, "k-slow")
+	if err != nil || ch.Status != provider.ChargeSucceeded || ch.Reference != "pay_9" {
+		t.Fatalf("lookup after the charge: %+v %v", ch, err)
 	}
 }

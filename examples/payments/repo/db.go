@@ -38,6 +38,9 @@ type txConn interface {
 	// complete completes an idempotency record in this transaction with
 	// the store's CompleteTx.
 	complete(ctx context.Context, params *retrysafe.CompleteParams) error
+	// checkpoint records an idempotency record's checkpoint in this
+	// transaction with the store's CheckpointTx.
+	checkpoint(ctx context.Context, params *retrysafe.ExtendParams) error
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
 }
@@ -115,6 +118,17 @@ type Tx struct {
 func (tx *Tx) Complete(ctx context.Context, params *retrysafe.CompleteParams) error {
 	if err := tx.c.complete(ctx, params); err != nil {
 		return fmt.Errorf("repo: complete idempotency record: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint records a checkpoint of the operation's idempotency record in
+// this transaction (the store's CheckpointTx, fenced by params.Token), so a
+// step's business write and the checkpoint that says it was made commit, or
+// roll back, together.
+func (tx *Tx) Checkpoint(ctx context.Context, params *retrysafe.ExtendParams) error {
+	if err := tx.c.checkpoint(ctx, params); err != nil {
+		return fmt.Errorf("repo: checkpoint idempotency record: %w", err)
 	}
 	return nil
 }

@@ -59,8 +59,10 @@ type Payment struct {
 	ID      string
 	OrderID string
 	// OpKey identifies the idempotent operation that created the payment
-	// (a hash of its scope and Idempotency-Key); unique, so a re-run of the
-	// operation finds its payment instead of creating another.
+	// (a hash of its scope and Idempotency-Key); unique, so an operation
+	// can never create a second payment. (An attempt that resumes the
+	// operation finds its payment through the idempotency record's
+	// checkpoint.)
 	OpKey string
 	// ProviderKey is the Idempotency-Key sent to the provider, derived from
 	// the operation; reconciliation looks the charge up by it.

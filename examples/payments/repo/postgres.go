@@ -76,6 +76,9 @@ type pgTx struct {
 func (t *pgTx) complete(ctx context.Context, p *retrysafe.CompleteParams) error {
 	return t.st.CompleteTx(ctx, t.tx, p)
 }
+func (t *pgTx) checkpoint(ctx context.Context, p *retrysafe.ExtendParams) error {
+	return t.st.CheckpointTx(ctx, t.tx, p)
+}
 func (t *pgTx) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t *pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 

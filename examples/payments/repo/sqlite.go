@@ -87,6 +87,9 @@ type sqliteTx struct {
 func (t *sqliteTx) complete(ctx context.Context, p *retrysafe.CompleteParams) error {
 	return t.st.CompleteTx(ctx, t.tx, p)
 }
+func (t *sqliteTx) checkpoint(ctx context.Context, p *retrysafe.ExtendParams) error {
+	return t.st.CheckpointTx(ctx, t.tx, p)
+}
 func (t *sqliteTx) commit(context.Context) error   { return t.tx.Commit() }
 func (t *sqliteTx) rollback(context.Context) error { return t.tx.Rollback() }
 

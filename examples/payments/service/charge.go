@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/client"
 	"github.com/retrysafe/retrysafe/examples/payments/provider"
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
@@ -20,17 +21,36 @@ type chargeOutcome struct {
 // charge asks the provider to charge pay, in the background, and delivers
 // the outcome on the returned channel. The key is the payment's provider
 // key — derived from the operation with client.DeriveKey and recorded in
-// phase 1 — so every attempt, and every re-run of the operation, sends the
-// same key and the provider charges at most once. client.Transport retries
-// dropped connections, timeouts and 502/503/504 with that key.
-func (s *Service) charge(pay *repo.Payment) <-chan chargeOutcome {
+// phase 1 — so every attempt, and every attempt that resumes the operation
+// after a crash, sends the same key and the provider charges at most once.
+// client.Transport retries dropped connections, timeouts and 502/503/504
+// with that key. A definite answer is checkpointed ("charge-answered")
+// before it is delivered, so the attempt that resumes after a crash knows
+// the provider answered.
+func (s *Service) charge(ctx context.Context, op *retrysafe.Operation, pay *repo.Payment) <-chan chargeOutcome {
 	out := make(chan chargeOutcome, 1)
+	opCtx := context.WithoutCancel(ctx) // the checkpoint outlives a 202 answer
 	go func() {
 		ctx, cancel := context.WithTimeout(s.stop, s.cfg.ProviderTimeout)
 		defer cancel()
 		c, err := s.provider.Charge(client.WithKey(ctx, pay.ProviderKey), provider.ChargeRequest{
 			Amount: pay.Amount, Currency: pay.Currency, Reference: pay.ID,
 		})
+		s.crash(CrashAfterCharge, op)
+		if err == nil {
+			cctx, cancel := context.WithTimeout(opCtx, 5*time.Second)
+			cerr := op.Checkpoint(cctx, CheckpointChargeAnswered, (&paymentCheckpoint{
+				PaymentID: pay.ID, ProviderKey: pay.ProviderKey, ChargeID: c.ID, ChargeStatus: c.Status,
+			}).encode())
+			cancel()
+			if cerr != nil {
+				// Phase 3 still runs: its completion is fenced too, and
+				// rolls the business write back with it if the lease
+				// was lost. (After a 202 the record is complete already.)
+				s.log.Warn("payments: checkpoint after the charge not recorded", "payment", pay.ID, "err", cerr)
+			}
+			s.crash(CrashAfterCheckpoint, op)
+		}
 		out <- chargeOutcome{charge: c, err: err}
 	}()
 	return out

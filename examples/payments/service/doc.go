@@ -20,4 +20,12 @@
 // The payment row's final state and the idempotency record's completion
 // commit in one transaction (the store's CompleteTx), then the handler calls
 // the operation's MarkCompleted and writes exactly the stored answer.
+//
+// Between them, checkpoints in the idempotency record are the recovery
+// points of POST /payments: "payment-recorded" commits with phase 1
+// (CheckpointTx), "charge-answered" follows the provider's answer. An
+// attempt that takes over from a crashed one reads the checkpoint
+// (Operation.Resumed) and charges again with the same derived key instead
+// of starting over; with Config.ResolveWithProvider a Resolver asks the
+// provider first. See docs/unknown-outcomes.md.
 package service

@@ -12,20 +12,30 @@ import (
 )
 
 // createPayment handles POST /payments {"orderId","amount","currency"}.
+// It runs in three phases with a recovery point after each of the first
+// two, as brandur's atomic phases do:
 //
 // Phase 1 records the intent in one transaction: the order moves open →
 // paying (a conditional update: a paid order gets 409 "order already paid"
-// whatever the key) and a pending payment is inserted with the provider key
-// derived from this operation. A re-run of the same operation (after a
-// crash, when its lease was taken over) finds that payment instead.
+// whatever the key), a pending payment is inserted with the provider key
+// derived from this operation, and the checkpoint "payment-recorded" is
+// written to the idempotency record with the store's CheckpointTx, so it
+// commits with them.
 //
-// Phase 2 charges the provider outside any transaction.
+// Phase 2 charges the provider with that key, outside any transaction, and
+// checkpoints the answer ("charge-answered").
 //
 // Phase 3 applies the outcome and completes the idempotency record in one
-// transaction, then answers exactly what was stored: 201 with the final
-// payment, or 202 with Location when the outcome is unknown, or when the
-// provider is slower than AcceptAfter (the charge then finishes in the
-// background and GET /payments/{id} shows it).
+// transaction (CompleteTx), then answers exactly what was stored: 201 with
+// the final payment, or 202 with Location when the outcome is unknown, or
+// when the provider is slower than AcceptAfter (the charge then finishes in
+// the background and GET /payments/{id} shows it).
+//
+// An attempt that takes over from one that died (Attempt() > 1) reads the
+// last checkpoint with Resumed and goes on from there: it charges again
+// with the same derived key, and the provider answers from its record
+// instead of charging twice. Without a checkpoint the dead attempt never
+// got past phase 1, and this one starts from the beginning.
 func (s *Service) createPayment(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	op := retrysafe.OperationFromContext(ctx)
@@ -33,23 +43,31 @@ func (s *Service) createPayment(w http.ResponseWriter, r *http.Request) {
 	if !readRequest(w, r, &req) {
 		return
 	}
-	providerKey, _ := client.DeriveKey(ctx, "psp-charge")
-	pay, prob, err := s.startPayment(ctx, &req, operationKey(op), providerKey)
-	switch {
-	case err != nil:
-		s.finish(ctx, w, op, nil, err)
+	pay, err := s.resumedPayment(ctx, op)
+	if err != nil {
+		s.abandon(ctx, w, op, err)
 		return
-	case prob != nil:
-		writeProblem(w, prob) // stored by the middleware: a retry gets the same problem
-		return
+	}
+	if pay == nil {
+		var prob *problem
+		providerKey, _ := client.DeriveKey(ctx, "psp-charge")
+		pay, prob, err = s.startPayment(ctx, op, &req, providerKey)
+		switch {
+		case err != nil:
+			s.finish(ctx, w, op, nil, err) // rolled back: nothing ran, the key is released
+			return
+		case prob != nil:
+			writeProblem(w, prob) // stored by the middleware: a retry gets the same problem
+			return
+		}
 	}
 
-	if pay.Status != repo.PaymentPending { // a re-run: the outcome is already recorded
+	if pay.Status != repo.PaymentPending { // resumed: the outcome is already recorded
 		resp, err := s.completePayment(ctx, op, pay.ID, nil)
-		s.finish(ctx, w, op, resp, err)
+		s.finishCharged(ctx, w, op, resp, err)
 		return
 	}
-	outcome := s.charge(pay)
+	outcome := s.charge(ctx, op, pay)
 	timer := time.NewTimer(s.cfg.AcceptAfter)
 	defer timer.Stop()
 	var resp *retrysafe.Response
@@ -62,22 +80,15 @@ func (s *Service) createPayment(w http.ResponseWriter, r *http.Request) {
 		s.spawn(func() { s.applyLater(pay.ID, outcome) })
 		resp, err = s.completePayment(ctx, op, pay.ID, nil)
 	}
-	s.finish(ctx, w, op, resp, err)
+	s.finishCharged(ctx, w, op, resp, err)
 }
 
-// startPayment is phase 1. It returns the operation's payment, or a problem
-// (and rolls back) when business state forbids paying.
-func (s *Service) startPayment(ctx context.Context, req *paymentRequest, opKey, providerKey string) (pay *repo.Payment, prob *problem, err error) {
+// startPayment is phase 1. It returns the operation's new payment, or a
+// problem (and rolls back) when business state forbids paying.
+func (s *Service) startPayment(ctx context.Context, op *retrysafe.Operation, req *paymentRequest, providerKey string) (pay *repo.Payment, prob *problem, err error) {
+	opKey := operationKey(op)
 	err = s.db.InTx(ctx, func(tx *repo.Tx) error {
 		pay, prob = nil, nil
-		p, err := tx.PaymentByOpKey(ctx, opKey)
-		if err == nil {
-			pay = p
-			return nil
-		}
-		if !repo.IsNotFound(err) {
-			return err
-		}
 		order, err := tx.Order(ctx, req.OrderID)
 		if repo.IsNotFound(err) {
 			prob = problemNotFound("order")
@@ -115,7 +126,13 @@ func (s *Service) startPayment(ctx context.Context, req *paymentRequest, opKey, 
 			prob = problemOrderBusy // the unique indexes back the order's status up
 			return errProblem
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		// The recovery point, in the same transaction: a later attempt
+		// finds the payment exactly when it exists.
+		return tx.Checkpoint(ctx, s.checkpointParams(op, CheckpointPaymentRecorded,
+			&paymentCheckpoint{PaymentID: pay.ID, ProviderKey: pay.ProviderKey}))
 	})
 	if errors.Is(err, errProblem) {
 		return nil, prob, nil
@@ -154,6 +171,28 @@ func (s *Service) completePayment(ctx context.Context, op *retrysafe.Operation, 
 		return tx.Complete(ctx, op.CompleteParams(resp))
 	})
 	return resp, err
+}
+
+// finishCharged is finish for an attempt past phase 1: a failed phase 3
+// must not release the key (the charge may have happened, and the
+// checkpoint would go with the record), so it abandons the attempt
+// instead. The client gets 503 and retries with the same key; the retry
+// gets 409 outcome-unknown until the lease runs out, and then the attempt
+// that takes over, or the Resolver, resumes from the checkpoint.
+func (s *Service) finishCharged(ctx context.Context, w http.ResponseWriter, op *retrysafe.Operation, resp *retrysafe.Response, err error) {
+	if err != nil {
+		s.abandon(ctx, w, op, err)
+		return
+	}
+	s.finish(ctx, w, op, resp, nil)
+}
+
+// abandon marks op's outcome unknown and answers 503: retry with the same
+// key.
+func (s *Service) abandon(ctx context.Context, w http.ResponseWriter, op *retrysafe.Operation, err error) {
+	s.log.ErrorContext(ctx, "payments: the payment's outcome could not be recorded; the attempt is abandoned for a later one to resume", "err", err)
+	op.Abandon()
+	writeProblem(w, problemRetry)
 }
 
 // getPayment handles GET /payments/{id}: the status resource to poll.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/examples/payments/provider"
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
 )
@@ -42,13 +43,23 @@ type Mismatch struct {
 
 // Report is the result of one reconciliation run.
 type Report struct {
-	Checked    int          `json:"checked"`
-	Settled    []Settlement `json:"settled"`
-	Mismatches []Mismatch   `json:"mismatches"`
-	Errors     []string     `json:"errors"`
+	// Stranded counts what the completer did first, with
+	// Config.ResolveWithProvider: idempotency records whose attempt died
+	// completed from the provider's record, released for a re-run, or
+	// left blocked.
+	Stranded   *retrysafe.Stranded `json:"stranded,omitempty"`
+	Checked    int                 `json:"checked"`
+	Settled    []Settlement        `json:"settled"`
+	Mismatches []Mismatch          `json:"mismatches"`
+	Errors     []string            `json:"errors"`
 }
 
-// Reconcile settles payments whose outcome is open — unknown, or pending
+// completerLimit bounds the records one reconciliation run resolves.
+const completerLimit = 1000
+
+// Reconcile first completes stranded idempotency records (with
+// Config.ResolveWithProvider, see [Service.CompleteStranded]). Then it
+// settles payments whose outcome is open — unknown, or pending
 // with no change for minAge (a crashed or lost charge) — by looking the
 // charge up at the provider by the payment's key: succeeded if a charge
 // exists, failed if the provider confirms there is none (or declined it).
@@ -57,6 +68,13 @@ type Report struct {
 // successful charge with the successful payments and reports mismatches.
 func (s *Service) Reconcile(ctx context.Context, minAge time.Duration) (*Report, error) {
 	rep := &Report{Settled: []Settlement{}, Mismatches: []Mismatch{}, Errors: []string{}}
+	if s.completer != nil {
+		n, err := s.CompleteStranded(ctx, completerLimit)
+		rep.Stranded = &n
+		if err != nil {
+			rep.Errors = append(rep.Errors, "completer: "+err.Error())
+		}
+	}
 	open, err := s.db.Read().PaymentsByStatus(ctx, s.cfg.Now().Add(-minAge), repo.PaymentUnknown, repo.PaymentPending)
 	if err != nil {
 		return nil, err

@@ -60,6 +60,25 @@ type Config struct {
 	// Lease is the idempotency middleware's lease (default
 	// retrysafe.DefaultLease).
 	Lease time.Duration
+	// OnUnknown is the middleware's policy for an attempt whose outcome
+	// is unknown (its process died, its lease ran out): takeover (the
+	// default: the next retry takes it over and resumes from its
+	// checkpoint) or block (409 outcome-unknown until someone resolves
+	// it, such as an operator with retrysafe keys resolve).
+	OnUnknown retrysafe.UnknownPolicy
+	// ResolveWithProvider sets the middleware's Resolver: before a retry
+	// takes such an attempt over, the service asks the provider whether
+	// its charge happened, and completes the record with the answer when
+	// it did (see the resolve method). It overrides OnUnknown. Each
+	// reconciliation run then also completes stranded records, with no
+	// retry waiting ([Service.CompleteStranded]).
+	ResolveWithProvider bool
+	// Crash, when set, is called at the kill points of POST /payments
+	// (CrashAfterCharge, CrashAfterCheckpoint), with the operation: the
+	// example's command kills its own process there when asked to
+	// (--crash-at), so the chaos test can crash it between the charge and
+	// the completion. nil: nothing happens.
+	Crash func(point string, op *retrysafe.Operation)
 	// SimulatedDrops lets a request with "X-Simulate-Drop: 1" be processed
 	// in full and then lose its answer (the connection is closed): the
 	// checkout page's "flaky network" switch. Off by default.
@@ -78,7 +97,10 @@ type Service struct {
 	db       *repo.DB
 	provider *provider.Client
 	handler  http.Handler
-	log      *slog.Logger
+	// completer resolves stranded records (the middleware's Config and
+	// Resolver); nil without ResolveWithProvider.
+	completer *retrysafe.Executor
+	log       *slog.Logger
 
 	stop    context.Context // cancelled by Close: ends background work
 	stopNow context.CancelFunc
@@ -104,6 +126,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ProviderAttempts <= 0 {
 		cfg.ProviderAttempts = DefaultProviderAttempts
 	}
+	setDefault(&cfg.Lease, retrysafe.DefaultLease)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -125,15 +148,25 @@ func New(cfg Config) (*Service, error) {
 			AttemptTimeout: cfg.ProviderAttemptTimeout,
 		}},
 	}
-	mw, err := retrysafe.NewMiddleware(retrysafe.Config{
+	rcfg := retrysafe.Config{
 		Store:      cfg.DB.Store(),
 		RequireKey: true,
 		Lease:      cfg.Lease,
+		OnUnknown:  cfg.OnUnknown,
 		Now:        cfg.Now,
 		Logger:     cfg.Logger,
-	})
+	}
+	if cfg.ResolveWithProvider {
+		rcfg.Resolver = s.resolve
+	}
+	mw, err := retrysafe.NewMiddleware(rcfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.ResolveWithProvider {
+		if s.completer, err = retrysafe.NewExecutor(rcfg); err != nil {
+			return nil, err
+		}
 	}
 	s.handler = s.routes(mw)
 	if cfg.ReconcileEvery > 0 {
