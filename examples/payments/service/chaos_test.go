@@ -25,7 +25,7 @@ const (
 	chaosSeed     = 20261129
 	chaosPayments = 200
 	chaosWorkers  = 16
-	chaosBudget   = 50 * time.Second // the run, restart included; checks have their own bound
+	chaosBudget   = 3 * time.Minute // a liveness bound for the run, restart included (not a speed check: CI runs it beside the whole workspace); checks have their own bound
 )
 
 // chaosPlan is what the client does for one logical payment, drawn from
