@@ -14,9 +14,9 @@ import (
 // ClientConfig is the policy of the client interceptor. The zero value
 // is the default.
 type ClientConfig struct {
-	// Protect reports whether calls to fullMethod get a key. Nil keys
-	// every method except those of the health and reflection services
-	// ([Unprotected]).
+	// Protect reports whether calls to fullMethod get a key. Nil is
+	// [DefaultProtect]: every method except those of the health and
+	// reflection services and those marked NO_SIDE_EFFECTS.
 	Protect func(fullMethod string) bool
 }
 
@@ -41,7 +41,7 @@ type ClientConfig struct {
 func UnaryClientInterceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
 	protect := cfg.Protect
 	if protect == nil {
-		protect = defaultProtect
+		protect = DefaultProtect
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if !protect(method) {

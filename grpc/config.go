@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/retrysafe/retrysafe"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // Config is the policy of the server interceptors. Zero values mean the
@@ -23,10 +27,11 @@ type Config struct {
 	Retrysafe retrysafe.Config
 
 	// Protect reports whether calls to fullMethod (such as
-	// "/payments.v1.Payments/Charge") are protected. Nil protects every
-	// method except those of the health (grpc.health.v1) and reflection
-	// (grpc.reflection.*) services, which pass untouched. A call to a
-	// method it leaves out passes untouched too.
+	// "/payments.v1.Payments/Charge") are protected. Nil is
+	// [DefaultProtect]: every method except those of the health and
+	// reflection services and those whose .proto marks them
+	// NO_SIDE_EFFECTS (as HTTP's GET passes the middleware). A call to a
+	// method it leaves out passes untouched.
 	Protect func(fullMethod string) bool
 	// RequireKey refuses a protected unary call without the
 	// idempotency-key metadata with InvalidArgument (reason MISSING_KEY).
@@ -80,7 +85,39 @@ func Unprotected(fullMethod string) bool {
 	return strings.HasPrefix(fullMethod, "/grpc.health.v1.") || strings.HasPrefix(fullMethod, "/grpc.reflection.")
 }
 
-func defaultProtect(fullMethod string) bool { return !Unprotected(fullMethod) }
+// DefaultProtect is the default of Config.Protect and ClientConfig.Protect:
+// false for the health and reflection services ([Unprotected]) and for
+// methods declared with option idempotency_level = NO_SIDE_EFFECTS in a
+// file of protoregistry.GlobalFiles (generated code registers its files
+// there), true for every other method.
+func DefaultProtect(fullMethod string) bool {
+	return !Unprotected(fullMethod) && !noSideEffects(fullMethod)
+}
+
+// sideEffectFree caches noSideEffects by method.
+var sideEffectFree sync.Map // full method name → bool
+
+// noSideEffects reports whether the registered descriptor of fullMethod
+// ("/pkg.Service/Method") says it has no side effects.
+func noSideEffects(fullMethod string) bool {
+	if v, ok := sideEffectFree.Load(fullMethod); ok {
+		return v.(bool)
+	}
+	free := false
+	svc, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	if ok {
+		if d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc)); err == nil {
+			if sd, ok := d.(protoreflect.ServiceDescriptor); ok {
+				if md := sd.Methods().ByName(protoreflect.Name(method)); md != nil {
+					opts, _ := md.Options().(*descriptorpb.MethodOptions)
+					free = opts.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS
+				}
+			}
+		}
+	}
+	sideEffectFree.Store(fullMethod, free)
+	return free
+}
 
 // ScopeFromPeerCertificate is the default Config.Scope: the SHA-256 of
 // the client's TLS certificate (the leaf of the verified chain under
@@ -122,7 +159,7 @@ func ScopeFromMetadata(key string) func(ctx context.Context) (string, error) {
 // first invalid field.
 func (c Config) withDefaults() (Config, error) {
 	if c.Protect == nil {
-		c.Protect = defaultProtect
+		c.Protect = DefaultProtect
 	}
 	if c.Scope == nil {
 		c.Scope = ScopeFromPeerCertificate
