@@ -93,6 +93,7 @@ func decode(resp *retrysafe.Response) (*result, error) {
 	}
 	r := &result{st: status.New(codes.OK, "")}
 	version := uint64(0)
+	hasMsg, hasStatus := false, false // one of them, once
 	for b := resp.Body; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -116,13 +117,16 @@ func decode(resp *retrysafe.Response) (*result, error) {
 		b = b[n:]
 		switch num {
 		case 2:
-			r.msg = v
-		case 3:
-			var sp spb.Status
-			if err := proto.Unmarshal(v, &sp); err != nil {
+			if hasMsg || hasStatus {
 				return nil, errUndecodable
 			}
-			r.st = status.FromProto(&sp)
+			r.msg, hasMsg = v, true
+		case 3:
+			var sp spb.Status
+			if hasMsg || hasStatus || proto.Unmarshal(v, &sp) != nil || sp.GetCode() == int32(codes.OK) {
+				return nil, errUndecodable
+			}
+			r.st, hasStatus = status.FromProto(&sp), true
 		case 4, 5:
 			k, val, ok := consumeEntry(v)
 			if !ok {
@@ -196,4 +200,22 @@ func httpStatus(c codes.Code) int {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError // Unknown, Internal, DataLoss and codes beyond
+}
+
+// Result returns a gRPC result as the interceptor stores it: reply (when
+// err is nil) or err's status (code, message, details), with header and
+// trailer metadata. Use it where a result is stored without the handler
+// running: a [retrysafe.Resolver] that finds the operation done answers
+// ResolveComplete with Resolution.Response set to it, and every retry then
+// gets that result, as if the first call had answered it.
+func Result(reply proto.Message, err error, header, trailer metadata.MD) (*retrysafe.Response, error) {
+	r := &result{st: status.Convert(err), header: header.Copy(), trailer: trailer.Copy()}
+	if err == nil && reply != nil {
+		b, merr := proto.Marshal(reply)
+		if merr != nil {
+			return nil, fmt.Errorf("retrysafegrpc: encoding the response: %w", merr)
+		}
+		r.msg = b
+	}
+	return r.encode()
 }

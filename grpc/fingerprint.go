@@ -10,7 +10,9 @@ import (
 	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // fingerprintVersion starts every fingerprint's input. Change it whenever
@@ -36,7 +38,9 @@ const fingerprintVersion = "retrysafe-grpc-fingerprint-v1"
 //   - map entries ordered by key, each written as key then value;
 //   - repeated scalars packed, messages and groups written canonically in
 //     turn (length-delimited, so a group and a message of the same content
-//     are equal).
+//     are equal);
+//   - a google.protobuf.Any whose type is registered: its value decoded
+//     and written canonically in turn (an unknown type: its bytes).
 //
 // So equal messages fingerprint equal however they were built (the order
 // in which map entries or unknown fields were added does not matter), and
@@ -78,6 +82,11 @@ func appendCanonical(b []byte, m protoreflect.Message) ([]byte, error) {
 	if !m.IsValid() {
 		return b, nil
 	}
+	if m.Descriptor().FullName() == anyName {
+		if c, ok := canonicalAny(m); ok {
+			return append(b, c...), nil
+		}
+	}
 	var fields []field
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		fields = append(fields, field{num: fd.Number(), fd: fd, v: v})
@@ -111,6 +120,44 @@ func appendCanonical(b []byte, m protoreflect.Message) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+const anyName = "google.protobuf.Any"
+
+// canonicalAny returns the canonical encoding of a google.protobuf.Any
+// whose type is registered (protoregistry.GlobalTypes): type_url (field
+// 1), then the value (field 2) decoded and written canonically, so that
+// an Any holding a map encodes alike however its value was marshalled. ok
+// is false for a type this build does not know, or a value that does not
+// decode: the Any is then written as its fields are.
+func canonicalAny(m protoreflect.Message) (b []byte, ok bool) {
+	fields := m.Descriptor().Fields()
+	urlField, valueField := fields.ByNumber(1), fields.ByNumber(2)
+	if urlField == nil || valueField == nil || len(m.GetUnknown()) > 0 {
+		return nil, false
+	}
+	url := m.Get(urlField).String()
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
+	if err != nil {
+		return nil, false
+	}
+	v := mt.New()
+	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(m.Get(valueField).Bytes(), v.Interface()); err != nil {
+		return nil, false
+	}
+	inner, err := appendCanonical(nil, v)
+	if err != nil {
+		return nil, false
+	}
+	if url != "" {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, url)
+	}
+	if len(inner) > 0 {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, inner)
+	}
+	return b, true
 }
 
 // appendMap appends a map's entries ordered by key, each as one

@@ -6,6 +6,7 @@ import (
 	retrysafegrpc "github.com/retrysafe/retrysafe/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/typepb"
@@ -143,4 +144,66 @@ func TestFingerprintGolden(t *testing.T) {
 	if got := fp(t, "/payments.v1.Payments/Charge", s); got != want {
 		t.Fatalf("fingerprint = %s, want %s", got, want)
 	}
+}
+
+// An Any's value is encoded by whoever packed it: two packings of one
+// Struct, map entries in different orders, fingerprint equal.
+func TestFingerprintAnyCanonical(t *testing.T) {
+	t.Parallel()
+	entry := func(k string, v float64) []byte {
+		val, _ := proto.Marshal(structpb.NewNumberValue(v))
+		e := protowire.AppendTag(nil, 1, protowire.BytesType)
+		e = protowire.AppendString(e, k)
+		e = protowire.AppendTag(e, 2, protowire.BytesType)
+		e = protowire.AppendBytes(e, val)
+		b := protowire.AppendTag(nil, 1, protowire.BytesType)
+		return protowire.AppendBytes(b, e)
+	}
+	ab := append(entry("a", 1), entry("b", 2)...)
+	ba := append(entry("b", 2), entry("a", 1)...)
+	url := "type.googleapis.com/google.protobuf.Struct"
+	m := "/p.v1.P/Charge"
+	x, y := &anypb.Any{TypeUrl: url, Value: ab}, &anypb.Any{TypeUrl: url, Value: ba}
+	if fp(t, m, x) != fp(t, m, y) {
+		t.Fatal("an Any's value order changed the fingerprint")
+	}
+	z := &anypb.Any{TypeUrl: url, Value: append(entry("a", 1), entry("b", 3)...)}
+	if fp(t, m, x) == fp(t, m, z) {
+		t.Fatal("different Any values fingerprint equal")
+	}
+	// An unknown type is hashed as its bytes.
+	u1, u2 := &anypb.Any{TypeUrl: "type.googleapis.com/x.Unknown", Value: ab}, &anypb.Any{TypeUrl: "type.googleapis.com/x.Unknown", Value: ba}
+	if fp(t, m, u1) == fp(t, m, u2) {
+		t.Fatal("unknown Any types must be hashed as bytes")
+	}
+}
+
+// FuzzFingerprintReencode: a message that decodes fingerprints the same
+// after it is encoded again (maps in another order, unknown fields moved
+// after the known ones) and decoded.
+func FuzzFingerprintReencode(f *testing.F) {
+	s, _ := structpb.NewStruct(map[string]any{"a": 1, "b": "x", "c": []any{true, nil}, "d": map[string]any{"e": 2}})
+	seed, _ := proto.Marshal(s)
+	f.Add(seed)
+	f.Add(append(unknown(9, 1), seed...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, m := range []proto.Message{new(structpb.Struct), new(typepb.Type)} {
+			if proto.Unmarshal(b, m) != nil {
+				continue
+			}
+			again, err := proto.Marshal(m)
+			if err != nil {
+				continue
+			}
+			m2 := m.ProtoReflect().New().Interface()
+			if err := proto.Unmarshal(again, m2); err != nil {
+				t.Fatal(err)
+			}
+			f1, err1 := retrysafegrpc.Fingerprint("/m", m)
+			f2, err2 := retrysafegrpc.Fingerprint("/m", m2)
+			if err1 != nil || err2 != nil || f1 != f2 {
+				t.Fatalf("%T: %s (%v) vs %s (%v)", m, f1, err1, f2, err2)
+			}
+		}
+	})
 }
