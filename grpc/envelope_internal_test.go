@@ -76,3 +76,28 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// The handler's metadata is recorded, never sent by the handler's calls
+// (the interceptor sends it with the answer), under grpc-go's rule that a
+// header is sent once.
+func TestCapturingStream(t *testing.T) {
+	t.Parallel()
+	s := &capturingStream{method: "/m"}
+	if err := s.SetHeader(metadata.Pairs("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendHeader(metadata.Pairs("b", "2")); err != nil {
+		t.Fatal(err)
+	}
+	if s.SetHeader(metadata.Pairs("c", "3")) == nil || s.SendHeader(nil) == nil {
+		t.Fatal("a header set after SendHeader must fail, as in grpc-go")
+	}
+	if err := s.SetTrailer(metadata.Pairs("t", "1")); err != nil {
+		t.Fatal(err)
+	}
+	s.header.Set(MetadataReplayed, "true") // a handler cannot forge the marker into the record
+	h, tr := s.captured()
+	if len(h) != 2 || h.Get("a")[0] != "1" || h.Get("b")[0] != "2" || len(tr) != 1 || s.Method() != "/m" {
+		t.Fatalf("captured %v %v", h, tr)
+	}
+}

@@ -1,12 +1,12 @@
 package retrysafegrpc
 
 import (
-	"context"
 	"slices"
 	"sync"
 
-	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // Metadata keys used by the interceptors.
@@ -20,50 +20,51 @@ const (
 )
 
 // capturingStream records the header and trailer metadata a handler sets
-// (grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer) while passing them on
-// to the call's own stream, so that a replay can send the same.
+// (grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer) for the result, and
+// sends nothing itself: the interceptor sends the recorded metadata with
+// the answer, on the first call as on replays. So the handler never sees
+// the call's own transport fail (its client may have gone, and the
+// operation goes on for the retry), and every caller gets the same
+// metadata. It keeps grpc-go's rule that headers are sent once.
 type capturingStream struct {
-	grpc.ServerTransportStream
-	ctx context.Context // the call's own context: done when the client has gone
+	method string
 
 	mu      sync.Mutex
+	sent    bool // SendHeader was called
 	header  metadata.MD
 	trailer metadata.MD
 }
 
-// keep reports whether metadata whose forwarding returned err belongs to
-// the result: it was sent (or will be), or the client has gone and the
-// operation goes on for its retry.
-func (s *capturingStream) keep(err error) bool { return err == nil || s.ctx.Err() != nil }
+// errHeaderSent is grpc-go's answer to a header set after it was sent.
+var errHeaderSent = status.Error(codes.Internal, "transport: SendHeader called multiple times")
+
+func (s *capturingStream) Method() string { return s.method }
 
 func (s *capturingStream) SetHeader(md metadata.MD) error {
-	err := s.ServerTransportStream.SetHeader(md)
-	if s.keep(err) {
-		s.mu.Lock()
-		s.header = metadata.Join(s.header, md)
-		s.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sent {
+		return errHeaderSent
 	}
-	return err
+	s.header = metadata.Join(s.header, md)
+	return nil
 }
 
 func (s *capturingStream) SendHeader(md metadata.MD) error {
-	err := s.ServerTransportStream.SendHeader(md)
-	if s.keep(err) {
-		s.mu.Lock()
-		s.header = metadata.Join(s.header, md)
-		s.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sent {
+		return errHeaderSent
 	}
-	return err
+	s.header, s.sent = metadata.Join(s.header, md), true
+	return nil
 }
 
 func (s *capturingStream) SetTrailer(md metadata.MD) error {
-	err := s.ServerTransportStream.SetTrailer(md)
-	if s.keep(err) {
-		s.mu.Lock()
-		s.trailer = metadata.Join(s.trailer, md)
-		s.mu.Unlock()
-	}
-	return err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trailer = metadata.Join(s.trailer, md)
+	return nil
 }
 
 // captured returns copies of the metadata recorded so far, without the

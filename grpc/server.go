@@ -58,7 +58,11 @@ func New(cfg Config) (*Interceptor, error) {
 //     metadata it set.
 //   - A call with a completed key gets that result: the same message
 //     bytes, or the same status, and the same metadata, with
-//     idempotent-replayed: true in the header metadata.
+//     idempotent-replayed: true in the header metadata. The handler's
+//     metadata goes out with the answer, on the first call too (its
+//     grpc.SendHeader records the header rather than sending it early),
+//     so that it never sees the call's transport fail when its client
+//     has gone.
 //   - While the first call runs: Aborted (REQUEST_IN_PROGRESS) with a
 //     RetryInfo, or, with Retrysafe.InFlight wait, the result once it is
 //     there. An attempt whose outcome is unknown: Aborted
@@ -133,7 +137,7 @@ func (i *Interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServer
 
 	var first *result // the first call's own answer, once the handler ran
 	resp, replayed, err := i.x.Execute(ctx, scope, key, fp, func(octx context.Context) *retrysafe.Response {
-		cs := &capturingStream{ServerTransportStream: transportStream(ctx), ctx: ctx}
+		cs := &capturingStream{method: info.FullMethod}
 		reply, herr := handler(grpc.NewContextWithServerTransportStream(octx, cs), req)
 		first = newResult(reply, herr, cs)
 		return i.stored(first)
@@ -211,17 +215,21 @@ func newResult(reply any, err error, cs *capturingStream) *result {
 	return r
 }
 
-// answer sends r to the caller of ctx: on a replay with its metadata and
-// the replay marker (the first call's metadata went out as the handler
-// set it).
+// answer sends r to the caller of ctx with its metadata, on a replay with
+// the replay marker too.
 func (r *result) answer(ctx context.Context, replayed bool) (any, error) {
+	h := r.header
 	if replayed {
-		h := r.header.Copy()
+		h = h.Copy()
 		h.Set(MetadataReplayed, "true")
-		_ = grpc.SetHeader(ctx, h) // fails only without a stream (a direct call) or a client gone
-		if len(r.trailer) > 0 {
-			_ = grpc.SetTrailer(ctx, r.trailer)
-		}
+	}
+	// These fail only without a stream (the interceptor called directly)
+	// or with the client gone: nobody to tell.
+	if len(h) > 0 {
+		_ = grpc.SetHeader(ctx, h)
+	}
+	if len(r.trailer) > 0 {
+		_ = grpc.SetTrailer(ctx, r.trailer)
 	}
 	if r.st.Code() != codes.OK {
 		return nil, r.st.Err()
@@ -249,19 +257,3 @@ func message(v any) (proto.Message, bool) {
 	}
 	return nil, false
 }
-
-// transportStream returns ctx's server transport stream, or one that
-// drops metadata when there is none (the interceptor called directly).
-func transportStream(ctx context.Context) grpc.ServerTransportStream {
-	if s := grpc.ServerTransportStreamFromContext(ctx); s != nil {
-		return s
-	}
-	return noStream{}
-}
-
-type noStream struct{}
-
-func (noStream) Method() string               { return "" }
-func (noStream) SetHeader(metadata.MD) error  { return nil }
-func (noStream) SendHeader(metadata.MD) error { return nil }
-func (noStream) SetTrailer(metadata.MD) error { return nil }
