@@ -116,27 +116,35 @@ func reasonOf(t *testing.T, err error) string {
 		t.Fatalf("not a Connect error: %v", err)
 	}
 	for _, d := range ce.Details() {
-		if d.Type() != "google.rpc.ErrorInfo" {
-			continue
-		}
-		b := d.Bytes()
-		for len(b) > 0 {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 || typ != protowire.BytesType {
-				t.Fatalf("bad ErrorInfo %x", d.Bytes())
+		if d.Type() == "google.rpc.ErrorInfo" {
+			if r := reasonOfDetail(d.Bytes()); r != "" {
+				return r
 			}
-			b = b[n:]
-			v, n := protowire.ConsumeString(b)
-			if n < 0 {
-				t.Fatalf("bad ErrorInfo %x", d.Bytes())
-			}
-			b = b[n:]
-			if num == 1 {
-				return v
-			}
+			t.Fatalf("bad ErrorInfo %x", d.Bytes())
 		}
 	}
 	t.Fatalf("no ErrorInfo in %v", ce.Details())
+	return ""
+}
+
+// reasonOfDetail returns the reason (field 1) of an encoded
+// google.rpc.ErrorInfo, or "".
+func reasonOfDetail(b []byte) string {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return ""
+		}
+		b = b[n:]
+		v, n := protowire.ConsumeString(b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+		if num == 1 {
+			return v
+		}
+	}
 	return ""
 }
 
