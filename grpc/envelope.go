@@ -204,18 +204,34 @@ func httpStatus(c codes.Code) int {
 
 // Result returns a gRPC result as the interceptor stores it: reply (when
 // err is nil) or err's status (code, message, details), with header and
-// trailer metadata. Use it where a result is stored without the handler
-// running: a [retrysafe.Resolver] that finds the operation done answers
-// ResolveComplete with Resolution.Response set to it, and every retry then
-// gets that result, as if the first call had answered it.
+// trailer metadata. Use it where a result is stored by other means than
+// the interceptor:
+//
+//   - a [retrysafe.Resolver] that finds the operation done answers
+//     ResolveComplete with Resolution.Response set to it, and every retry
+//     then gets that result, as if the first call had answered it;
+//   - a handler that commits the record in its own database transaction,
+//     with the business write: it stores Result(reply, nil, header,
+//     trailer) with the store's CompleteTx and the operation's
+//     CompleteParams, calls MarkCompleted, and returns reply after
+//     setting exactly that header and trailer metadata (the interceptor
+//     then stores nothing).
 func Result(reply proto.Message, err error, header, trailer metadata.MD) (*retrysafe.Response, error) {
 	r := &result{st: status.Convert(err), header: header.Copy(), trailer: trailer.Copy()}
 	if err == nil && reply != nil {
-		b, merr := proto.Marshal(reply)
+		b, merr := marshal(reply)
 		if merr != nil {
 			return nil, fmt.Errorf("retrysafegrpc: encoding the response: %w", merr)
 		}
 		r.msg = b
 	}
 	return r.encode()
+}
+
+// marshal encodes a response message. Deterministic, so that within one
+// build a message encodes to the same bytes each time: what a handler
+// stores itself with Result (in its own transaction) is then what the
+// interceptor sends the first caller.
+func marshal(m proto.Message) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
 }

@@ -50,8 +50,9 @@ func New(cfg Config) (*Interceptor, error) {
 //     encoding ([Fingerprint]). The same key with another fingerprint:
 //     FailedPrecondition (KEY_REUSED).
 //   - The first call runs the handler on a context that the client's
-//     cancellation does not reach (a client that hangs up does not lose
-//     the result); the handler finds the operation with
+//     cancellation and deadline do not reach (a client that hangs up does
+//     not lose the result; bound the handler's work yourself); the
+//     handler finds the operation with
 //     [retrysafe.OperationFromContext]. Its result is stored, as
 //     Config.StoreCode says: the response message's bytes, or the status
 //     with its code, message and details, and the header and trailer
@@ -206,7 +207,7 @@ func newResult(reply any, err error, cs *capturingStream) *result {
 		r.st = status.Newf(codes.Internal, "retrysafegrpc: the response is a %T, not a protobuf message", reply)
 		return r
 	}
-	b, merr := proto.Marshal(m)
+	b, merr := marshal(m)
 	if merr != nil {
 		r.st = status.Newf(codes.Internal, "retrysafegrpc: encoding the response: %v", merr)
 		return r
