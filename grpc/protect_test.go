@@ -1,6 +1,7 @@
 package retrysafegrpc_test
 
 import (
+	"sync"
 	"testing"
 
 	retrysafegrpc "github.com/retrysafe/retrysafe/grpc"
@@ -9,6 +10,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	_ "google.golang.org/protobuf/types/known/emptypb" // registers google/protobuf/empty.proto
+)
+
+// registerOnce registers the test's file once per process (-count > 1).
+var (
+	registerOnce sync.Once
+	registerErr  error
 )
 
 // A method whose .proto says NO_SIDE_EFFECTS is left alone by default,
@@ -29,12 +36,15 @@ func TestDefaultProtectReadsIdempotencyLevel(t *testing.T) {
 			method("Create", descriptorpb.MethodOptions_IDEMPOTENCY_UNKNOWN),
 		}}},
 	}
-	fd, err := protodesc.NewFile(fdp, protoregistry.GlobalFiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := protoregistry.GlobalFiles.RegisterFile(fd); err != nil {
-		t.Fatal(err)
+	registerOnce.Do(func() {
+		fd, err := protodesc.NewFile(fdp, protoregistry.GlobalFiles)
+		if err == nil {
+			err = protoregistry.GlobalFiles.RegisterFile(fd)
+		}
+		registerErr = err
+	})
+	if registerErr != nil {
+		t.Fatal(registerErr)
 	}
 	for m, want := range map[string]bool{
 		"/retrysafe.grpctest.protect.Orders/Get":    false,
