@@ -159,8 +159,9 @@ func (i *Interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServer
 		// Unreachable: Execute either runs fn, replays, or fails.
 		return nil, status.Error(codes.Internal, "retrysafegrpc: the call neither ran nor replayed")
 	case i.cfg.FailOpen && errors.Is(err, retrysafe.ErrStoreUnavailable) && !errors.Is(err, retrysafe.ErrStoreFull):
+		// The Executor reported the call (store_error); it has no fail-open
+		// outcome of its own to report instead.
 		i.cfg.Retrysafe.Logger.WarnContext(ctx, "retrysafegrpc: store unavailable; running the call unprotected (FailOpen)", "err", err)
-		i.observe(retrysafe.OutcomeFailOpen, start)
 		return handler(ctx, req)
 	}
 	return nil, executeError(ctx, err)
