@@ -132,6 +132,10 @@ func (w *errorWriter) WriteHeader(status int) {
 	if w.wrote {
 		return
 	}
+	if status < 200 { // informational (103 Early Hints): the answer comes later
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
 	w.wrote, w.status = true, status
 	mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type"))
 	if status >= 400 && mt == retrysafe.ContentTypeProblem {
