@@ -20,6 +20,8 @@
 //	Idempotent-Replayed: true       header metadata idempotent-replayed: true
 //
 // Streaming calls cannot be replayed: a keyed one is refused with
-// InvalidArgument (KEYED_STREAM), an unkeyed one passes through. The
-// health and reflection services pass untouched.
+// InvalidArgument (KEYED_STREAM), an unkeyed one passes through, as does
+// an unkeyed call in another codec than protobuf (a keyed one:
+// UNSUPPORTED_CODEC). The health and reflection services, and methods
+// marked NO_SIDE_EFFECTS, pass untouched ([DefaultProtect]).
 package retrysafegrpc

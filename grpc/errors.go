@@ -26,6 +26,7 @@ const (
 	ReasonMissingKey        = "MISSING_KEY"         // InvalidArgument: the key is required and absent
 	ReasonInvalidKey        = "INVALID_KEY"         // InvalidArgument: malformed, or several values
 	ReasonKeyedStream       = "KEYED_STREAM"        // InvalidArgument: a streaming call carries a key
+	ReasonUnsupportedCodec  = "UNSUPPORTED_CODEC"   // InvalidArgument: a keyed call in a codec other than protobuf
 	ReasonEmptyScope        = "EMPTY_SCOPE"         // Unauthenticated: a keyed call whose scope is empty (Config.RequireScope)
 	ReasonKeyReused         = "KEY_REUSED"          // FailedPrecondition: the key was used with another request
 	ReasonRequestInProgress = "REQUEST_IN_PROGRESS" // Aborted: the first call still runs

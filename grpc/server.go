@@ -76,7 +76,9 @@ func New(cfg Config) (*Interceptor, error) {
 // outside it (before it in grpc.ChainUnaryInterceptor) see the response
 // as an opaque message holding them. Chain it last, so that interceptors
 // that read or change the response message run inside it. It needs the
-// protobuf codec (grpc-go's default).
+// protobuf codec (grpc-go's default): a keyed call in another content
+// subtype (application/grpc+json, say) is refused with InvalidArgument
+// (UNSUPPORTED_CODEC), since the opaque message would not encode in it.
 func (i *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor { return i.unary }
 
 // StreamServerInterceptor returns the interceptor that refuses a keyed
@@ -126,6 +128,12 @@ func (i *Interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServer
 	if scope == "" && i.cfg.RequireScope {
 		i.observe(retrysafe.OutcomeEmptyScope, start)
 		return nil, refusal(codes.Unauthenticated, ReasonEmptyScope, "a keyed call must identify its caller", 0, nil)
+	}
+	if st, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ ContentSubtype() string }); ok {
+		if sub := st.ContentSubtype(); sub != "" && sub != "proto" {
+			return nil, refusal(codes.InvalidArgument, ReasonUnsupportedCodec, fmt.Sprintf(
+				"idempotency keys need the protobuf codec; this call uses %q: send it as application/grpc or application/grpc+proto", sub), 0, nil)
+		}
 	}
 	msg, ok := message(req)
 	if !ok {
