@@ -30,6 +30,9 @@ type Stats struct {
 	Cut       int64 // connections reset by CutAll
 	Truncated int64 // connections reset mid-stream by a CutAfter budget
 	Refusals  int64 // Refuse calls (each closes the listener for a while)
+	// ReopenFailures counts the times the address could not be bound
+	// again after a Refuse (the proxy then refuses for good).
+	ReopenFailures int64
 }
 
 // Proxy forwards the connections made to Addr to a target address.
@@ -48,7 +51,7 @@ type Proxy struct {
 
 	wg    sync.WaitGroup
 	stats struct {
-		accepted, dialFails, cut, truncated, refusals atomic.Int64
+		accepted, dialFails, cut, truncated, refusals, reopenFailures atomic.Int64
 	}
 }
 
@@ -78,6 +81,8 @@ func (p *Proxy) Stats() Stats {
 		Cut:       p.stats.cut.Load(),
 		Truncated: p.stats.truncated.Load(),
 		Refusals:  p.stats.refusals.Load(),
+
+		ReopenFailures: p.stats.reopenFailures.Load(),
 	}
 }
 
@@ -141,9 +146,11 @@ func (p *Proxy) Refuse(d time.Duration) {
 	p.CutAll()
 }
 
-// listenAgain binds the proxy's address again; another process may hold
-// it for a moment, so it retries.
+// listenAgain binds the proxy's address again; another socket may hold
+// it for a moment, so it retries for up to 30 s, then gives up (the proxy
+// then refuses for good, and Stats counts a ReopenFailure).
 func (p *Proxy) listenAgain() {
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		p.mu.Lock()
 		if p.closed || p.ln != nil {
@@ -151,11 +158,15 @@ func (p *Proxy) listenAgain() {
 			return
 		}
 		ln, err := net.Listen("tcp", p.addr)
-		if err == nil {
+		if err == nil || time.Now().After(deadline) {
 			ch := p.listening
 			p.listening = nil
 			p.mu.Unlock()
-			p.serve(ln)
+			if err == nil {
+				p.serve(ln)
+			} else {
+				p.stats.reopenFailures.Add(1)
+			}
 			close(ch)
 			return
 		}
@@ -165,7 +176,7 @@ func (p *Proxy) listenAgain() {
 }
 
 // WaitListening blocks until the proxy accepts connections again after a
-// [Proxy.Refuse] (at once when it is not refusing).
+// [Proxy.Refuse] (at once when it is not refusing), or has given up.
 func (p *Proxy) WaitListening() {
 	p.mu.Lock()
 	ch := p.listening

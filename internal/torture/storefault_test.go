@@ -310,6 +310,9 @@ func runStoreFaults(t *testing.T, b sfBackend, dur time.Duration, wrap func(retr
 	wg.Wait()
 	run.Recorded = time.Since(start)
 	run.Proxy = proxy.Stats()
+	if run.Proxy.ReopenFailures > 0 && run.InjectErr == nil {
+		run.InjectErr = fmt.Errorf("the fault proxy could not listen on %s again after refusing", proxy.Addr())
+	}
 	if run.InjectErr != nil {
 		t.Fatalf("%s: %v", b.name, run.InjectErr)
 	}
