@@ -259,8 +259,9 @@ func ownPostgresURL(s *ownServer) string {
 // The binary log is on, with sync_binlog=1. Without it InnoDB makes a
 // commit visible to other transactions before its redo log is written
 // (MySQL bug #74303): a crash in that window loses a record that another
-// caller has already read. The fault run found exactly that (a claim that
-// another claim saw, gone after the restart). With the binary log, a
+// caller has already read. A fault run without it recorded that once (a
+// claim that another claim had read, gone after the restart; not seen
+// again in five runs). With the binary log, a
 // commit is in the binary log, on disk, before InnoDB commits and others
 // see it, and recovery commits it. RETRYSAFE_STOREFAULT_MARIADB_NOBINLOG=1
 // runs without it, to see the anomaly.

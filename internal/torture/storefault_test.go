@@ -28,9 +28,11 @@ import (
 // server, while an injector cuts every connection, refuses connections for
 // a while, adds latency, cuts each connection after a few bytes, and
 // crashes and restarts the server. A call that fails is an unknown outcome:
-// RecordStore gives it no return (porcupine's pending-forever call), so it
-// may take effect at any point after its start, or never. The history must
-// still linearize against the model of the Store contract.
+// it may take effect at any point after its start, or never (RecordStore
+// gives it no return, porcupine's pending-forever call; sfPrepare bounds it
+// by the next crash of the server, and sfModel lets it take effect or not).
+// The history must still linearize against the model of the Store
+// contract.
 //
 // SQLite has no such run: it is embedded, so nothing stands between the
 // store client and the database to cut, and its only fault is a crash of
@@ -49,12 +51,12 @@ const (
 
 var sfKinds = []string{sfCut, sfRefuse, sfLatency, sfCutAfter, sfRestart}
 
-// errLeaseLostOrReleased is the output sfPrepare gives a Redis Release
-// that answered ErrLeaseLost (sfBackend.retriedRelease).
+// errLeaseLostOrReleased is the output runStoreFaults gives, for its second
+// check, a Redis Release that answered ErrLeaseLost (sfBackend.retriedRelease).
 const errLeaseLostOrReleased = "lease-lost-or-released"
 
 // sfModel is the model of the Store contract (storeStep) for histories
-// with faults. It differs from storeModel in one way: a call with an
+// with faults. It differs from storeModel in two ways. A call with an
 // unknown outcome may take effect or not, wherever it is linearized, so
 // that a failed call can be given a finite return (sfPrepare) and still
 // not have taken effect. (storeModel applies every call it linearizes; a
@@ -123,7 +125,7 @@ var sfBackends = []sfBackend{
 }
 
 // sfDuration is how long faults are injected: RETRYSAFE_STOREFAULT_DURATION,
-// or 20s (-short: 6s).
+// or 20s (-short: 10s, enough for one round of every fault).
 func sfDuration(t testing.TB) time.Duration {
 	if v := os.Getenv("RETRYSAFE_STOREFAULT_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -133,7 +135,7 @@ func sfDuration(t testing.TB) time.Duration {
 		return d
 	}
 	if testing.Short() {
-		return 6 * time.Second
+		return 10 * time.Second
 	}
 	return 20 * time.Second
 }
@@ -530,7 +532,7 @@ func TestStoreFaultsLinearizable(t *testing.T) {
 // outcomes of the faults must not hide it.
 func TestStoreFaultsCatchUnfencedComplete(t *testing.T) {
 	t.Parallel()
-	dur := sfDuration(t) / 2
+	dur := max(sfDuration(t)/2, 10*time.Second)
 	for _, b := range sfBackends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
