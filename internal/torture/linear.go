@@ -243,12 +243,17 @@ type StoreWorkload struct {
 	// Seed makes the choice of operations reproducible (the interleaving
 	// is not); 0 picks one.
 	Seed uint64
+	// Stop, when not nil, ends the workload once it is closed: each worker
+	// stops before its next call (Ops is then the most it makes).
+	Stop <-chan struct{}
 }
 
 // StoreHistory is a recorded concurrent history of store calls.
 type StoreHistory struct {
 	ops    []porcupine.Operation
 	errors []string
+	start  time.Time // the ops' Call and Return are nanoseconds after it
+	ended  []int64   // per op, when its call returned (Return is 1<<62 for a failed one)
 }
 
 // RecordStore runs the workload against s and records every call.
@@ -270,7 +275,7 @@ func RecordStore(ctx context.Context, s retrysafe.Store, w StoreWorkload) *Store
 	start := time.Now()
 	var (
 		mu    sync.Mutex
-		h     StoreHistory
+		h     = StoreHistory{start: start}
 		clock sync.Mutex
 		now   int64 // the virtual clock, ms after base: moves 0–2s per call
 		wg    sync.WaitGroup
@@ -286,6 +291,9 @@ func RecordStore(ctx context.Context, s retrysafe.Store, w StoreWorkload) *Store
 			r := rand.New(rand.NewPCG(w.Seed, uint64(worker)))
 			tokens := map[string][]string{} // per key, the tokens this worker claimed with
 			for i := range w.Ops {
+				if stopped(w.Stop) {
+					break
+				}
 				key := fmt.Sprintf("k%d", r.IntN(w.Keys))
 				in := storeInput{Key: key, Now: tick(r)}
 				token := func() string {
@@ -319,6 +327,7 @@ func RecordStore(ctx context.Context, s retrysafe.Store, w StoreWorkload) *Store
 				call := time.Since(start).Nanoseconds()
 				out, err := callStore(ctx, s, scope, base, in)
 				ret := time.Since(start).Nanoseconds()
+				failed := ret // when the caller saw the call fail
 				if err != nil {
 					// The call may or may not have taken effect: it can
 					// linearize anywhere after its start.
@@ -332,12 +341,23 @@ func RecordStore(ctx context.Context, s retrysafe.Store, w StoreWorkload) *Store
 				}
 				mu.Lock()
 				h.ops = append(h.ops, porcupine.Operation{ClientId: worker, Input: in, Call: call, Output: out, Return: ret})
+				h.ended = append(h.ended, failed)
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 	return &h
+}
+
+// stopped reports whether stop is closed (never for nil).
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // callStore makes one call and translates its result.
