@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,11 @@ type clientConfig struct {
 	// a gateway that mixed tenants up would replay one tenant's answer to
 	// another (the shared-scope mutation).
 	SharedOps bool
+	// TenantKeys starts every key with its tenant ("tenant-1.k7"), so
+	// that keys are unique across tenants: the resolve mode's, whose
+	// completer asks the upstream about a key without the caller's
+	// headers.
+	TenantKeys bool
 	// Transport wraps each client's transport (a mutation of what the
 	// gateway does, seen from outside).
 	Transport func(http.RoundTripper) http.RoundTripper
@@ -65,11 +71,15 @@ func (c *clients) client(ctx context.Context, id int) {
 		rt = c.cfg.Transport(rt)
 	}
 	hc := &http.Client{Transport: rt}
-	for n := 0; c.more(ctx); n++ {
+	for i := 0; c.more(ctx); i++ {
 		t := rand.IntN(c.cfg.Tenants)
 		tenant := fmt.Sprintf("tenant-%d", t)
-		key := fmt.Sprintf("key-%d", c.keys[t].Add(1))
-		op := fmt.Sprintf("%s/%s/c%d-%d", tenant, key, id, n)
+		n := c.keys[t].Add(1)
+		key := fmt.Sprintf("key-%d", n)
+		if c.cfg.TenantKeys {
+			key = fmt.Sprintf("%s%s%d", tenant, keyTenantSep, n)
+		}
+		op := fmt.Sprintf("%s/%s/c%d-%d", tenant, key, id, i)
 		if c.cfg.SharedOps {
 			op = key
 		}
@@ -101,7 +111,7 @@ func (c *clients) operation(ctx context.Context, hc *http.Client, id int, tenant
 		}
 		c.ops.Add(1)
 		g := rand.IntN(len(c.cfg.Gateways))
-		q := Request{Client: id, Gateway: g, Mode: c.cfg.Modes[g], Tenant: tenant, Key: key, Op: op, Mismatch: mismatch}
+		q := Request{ID: c.rec.requestID(), Client: id, Gateway: g, Mode: c.cfg.Modes[g], Tenant: tenant, Key: key, Op: op, Mismatch: mismatch}
 		c.send(ctx, hc, &q, body)
 		c.rec.request(q)
 		_, fromUpstream := parseAnswer(q.Body)
@@ -135,6 +145,7 @@ func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+q.Tenant)
 	req.Header.Set(retrysafe.HeaderKey, q.Key)
+	req.Header.Set(HeaderRequest, strconv.FormatInt(q.ID, 10))
 	resp, err := hc.Do(req)
 	if err != nil {
 		q.Err = err.Error()
