@@ -32,6 +32,11 @@ type clientConfig struct {
 	// completer asks the upstream about a key without the caller's
 	// headers.
 	TenantKeys bool
+	// RetryAfter makes the clients wait as long as a 409's Retry-After
+	// says (up to 5s) before the next attempt, as a patient client does:
+	// its retries then outlast a lease (the silent-cut mutation needs
+	// them to reach the takeover).
+	RetryAfter bool
 	// Transport wraps each client's transport (a mutation of what the
 	// gateway does, seen from outside).
 	Transport func(http.RoundTripper) http.RoundTripper
@@ -112,7 +117,7 @@ func (c *clients) operation(ctx context.Context, hc *http.Client, id int, tenant
 		c.ops.Add(1)
 		g := rand.IntN(len(c.cfg.Gateways))
 		q := Request{ID: c.rec.requestID(), Client: id, Gateway: g, Mode: c.cfg.Modes[g], Tenant: tenant, Key: key, Op: op, Mismatch: mismatch}
-		c.send(ctx, hc, &q, body)
+		retryAfter := c.send(ctx, hc, &q, body)
 		c.rec.request(q)
 		_, fromUpstream := parseAnswer(q.Body)
 		switch {
@@ -120,6 +125,8 @@ func (c *clients) operation(ctx context.Context, hc *http.Client, id int, tenant
 			return true
 		case mismatch && q.Status == http.StatusUnprocessableEntity:
 			return true
+		case q.Err == "" && q.Status == http.StatusConflict && c.cfg.RetryAfter && retryAfter > 0:
+			sleep(ctx, min(retryAfter, 5*time.Second)+time.Duration(rand.IntN(300))*time.Millisecond)
 		case q.Err == "" && q.Status == http.StatusConflict:
 			sleep(ctx, time.Duration(100+rand.IntN(300))*time.Millisecond)
 		default:
@@ -130,8 +137,9 @@ func (c *clients) operation(ctx context.Context, hc *http.Client, id int, tenant
 }
 
 // send makes one attempt, with a client timeout that is sometimes shorter
-// than the operation (a client that gives up and retries).
-func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []byte) {
+// than the operation (a client that gives up and retries). It returns the
+// answer's Retry-After.
+func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []byte) (retryAfter time.Duration) {
 	timeout := time.Duration(300+rand.IntN(4700)) * time.Millisecond
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -140,7 +148,7 @@ func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Gateways[q.Gateway]+"/payments", bytes.NewReader(body))
 	if err != nil {
 		q.Err = err.Error()
-		return
+		return 0
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+q.Tenant)
@@ -149,13 +157,16 @@ func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []
 	resp, err := hc.Do(req)
 	if err != nil {
 		q.Err = err.Error()
-		return
+		return 0
 	}
 	defer resp.Body.Close()
+	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+		retryAfter = time.Duration(n) * time.Second
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		q.Err = "reading the answer: " + err.Error()
-		return
+		return retryAfter
 	}
 	q.Status, q.Body = resp.StatusCode, b
 	q.Replayed = resp.Header.Get(retrysafe.HeaderReplayed) == "true"
@@ -168,6 +179,7 @@ func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []
 			}
 		}
 	}
+	return retryAfter
 }
 
 func sleep(ctx context.Context, d time.Duration) {
