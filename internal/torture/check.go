@@ -13,7 +13,10 @@ import (
 
 // Anomaly kinds: each is a broken promise.
 const (
-	AnomalyDuplicate        = "duplicate-effect"  // a second effect for a key that no injected fault explains
+	AnomalyDuplicate        = "duplicate-effect"  // a second effect for a key that no injected event of the attempt it repeats explains
+	AnomalyEarlyRepeat      = "early-repeat"      // a second effect sooner than a lease after the request of the attempt it repeats
+	AnomalyResolvedRepeat   = "resolved-repeat"   // resolve mode: a second effect for a key, whatever the cause
+	AnomalyUnresolved       = "unresolved"        // resolve mode: a record still processing after the run settled
 	AnomalyUnkeyed          = "unkeyed-effect"    // the upstream got a keyed client request without its key
 	AnomalyMismatchRan      = "mismatch-ran"      // an effect with another fingerprint than the key's first
 	AnomalyMismatchAnswered = "mismatch-answered" // a request with another fingerprint got more than 422
@@ -28,39 +31,54 @@ const (
 	AnomalyStoreError       = "store-error"       // store-level: an operation failed
 )
 
-// explaining says which faults can explain a second effect: the window
-// between the upstream acting and the result being stored is open when the
-// gateway dies (SIGKILL), its link to the upstream breaks or stalls
-// (outcome unknown: the key stays locked until the lease runs out), its
-// link to the store breaks (completion fails, or the lease is not renewed),
-// or the upstream answers after the gateway stopped waiting. SIGTERM and
-// faults between client and gateway never explain one: a graceful stop
-// finishes in-flight work, and a client hang-up does not cancel the
-// operation.
-func explaining(f *Fault) bool {
-	switch f.Link {
-	case LinkUpstream, LinkStore:
-		return true
-	case LinkProcess:
-		return f.Kind == FaultKill
-	case LinkService:
-		return f.Kind == FaultSlow
-	case LinkReported:
-		return true
-	}
-	return false
-}
+// Causes of a repeat. Each is one injected event of the attempt whose
+// result was not stored (the effect repeated), matched by gateway, key,
+// request and connection, never a fault somewhere nearby.
+const (
+	// CauseKill: the effect's gateway got SIGKILL while that key was in
+	// flight there (after its request began, before the client had the
+	// answer or, without one, before the gateway's upstream timeout and
+	// completion could have ended).
+	CauseKill = "kill"
+	// CauseUpstreamCut: a fault on the effect's gateway's upstream link
+	// was active when that request's own upstream connection ended, after
+	// the request arrived and before its exchange could have ended.
+	CauseUpstreamCut = "upstream-cut"
+	// CauseSlowAnswer: the upstream answered that very effect later than
+	// the gateway waits (an injected slow answer).
+	CauseSlowAnswer = "slow-answer"
+	// CauseLeaseLost: a fault on the effect's gateway's store link while
+	// that key was in flight there: the lease was lost, or the result
+	// could not be stored.
+	CauseLeaseLost = "lease-lost"
+	// CauseGatewayGaveUp is the one cause that is no injected event: the
+	// gateway closed that request's own upstream connection before the
+	// answer, with no fault on the link (its upstream timeout fired on a
+	// loaded machine). It is still specific to the request; the report
+	// counts it apart.
+	CauseGatewayGaveUp = "gateway-gave-up"
+)
+
+// cutGrace is how long after a fault was lifted a connection it cut may
+// be seen to close (Toxiproxy tears the two sides down one after the
+// other), and how long after the exchange's bound a connection the gateway
+// closed may be seen to end.
+const cutGrace = 250 * time.Millisecond
 
 // CheckOptions tune [Check].
 type CheckOptions struct {
-	// Before is how long before an effect started a fault may have begun
-	// and still explain a duplicate (a request in flight when its gateway
-	// died). Default 1s.
-	Before time.Duration
-	// After is how long after an effect ended its gateway may still have
-	// been storing the result (store calls with their timeout and retries).
-	// Default 10s.
-	After time.Duration
+	// Lease is the gateways' lease: no repeat may start sooner than this
+	// after the request of the attempt it repeats (a takeover waits for
+	// the lease to run out). Default 3s.
+	Lease time.Duration
+	// UpstreamTimeout and StoreTimeout are the gateways' timeouts: they
+	// bound how long a key can be in flight at a gateway after its
+	// request reached the upstream (the exchange, then the completion's
+	// two store calls). Default 1s each.
+	UpstreamTimeout, StoreTimeout time.Duration
+	// Resolve judges a resolve-mode run: no repeat is allowed at all,
+	// and no record may be left processing.
+	Resolve bool
 }
 
 // Anomaly is one broken promise.
@@ -73,24 +91,59 @@ type Anomaly struct {
 	Detail   string  `json:"detail"`
 }
 
-// Documented is a second effect for a key inside the documented window,
-// with the fault that opened it.
-type Documented struct {
+// Repeat is a second effect for a key, with the one injected event of
+// the attempt it repeats that explains it.
+type Repeat struct {
 	Tenant    string `json:"tenant"`
 	Key       string `json:"key"`
-	First     int64  `json:"first"`     // the effect whose result was not stored
-	Duplicate int64  `json:"duplicate"` // the effect that ran again
-	Fault     Fault  `json:"fault"`
+	First     int64  `json:"first"`  // the effect whose result was not stored
+	Repeat    int64  `json:"repeat"` // the effect that ran again
+	Attempts  [2]int `json:"attempts"`
+	Gateway   int    `json:"gateway"` // the first effect's gateway
+	Cause     string `json:"cause"`   // a Cause constant
+	Fault     *Fault `json:"fault,omitempty"`
+	Detail    string `json:"detail"`
+	GapMillis int64  `json:"gap_ms"` // from the first effect's request to the repeat
+}
+
+// Unknowns counts, in a resolve-mode run, the attempts whose outcome was
+// unknown (the resolve URL was asked about them, or they were left
+// stranded) by what resolved them: the resolve call of a retry that found
+// the operation done (Resolver: the answer stored and replayed) or not
+// done (Retry: the retry ran it), the completer, or none of these (Owner:
+// no call decided; the attempt's own gateway finished after all, or a
+// later decision settled the key). Unresolved ones are anomalies.
+type Unknowns struct {
+	Total      int `json:"total"`
+	Resolver   int `json:"resolver"`
+	Retry      int `json:"retry"`
+	Completer  int `json:"completer"`
+	Owner      int `json:"owner"`
+	Unresolved int `json:"unresolved"`
+	// Calls counts the resolve calls by "source/outcome"; Refused the
+	// requests the upstream refused because of its not_done fence.
+	Calls   map[string]int `json:"calls"`
+	Refused int            `json:"refused"`
 }
 
 // Result is the verdict on a history.
 type Result struct {
-	Requests   int            `json:"requests"`
-	Effects    int            `json:"effects"`
-	Keys       int            `json:"keys"`
-	Outcomes   map[string]int `json:"outcomes"` // answers by kind: new, replayed, 409, 422, 5xx, error
-	Anomalies  []Anomaly      `json:"anomalies"`
-	Documented []Documented   `json:"documented"`
+	Requests  int            `json:"requests"`
+	Effects   int            `json:"effects"`
+	Keys      int            `json:"keys"`
+	Outcomes  map[string]int `json:"outcomes"` // answers by kind: new, replayed, 409, 422, 5xx, error
+	Anomalies []Anomaly      `json:"anomalies"`
+	Repeats   []Repeat       `json:"repeats"`
+	Unknowns  *Unknowns      `json:"unknowns,omitempty"`
+}
+
+// RepeatsByCause counts the repeats of each cause.
+func (r *Result) RepeatsByCause() map[string]int {
+	m := map[string]int{}
+	for _, d := range r.Repeats {
+		m[d.Cause]++
+	}
+	return m
 }
 
 // AnomaliesByKind counts the anomalies of each kind.
@@ -125,11 +178,14 @@ type tenantKey struct{ tenant, key string }
 // Check judges a history against the promise. It never stops at the first
 // anomaly: the result lists them all.
 func Check(h *History, opt CheckOptions) *Result {
-	if opt.Before == 0 {
-		opt.Before = time.Second
+	if opt.Lease == 0 {
+		opt.Lease = 3 * time.Second
 	}
-	if opt.After == 0 {
-		opt.After = 10 * time.Second
+	if opt.UpstreamTimeout == 0 {
+		opt.UpstreamTimeout = time.Second
+	}
+	if opt.StoreTimeout == 0 {
+		opt.StoreTimeout = time.Second
 	}
 	res := &Result{Requests: len(h.Requests), Effects: len(h.Effects), Outcomes: map[string]int{}}
 	bad := func(kind string, tk tenantKey, reqs, effs []int64, format string, args ...any) {
@@ -145,8 +201,10 @@ func Check(h *History, opt CheckOptions) *Result {
 		bySeq[e.Seq] = e
 	}
 	requests := map[tenantKey][]*Request{}
+	byID := map[int64]*Request{}
 	for i := range h.Requests {
 		q := &h.Requests[i]
+		byID[q.ID] = q
 		tk := tenantKey{q.Tenant, q.Key}
 		requests[tk] = append(requests[tk], q)
 	}
@@ -181,20 +239,44 @@ func Check(h *History, opt CheckOptions) *Result {
 			op = reqs[0].Op
 		}
 
-		for j, e := range effs {
+		for _, e := range effs {
 			if e.Op != op {
 				bad(AnomalyMismatchRan, tk, nil, []int64{effs[0].Seq, e.Seq}, "effect %d ran op %q, but the key belongs to op %q", e.Seq, e.Op, op)
 			}
-			if j == 0 {
+		}
+		// A repeat is the effect of a later attempt: it ran because the
+		// attempt before it stored no result. In attempt order (a lease
+		// loss can let an earlier attempt act after a later one).
+		byAttempt := slices.Clone(effs)
+		slices.SortStableFunc(byAttempt, func(a, b *Effect) int { return a.Attempt - b.Attempt })
+		for j := 1; j < len(byAttempt); j++ {
+			prev, e := byAttempt[j-1], byAttempt[j]
+			effIDs := []int64{prev.Seq, e.Seq}
+			if opt.Resolve {
+				bad(AnomalyResolvedRepeat, tk, nil, effIDs, "effect %d (attempt %d, gateway %d, %s) repeats effect %d (attempt %d, gateway %d, %s) although the gateways ask the resolve URL",
+					e.Seq, e.Attempt, e.Gateway, e.Start.Format(time.StampMilli), prev.Seq, prev.Attempt, prev.Gateway, prev.Start.Format(time.StampMilli))
 				continue
 			}
-			if d, ok := explain(h.Faults, effs[:j], e, opt); ok {
-				res.Documented = append(res.Documented, d)
+			q := byID[prev.Request]
+			if q == nil {
+				bad(AnomalyDuplicate, tk, nil, effIDs, "effect %d repeats effect %d, whose request %d is not in the history", e.Seq, prev.Seq, prev.Request)
 				continue
 			}
-			bad(AnomalyDuplicate, tk, nil, []int64{effs[0].Seq, e.Seq},
-				"effect %d (gateway %d, %s) repeats effect %d (gateway %d, %s) and no injected fault explains it",
-				e.Seq, e.Gateway, e.Start.Format(time.StampMilli), effs[j-1].Seq, effs[j-1].Gateway, effs[j-1].Start.Format(time.StampMilli))
+			gap := e.Start.Sub(q.Start)
+			if gap < opt.Lease {
+				bad(AnomalyEarlyRepeat, tk, []int64{q.ID}, effIDs, "effect %d (attempt %d, gateway %d) started %s after request %d of the attempt it repeats (effect %d, attempt %d, gateway %d): sooner than the lease %s",
+					e.Seq, e.Attempt, e.Gateway, gap.Round(time.Millisecond), q.ID, prev.Seq, prev.Attempt, prev.Gateway, opt.Lease)
+				continue
+			}
+			d, ok := attribute(h.Faults, prev, q, opt)
+			if !ok {
+				bad(AnomalyDuplicate, tk, []int64{q.ID}, effIDs,
+					"effect %d (attempt %d, gateway %d, %s) repeats effect %d (attempt %d, gateway %d, %s, request %d) and no injected event of that attempt explains it",
+					e.Seq, e.Attempt, e.Gateway, e.Start.Format(time.StampMilli), prev.Seq, prev.Attempt, prev.Gateway, prev.Start.Format(time.StampMilli), q.ID)
+				continue
+			}
+			d.Tenant, d.Key, d.First, d.Repeat, d.Attempts, d.Gateway, d.GapMillis = tk.tenant, tk.key, prev.Seq, e.Seq, [2]int{prev.Attempt, e.Attempt}, prev.Gateway, gap.Milliseconds()
+			res.Repeats = append(res.Repeats, d)
 		}
 
 		var firstReplay *Request
@@ -250,43 +332,156 @@ func Check(h *History, opt CheckOptions) *Result {
 			}
 		}
 	}
+	if opt.Resolve {
+		res.Unknowns = unknowns(h)
+		for _, st := range h.Stranded {
+			res.Anomalies = append(res.Anomalies, Anomaly{Kind: AnomalyUnresolved, Key: st.Key,
+				Detail: fmt.Sprintf("key %q attempt %d still processing after the run settled (lease until %s, abandoned %v)", st.Key, st.Attempt, st.LeaseUntil.Format(time.StampMilli), st.Abandoned)})
+		}
+	}
 	return res
 }
 
-// explain finds a fault that opened the documented window for a later
-// effect: one that hit the gateway of an earlier effect while that effect's
-// result was being produced or stored.
-//
-// An injected fault is preferred; failing one, a problem the gateway
-// itself reported (LinkReported) explains the repeat.
-func explain(faults []Fault, earlier []*Effect, dup *Effect, opt CheckOptions) (Documented, bool) {
-	for _, reported := range []bool{false, true} {
-		if d, ok := explainBy(faults, earlier, dup, opt, reported); ok {
-			return d, true
+// unknowns counts the unknown outcomes of a resolve-mode history by what
+// resolved them. An unknown outcome is an attempt of a key that a resolve
+// call asked about or that was left stranded (the resolve mode's keys are
+// unique across tenants). The first call that decided (done or not_done)
+// resolved it; a later one found the decision written, or lost to it
+// (the store's fencing lets one decision take effect).
+func unknowns(h *History) *Unknowns {
+	type attemptKey struct {
+		key     string
+		attempt int
+	}
+	u := &Unknowns{Calls: map[string]int{}, Refused: len(h.Refusals)}
+	decided := map[attemptKey]string{}
+	var order []attemptKey
+	seen := map[attemptKey]bool{}
+	resolves := slices.Clone(h.Resolves)
+	sort.SliceStable(resolves, func(i, j int) bool { return resolves[i].At.Before(resolves[j].At) })
+	for _, v := range resolves {
+		u.Calls[v.Source+"/"+v.Outcome]++
+		ak := attemptKey{v.Key, v.Attempt}
+		if !seen[ak] {
+			seen[ak] = true
+			order = append(order, ak)
+		}
+		if decided[ak] != "" || v.Outcome == ResolveUnknown {
+			continue
+		}
+		switch {
+		case v.Source == SourceCompleter:
+			decided[ak] = "completer"
+		case v.Outcome == ResolveDone:
+			decided[ak] = "resolver"
+		default:
+			decided[ak] = "retry"
 		}
 	}
-	return Documented{}, false
+	stranded := map[attemptKey]bool{}
+	for _, st := range h.Stranded {
+		ak := attemptKey{st.Key, st.Attempt}
+		stranded[ak] = true
+		if !seen[ak] {
+			seen[ak] = true
+			order = append(order, ak)
+		}
+	}
+	for _, ak := range order {
+		u.Total++
+		switch {
+		case stranded[ak]:
+			u.Unresolved++
+		case decided[ak] == "completer":
+			u.Completer++
+		case decided[ak] == "resolver":
+			u.Resolver++
+		case decided[ak] == "retry":
+			u.Retry++
+		default:
+			u.Owner++
+		}
+	}
+	return u
 }
 
-func explainBy(faults []Fault, earlier []*Effect, dup *Effect, opt CheckOptions, reported bool) (Documented, bool) {
-	for i := len(earlier) - 1; i >= 0; i-- {
-		e := earlier[i]
-		for k := range faults {
-			f := &faults[k]
-			if (f.Link == LinkReported) != reported || !explaining(f) || (f.Gateway != -1 && f.Gateway != e.Gateway) || (f.Effect != 0 && f.Effect != e.Seq) {
-				continue
-			}
-			end := f.End
-			if end.IsZero() {
-				end = time.Unix(1<<40, 0)
-			}
-			if f.Start.After(e.End.Add(opt.After)) || end.Before(e.Start.Add(-opt.Before)) {
-				continue
-			}
-			return Documented{Tenant: dup.Tenant, Key: dup.Key, First: e.Seq, Duplicate: dup.Seq, Fault: *f}, true
+// exchangeEnd is the latest the exchange of effect e can have ended: its
+// answer, or the gateway's upstream timeout after the request arrived.
+func exchangeEnd(e *Effect, opt CheckOptions) time.Time {
+	end := e.End
+	if t := e.Start.Add(opt.UpstreamTimeout); t.After(end) {
+		end = t
+	}
+	return end
+}
+
+// inFlightUntil bounds how long the key of effect e can have been in
+// flight at its gateway: until its client had e's answer (the gateway
+// settles the record before it answers), else until the exchange and the
+// completion's two store calls could have ended.
+func inFlightUntil(e *Effect, q *Request, opt CheckOptions) time.Time {
+	if a, ok := parseAnswer(q.Body); ok && q.Err == "" && a.Effect == e.Seq && !q.Replayed {
+		return q.End
+	}
+	end := exchangeEnd(e, opt).Add(2*opt.StoreTimeout + cutGrace)
+	if q.End.After(end) {
+		end = q.End
+	}
+	return end
+}
+
+// attribute finds the one injected event of effect e's attempt (its
+// request q) that left its result unstored.
+func attribute(faults []Fault, e *Effect, q *Request, opt CheckOptions) (Repeat, bool) {
+	until := inFlightUntil(e, q, opt)
+	ended := e.CutAt
+	if ended.IsZero() {
+		ended = e.ClosedAt
+	}
+	connEnded := !ended.IsZero() && !ended.Before(e.Start) && !ended.After(exchangeEnd(e, opt).Add(cutGrace))
+	onGateway := func(f *Fault) bool { return f.Gateway == -1 || f.Gateway == e.Gateway }
+	for k := range faults {
+		f := &faults[k]
+		if f.Link == LinkService && f.Kind == FaultSlow && f.Effect == e.Seq {
+			return Repeat{Cause: CauseSlowAnswer, Fault: f, Detail: fmt.Sprintf("the upstream answered effect %d after %s", e.Seq, f.End.Sub(f.Start).Round(time.Millisecond))}, true
 		}
 	}
-	return Documented{}, false
+	for k := range faults {
+		f := &faults[k]
+		if f.Link == LinkProcess && f.Kind == FaultKill && onGateway(f) && !f.Start.Before(q.Start) && !f.Start.After(until) {
+			return Repeat{Cause: CauseKill, Fault: f, Detail: fmt.Sprintf("gateway %d killed at %s, %s after request %d began, while its key was in flight there",
+				e.Gateway, f.Start.Format("15:04:05.000"), f.Start.Sub(q.Start).Round(time.Millisecond), q.ID)}, true
+		}
+	}
+	if connEnded {
+		for k := range faults {
+			f := &faults[k]
+			end := f.End
+			if end.IsZero() {
+				end = ended
+			}
+			if f.Link == LinkUpstream && onGateway(f) && !ended.Before(f.Start) && !ended.After(end.Add(cutGrace)) {
+				return Repeat{Cause: CauseUpstreamCut, Fault: f, Detail: fmt.Sprintf("connection %d of effect %d ended %s after the request arrived, during %s on gateway %d's upstream link",
+					e.Conn, e.Seq, ended.Sub(e.Start).Round(time.Millisecond), f.Kind, e.Gateway)}, true
+			}
+		}
+	}
+	for k := range faults {
+		f := &faults[k]
+		end := f.End
+		if end.IsZero() {
+			end = until
+		}
+		if f.Link == LinkStore && onGateway(f) && !f.Start.After(until) && !end.Before(q.Start) {
+			return Repeat{Cause: CauseLeaseLost, Fault: f, Detail: fmt.Sprintf("gateway %d's store link had %s from %s to %s, while request %d's key was in flight there",
+				e.Gateway, f.Kind, f.Start.Format("15:04:05.000"), end.Format("15:04:05.000"), q.ID)}, true
+		}
+	}
+	if connEnded && !e.CutAt.IsZero() {
+		return Repeat{Cause: CauseGatewayGaveUp, Detail: fmt.Sprintf("connection %d of effect %d was closed %s after the request arrived, before the answer, with no fault on the link",
+			e.Conn, e.Seq, e.CutAt.Sub(e.Start).Round(time.Millisecond))}, true
+	}
+	return Repeat{}, false
 }
 
 // gatewayProblem reports whether q's answer is one the gateway documents

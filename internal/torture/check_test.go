@@ -2,6 +2,7 @@ package torture
 
 import (
 	"maps"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -69,91 +70,181 @@ func clean() *synth {
 	return s
 }
 
+// lost is clean with a key whose first attempt lost its result: request
+// 50 at gateway 0 (1000–2000 ms, no answer) caused effect 20 (attempt 1,
+// connection 7, 1010–1100 ms); effect 21 (attempt 2, gateway 1) repeated it
+// at 5000 ms for request 51, which got its answer. What explains the repeat
+// is added by each case.
+func lost() *synth {
+	s := clean()
+	s.h.Requests = append(s.h.Requests, Request{ID: 50, Gateway: 0, Tenant: "t1", Key: "k9", Op: "op9", Start: at(1000), End: at(2000), Err: "EOF"})
+	e1 := s.effect(20, 0, "t1", "k9", "op9", 1010, 1100)
+	s.h.Effects[len(s.h.Effects)-1].Request, s.h.Effects[len(s.h.Effects)-1].Attempt, s.h.Effects[len(s.h.Effects)-1].Conn = 50, 1, 7
+	_ = e1
+	e2 := s.effect(21, 1, "t1", "k9", "op9", 5000, 5100)
+	s.h.Effects[len(s.h.Effects)-1].Request, s.h.Effects[len(s.h.Effects)-1].Attempt = 51, 2
+	q := s.answered(e2, false, 4990, 5110)
+	q.ID = 51
+	return s
+}
+
+// firstLost is lost's effect 20.
+func (s *synth) firstLost() *Effect {
+	for i := range s.h.Effects {
+		if s.h.Effects[i].Seq == 20 {
+			return &s.h.Effects[i]
+		}
+	}
+	panic("no effect 20")
+}
+
+func TestUnknowns(t *testing.T) {
+	t.Parallel()
+	h := &History{
+		Resolves: []Resolve{
+			{Source: SourceRetry, Key: "a", Attempt: 1, At: at(100), Outcome: ResolveUnknown},
+			{Source: SourceRetry, Key: "a", Attempt: 1, At: at(200), Outcome: ResolveDone},
+			{Source: SourceCompleter, Key: "a", Attempt: 1, At: at(300), Outcome: ResolveDone}, // too late: the retry decided
+			{Source: SourceRetry, Key: "b", Attempt: 1, At: at(100), Outcome: ResolveNotDone},
+			{Source: SourceCompleter, Key: "c", Attempt: 2, At: at(100), Outcome: ResolveNotDone},
+			{Source: SourceCompleter, Key: "d", Attempt: 1, At: at(100), Outcome: ResolveUnknown}, // its owner finished
+			{Source: SourceCompleter, Key: "e", Attempt: 1, At: at(100), Outcome: ResolveUnknown},
+		},
+		Refusals: []Refusal{{Key: "b", Attempt: 1, Fence: 1}},
+		Stranded: []Stranded{{Key: "e", Attempt: 1}, {Key: "f", Attempt: 3}},
+	}
+	u := unknowns(h)
+	want := Unknowns{Total: 6, Resolver: 1, Retry: 1, Completer: 1, Owner: 1, Unresolved: 2, Refused: 1}
+	got := *u
+	got.Calls = nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("unknowns %+v, want %+v", got, want)
+	}
+	if u.Calls["retry/done"] != 1 || u.Calls["completer/unknown"] != 2 || u.Calls["retry/unknown"] != 1 {
+		t.Errorf("calls %v", u.Calls)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		build      func() *synth
-		want       map[string]int // anomalies by kind
-		documented int
+		build   func() *synth
+		want    map[string]int // anomalies by kind
+		causes  map[string]int // repeats by cause
+		resolve bool
 	}{
 		"clean": {build: clean, want: map[string]int{}},
-		"duplicate without a fault": {build: func() *synth {
-			s := clean()
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
+		"a repeat with no event": {build: func() *synth {
+			return lost()
+		}, want: map[string]int{AnomalyDuplicate: 1}},
+		"a repeat after its gateway was killed": {build: func() *synth {
+			s := lost()
+			s.fault(FaultKill, LinkProcess, 0, 1050, 1500)
+			return s
+		}, want: map[string]int{}, causes: map[string]int{CauseKill: 1}},
+		"a repeat when another gateway was killed": {build: func() *synth {
+			s := lost()
+			s.fault(FaultKill, LinkProcess, 1, 1050, 1500)
 			return s
 		}, want: map[string]int{AnomalyDuplicate: 1}},
-		"duplicate after its gateway was killed": {build: func() *synth {
-			s := clean()
-			s.fault(FaultKill, LinkProcess, 0, 190, 1500)
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
-			return s
-		}, want: map[string]int{}, documented: 1},
-		"duplicate after its store link was cut": {build: func() *synth {
-			s := clean()
-			s.fault(FaultDown, LinkStore, 0, 150, 3000)
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
-			return s
-		}, want: map[string]int{}, documented: 1},
-		"duplicate after its upstream link reset mid-response": {build: func() *synth {
-			s := clean()
-			s.fault(FaultResetResp, LinkUpstream, -1, 0, 120)
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
-			return s
-		}, want: map[string]int{}, documented: 1},
-		"duplicate after a slow upstream answer": {build: func() *synth {
-			s := clean()
-			s.fault(FaultSlow, LinkService, 0, 100, 200).Effect = 1
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
-			return s
-		}, want: map[string]int{}, documented: 1},
-		"duplicate after another effect's slow answer": {build: func() *synth {
-			s := clean()
-			s.fault(FaultSlow, LinkService, 0, 100, 200).Effect = 2
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
+		"a repeat when its gateway was killed before the request": {build: func() *synth {
+			s := lost()
+			s.fault(FaultKill, LinkProcess, 0, 900, 950)
 			return s
 		}, want: map[string]int{AnomalyDuplicate: 1}},
-		"duplicate after its gateway reported an unknown outcome": {build: func() *synth {
-			s := clean()
-			s.fault(ReportedOutcomeUnknown, LinkReported, 0, 1100, 1100)
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
-			return s
-		}, want: map[string]int{}, documented: 1},
-		"duplicate when another gateway reported a problem": {build: func() *synth {
-			s := clean()
-			s.fault(ReportedLeaseLost, LinkReported, 1, 1100, 1100)
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
+		"a repeat when its gateway was killed after the key was settled": {build: func() *synth {
+			s := lost()
+			s.fault(FaultKill, LinkProcess, 0, 4400, 4500) // exchange bound 2010 + two store calls + grace = 4260
 			return s
 		}, want: map[string]int{AnomalyDuplicate: 1}},
-		"duplicate when another gateway was killed": {build: func() *synth {
-			s := clean()
-			s.fault(FaultKill, LinkProcess, 1, 150, 1500)
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
+		"a repeat when its gateway was killed after the client had the answer": {build: func() *synth {
+			s := lost()
+			q := &s.h.Requests[len(s.h.Requests)-2] // request 50
+			e := *s.firstLost()
+			q.Err, q.End, q.Status, q.Header, q.Body = "", at(1150), e.Status, maps.Clone(e.Header), e.Body
+			s.fault(FaultKill, LinkProcess, 0, 1200, 1500)
 			return s
 		}, want: map[string]int{AnomalyDuplicate: 1}},
-		"duplicate when the gateway was killed long after": {build: func() *synth {
-			s := clean()
-			s.fault(FaultKill, LinkProcess, 0, 60000, 61000)
-			s.effect(10, 1, "t1", "k1", "op1", 65000, 65100)
+		"a repeat after a graceful stop": {build: func() *synth {
+			s := lost()
+			s.fault(FaultTerm, LinkProcess, 0, 1050, 1500)
 			return s
 		}, want: map[string]int{AnomalyDuplicate: 1}},
-		"duplicate after a graceful stop": {build: func() *synth {
-			s := clean()
-			s.fault(FaultTerm, LinkProcess, 0, 150, 1500)
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
+		"a repeat after a client hang-up": {build: func() *synth {
+			s := lost()
+			s.fault(FaultResetPeer, LinkClient, 0, 1000, 1500)
 			return s
 		}, want: map[string]int{AnomalyDuplicate: 1}},
-		"duplicate after a client hang-up": {build: func() *synth {
-			s := clean()
-			s.fault(FaultResetPeer, LinkClient, 0, 150, 1500)
-			s.effect(10, 1, "t1", "k1", "op1", 5000, 5100)
+		"a repeat after its own upstream connection was cut": {build: func() *synth {
+			s := lost()
+			s.fault(FaultResetResp, LinkUpstream, 0, 1000, 1500)
+			s.firstLost().ClosedAt = at(1120)
+			return s
+		}, want: map[string]int{}, causes: map[string]int{CauseUpstreamCut: 1}},
+		"a repeat during an upstream fault that left its connection open": {build: func() *synth {
+			s := lost()
+			s.fault(FaultResetResp, LinkUpstream, 0, 1000, 1500)
 			return s
 		}, want: map[string]int{AnomalyDuplicate: 1}},
+		"a repeat whose connection closed long after its exchange": {build: func() *synth {
+			s := lost()
+			s.fault(FaultDown, LinkUpstream, 0, 3000, 3500)
+			s.firstLost().ClosedAt = at(3200)
+			return s
+		}, want: map[string]int{AnomalyDuplicate: 1}},
+		"a repeat whose connection was cut on another gateway's link": {build: func() *synth {
+			s := lost()
+			s.fault(FaultTimeout, LinkUpstream, 1, 1000, 1500)
+			s.firstLost().CutAt = at(1200)
+			return s
+		}, want: map[string]int{}, causes: map[string]int{CauseGatewayGaveUp: 1}},
+		"a repeat after a slow answer": {build: func() *synth {
+			s := lost()
+			s.fault(FaultSlow, LinkService, 0, 1010, 2510).Effect = 20
+			return s
+		}, want: map[string]int{}, causes: map[string]int{CauseSlowAnswer: 1}},
+		"a repeat after another effect's slow answer": {build: func() *synth {
+			s := lost()
+			s.fault(FaultSlow, LinkService, 0, 1010, 2510).Effect = 1
+			return s
+		}, want: map[string]int{AnomalyDuplicate: 1}},
+		"a repeat after its store link went down": {build: func() *synth {
+			s := lost()
+			s.fault(FaultDown, LinkStore, 0, 1500, 3000)
+			return s
+		}, want: map[string]int{}, causes: map[string]int{CauseLeaseLost: 1}},
+		"a repeat after its store link went down once the key was settled": {build: func() *synth {
+			s := lost()
+			s.fault(FaultDown, LinkStore, 0, 4400, 6000)
+			return s
+		}, want: map[string]int{AnomalyDuplicate: 1}},
+		"a repeat that a mutation's silent cut explains": {build: func() *synth {
+			s := lost()
+			s.fault(FaultSilentCut, LinkService, 0, 1010, 1010).Effect = 20
+			s.firstLost().ClosedAt = at(1011)
+			return s
+		}, want: map[string]int{AnomalyDuplicate: 1}},
+		"a repeat sooner than a lease": {build: func() *synth {
+			s := lost()
+			s.fault(FaultKill, LinkProcess, 0, 1050, 1500)
+			s.h.Effects[len(s.h.Effects)-1].Start = at(3500) // 2.5s after request 50 began
+			return s
+		}, want: map[string]int{AnomalyEarlyRepeat: 1}},
+		"a repeat in the resolve mode, whatever the cause": {build: func() *synth {
+			s := lost()
+			s.fault(FaultKill, LinkProcess, 0, 1050, 1500)
+			return s
+		}, resolve: true, want: map[string]int{AnomalyResolvedRepeat: 1}},
+		"a record left stranded in the resolve mode": {build: func() *synth {
+			s := clean()
+			s.h.Stranded = []Stranded{{Scope: "s", Key: "k7", Attempt: 2}}
+			return s
+		}, resolve: true, want: map[string]int{AnomalyUnresolved: 1}},
 		"the other body ran": {build: func() *synth {
 			s := clean()
-			s.fault(FaultKill, LinkProcess, 0, 190, 1500)
 			s.effect(10, 1, "t1", "k1", "op1-x", 5000, 5100)
 			return s
-		}, want: map[string]int{AnomalyMismatchRan: 1}, documented: 1},
+		}, want: map[string]int{AnomalyMismatchRan: 1, AnomalyDuplicate: 1}},
 		"the other body got the replay": {build: func() *synth {
 			s := clean()
 			q := s.answered(s.h.Effects[0], true, 800, 810)
@@ -218,12 +309,15 @@ func TestCheck(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := tc.build()
-			res := Check(&s.h, CheckOptions{Before: 50 * time.Millisecond, After: time.Second})
+			res := Check(&s.h, CheckOptions{Lease: 3 * time.Second, UpstreamTimeout: time.Second, StoreTimeout: time.Second, Resolve: tc.resolve})
 			if got := res.AnomaliesByKind(); !maps.Equal(got, tc.want) {
 				t.Errorf("anomalies %v, want %v:\n%+v", got, tc.want, res.Anomalies)
 			}
-			if len(res.Documented) != tc.documented {
-				t.Errorf("documented duplicates %d, want %d: %+v", len(res.Documented), tc.documented, res.Documented)
+			if tc.causes == nil {
+				tc.causes = map[string]int{}
+			}
+			if got := res.RepeatsByCause(); !maps.Equal(got, tc.causes) {
+				t.Errorf("repeats by cause %v, want %v: %+v", got, tc.causes, res.Repeats)
 			}
 		})
 	}

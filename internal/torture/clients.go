@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,16 @@ type clientConfig struct {
 	// a gateway that mixed tenants up would replay one tenant's answer to
 	// another (the shared-scope mutation).
 	SharedOps bool
+	// TenantKeys starts every key with its tenant ("tenant-1.k7"), so
+	// that keys are unique across tenants: the resolve mode's, whose
+	// completer asks the upstream about a key without the caller's
+	// headers.
+	TenantKeys bool
+	// RetryAfter makes the clients wait as long as a 409's Retry-After
+	// says (up to 5s) before the next attempt, as a patient client does:
+	// its retries then outlast a lease (the silent-cut mutation needs
+	// them to reach the takeover).
+	RetryAfter bool
 	// Transport wraps each client's transport (a mutation of what the
 	// gateway does, seen from outside).
 	Transport func(http.RoundTripper) http.RoundTripper
@@ -65,11 +76,15 @@ func (c *clients) client(ctx context.Context, id int) {
 		rt = c.cfg.Transport(rt)
 	}
 	hc := &http.Client{Transport: rt}
-	for n := 0; c.more(ctx); n++ {
+	for i := 0; c.more(ctx); i++ {
 		t := rand.IntN(c.cfg.Tenants)
 		tenant := fmt.Sprintf("tenant-%d", t)
-		key := fmt.Sprintf("key-%d", c.keys[t].Add(1))
-		op := fmt.Sprintf("%s/%s/c%d-%d", tenant, key, id, n)
+		n := c.keys[t].Add(1)
+		key := fmt.Sprintf("key-%d", n)
+		if c.cfg.TenantKeys {
+			key = fmt.Sprintf("%s%s%d", tenant, keyTenantSep, n)
+		}
+		op := fmt.Sprintf("%s/%s/c%d-%d", tenant, key, id, i)
 		if c.cfg.SharedOps {
 			op = key
 		}
@@ -101,8 +116,8 @@ func (c *clients) operation(ctx context.Context, hc *http.Client, id int, tenant
 		}
 		c.ops.Add(1)
 		g := rand.IntN(len(c.cfg.Gateways))
-		q := Request{Client: id, Gateway: g, Mode: c.cfg.Modes[g], Tenant: tenant, Key: key, Op: op, Mismatch: mismatch}
-		c.send(ctx, hc, &q, body)
+		q := Request{ID: c.rec.requestID(), Client: id, Gateway: g, Mode: c.cfg.Modes[g], Tenant: tenant, Key: key, Op: op, Mismatch: mismatch}
+		retryAfter := c.send(ctx, hc, &q, body)
 		c.rec.request(q)
 		_, fromUpstream := parseAnswer(q.Body)
 		switch {
@@ -110,6 +125,8 @@ func (c *clients) operation(ctx context.Context, hc *http.Client, id int, tenant
 			return true
 		case mismatch && q.Status == http.StatusUnprocessableEntity:
 			return true
+		case q.Err == "" && q.Status == http.StatusConflict && c.cfg.RetryAfter && retryAfter > 0:
+			sleep(ctx, min(retryAfter, 5*time.Second)+time.Duration(rand.IntN(300))*time.Millisecond)
 		case q.Err == "" && q.Status == http.StatusConflict:
 			sleep(ctx, time.Duration(100+rand.IntN(300))*time.Millisecond)
 		default:
@@ -120,8 +137,9 @@ func (c *clients) operation(ctx context.Context, hc *http.Client, id int, tenant
 }
 
 // send makes one attempt, with a client timeout that is sometimes shorter
-// than the operation (a client that gives up and retries).
-func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []byte) {
+// than the operation (a client that gives up and retries). It returns the
+// answer's Retry-After.
+func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []byte) (retryAfter time.Duration) {
 	timeout := time.Duration(300+rand.IntN(4700)) * time.Millisecond
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -130,21 +148,25 @@ func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Gateways[q.Gateway]+"/payments", bytes.NewReader(body))
 	if err != nil {
 		q.Err = err.Error()
-		return
+		return 0
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+q.Tenant)
 	req.Header.Set(retrysafe.HeaderKey, q.Key)
+	req.Header.Set(HeaderRequest, strconv.FormatInt(q.ID, 10))
 	resp, err := hc.Do(req)
 	if err != nil {
 		q.Err = err.Error()
-		return
+		return 0
 	}
 	defer resp.Body.Close()
+	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+		retryAfter = time.Duration(n) * time.Second
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		q.Err = "reading the answer: " + err.Error()
-		return
+		return retryAfter
 	}
 	q.Status, q.Body = resp.StatusCode, b
 	q.Replayed = resp.Header.Get(retrysafe.HeaderReplayed) == "true"
@@ -157,6 +179,7 @@ func (c *clients) send(ctx context.Context, hc *http.Client, q *Request, body []
 			}
 		}
 	}
+	return retryAfter
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -16,6 +16,8 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/internal/storeurl"
 )
 
 // Mutations: deliberately broken behaviour the checker must catch. They
@@ -33,6 +35,15 @@ const (
 	// shares the empty scope, and gives the same key of every tenant the
 	// same body.
 	MutationSharedScope = "shared-scope"
+	// MutationDishonestResolver makes the upstream's resolve URL answer
+	// not_done about every key, effect or not (resolve mode): takeovers
+	// then run operations that already ran.
+	MutationDishonestResolver = "dishonest-resolver"
+	// MutationSilentCut makes the upstream drop 3% of its answers after
+	// acting, by closing the connection, with no fault injected: the
+	// gateways report the unknown outcome, but no injected event explains
+	// the repeats that follow.
+	MutationSilentCut = "silent-cut"
 )
 
 // Config configures a run.
@@ -61,6 +72,10 @@ type Config struct {
 	Faults bool
 	// Mutation breaks something on purpose (see the Mutation constants).
 	Mutation string
+	// Resolve runs the gateways with a resolve URL (--resolve-url) that
+	// the upstream answers from its own effect log, and the completer
+	// every second: no operation may run twice.
+	Resolve bool
 	// Dir receives the gateways' logs; required.
 	Dir string
 	// Logf reports progress; nil discards it.
@@ -74,13 +89,10 @@ const upstreamTimeout = time.Second
 // storeTimeout is the gateways' --store-timeout.
 const storeTimeout = time.Second
 
-// CheckOptionsFor returns the documented window of a run with cfg: a
-// fault that began up to an upstream timeout before an effect, or while
-// its gateway could still have been storing the result (its lease, plus
-// the completion's store calls with their retries), explains a second
-// effect.
-func CheckOptionsFor(cfg *Config) CheckOptions {
-	return CheckOptions{Before: upstreamTimeout + time.Second, After: cfg.lease() + 3*storeTimeout + time.Second}
+// CheckOptionsFor returns the options that judge a run with params p:
+// its lease, the gateways' timeouts and its mode.
+func CheckOptionsFor(p Params) CheckOptions {
+	return CheckOptions{Lease: p.Lease, UpstreamTimeout: p.UpstreamTimeout, StoreTimeout: p.StoreTimeout, Resolve: p.Resolve}
 }
 
 func (cfg *Config) lease() time.Duration {
@@ -113,9 +125,18 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	}
 	rec := &recorder{}
 	rec.h.Params = Params{Store: storeKind(cfg.Store), Gateways: cfg.Gateways, Clients: cfg.Clients, Tenants: cfg.Tenants,
-		Duration: cfg.Duration, MaxOps: cfg.MaxOps, Lease: cfg.lease(), Faults: cfg.Faults, Mutation: cfg.Mutation}
+		Duration: cfg.Duration, MaxOps: cfg.MaxOps, Lease: cfg.lease(), Faults: cfg.Faults, Mutation: cfg.Mutation,
+		Resolve: cfg.Resolve, UpstreamTimeout: upstreamTimeout, StoreTimeout: storeTimeout}
+	if cfg.Resolve {
+		rec.h.Params.SweepInterval = sweepInterval
+	}
 
-	up, err := startUpstream(upstreamConfig{ErrorRate: 0.15, Delay: 150 * time.Millisecond, SlowRate: slowRate(cfg.Faults), Slow: upstreamTimeout + 500*time.Millisecond}, rec, cfg.Gateways)
+	ucfg := upstreamConfig{ErrorRate: 0.15, Delay: 150 * time.Millisecond, SlowRate: slowRate(cfg.Faults), Slow: upstreamTimeout + 500*time.Millisecond,
+		Fence: cfg.Resolve, Dishonest: cfg.Mutation == MutationDishonestResolver}
+	if cfg.Mutation == MutationSilentCut {
+		ucfg.SilentCutRate = 0.03
+	}
+	up, err := startUpstream(ucfg, rec, cfg.Gateways)
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +174,10 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		if cfg.Mutation == MutationSharedScope {
 			flags = append(flags, "--scope-header", "X-Torture-Nobody", "--allow-empty-scope")
 		}
+		if cfg.Resolve {
+			flags = append(flags, "--resolve-url", "http://"+upProxy.Listen+"/resolve", "--resolve-timeout", storeTimeout.String(),
+				"--sweep-interval", sweepInterval.String())
+		}
 		g, err := newGateway(i, cfg.Binary, filepath.Join(cfg.Dir, fmt.Sprintf("gateway-%d.log", i)), flags)
 		if err != nil {
 			return nil, err
@@ -189,7 +214,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	c := &clients{rec: rec, cfg: clientConfig{
 		Clients: cfg.Clients, Tenants: cfg.Tenants, Gateways: urls, Modes: modes,
 		Deadline: start.Add(cfg.Duration), MaxOps: cfg.MaxOps, SharedOps: cfg.Mutation == MutationSharedScope,
-		Transport: mutationTransport(cfg.Mutation),
+		Transport: mutationTransport(cfg.Mutation), TenantKeys: cfg.Resolve, RetryAfter: cfg.Mutation == MutationSilentCut,
 	}}
 	c.run(ctx)
 	stop()
@@ -197,6 +222,16 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	rec.h.Params.Duration = time.Since(start).Round(time.Millisecond)
 	// Let answers the gateways still owe the upstream's effects settle.
 	time.Sleep(upstreamTimeout + 500*time.Millisecond)
+	if cfg.Resolve {
+		// Every unknown outcome must end resolved: wait for the
+		// completer to settle what no retry came back for.
+		stranded, err := settleStranded(ctx, cfg.Store, cfg.lease()+4*sweepInterval+10*time.Second, logf)
+		if err != nil {
+			return nil, err
+		}
+		rec.h.Stranded, rec.h.Settled = stranded, true
+	}
+	up.settle()
 	for _, g := range gws {
 		events, err := readGatewayLog(g.log.Name(), g.index)
 		if err != nil {
@@ -207,6 +242,50 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		}
 	}
 	return rec.history(), ctx.Err()
+}
+
+// sweepInterval is the gateways' --sweep-interval in the resolve mode:
+// the completer's pass.
+const sweepInterval = time.Second
+
+// settleStranded waits, up to wait, until the store holds no processing
+// record (every unknown outcome resolved, every lease over), and returns
+// the processing records left.
+func settleStranded(ctx context.Context, storeURL string, wait time.Duration, logf func(string, ...any)) ([]Stranded, error) {
+	s, closeStore, err := storeurl.Open(ctx, storeURL)
+	if err != nil {
+		return nil, fmt.Errorf("torture: opening the store to settle: %w", err)
+	}
+	defer closeStore()
+	adm, ok := retrysafe.As[admin.Admin](s)
+	if !ok {
+		return nil, fmt.Errorf("torture: the store %s cannot be listed", storeKind(storeURL))
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		var left []Stranded
+		p := &admin.ListParams{State: retrysafe.StateProcessing, Limit: 500}
+		for {
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			recs, err := adm.List(lctx, p)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("torture: listing processing records: %w", err)
+			}
+			for _, r := range recs {
+				left = append(left, Stranded{Scope: r.Scope, Key: r.Key, Attempt: r.Attempt, LeaseUntil: r.LeaseUntil, Abandoned: r.Abandoned})
+			}
+			if len(recs) < p.PageSize() {
+				break
+			}
+			p.AfterScope, p.AfterKey = recs[len(recs)-1].Scope, recs[len(recs)-1].Key
+		}
+		if len(left) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return left, ctx.Err()
+		}
+		logf("torture: %d processing records left; waiting for the completer", len(left))
+		sleep(ctx, sweepInterval)
+	}
 }
 
 func slowRate(faults bool) float64 {

@@ -40,6 +40,10 @@ const (
 	FaultKill      = "sigkill"    // gateway process killed with SIGKILL (then restarted)
 	FaultTerm      = "sigterm"    // gateway process stopped with SIGTERM (then restarted)
 	FaultSlow      = "slow"       // the upstream answered slower than the gateway waits
+	// FaultSilentCut is the silent-cut mutation's own cut: the upstream
+	// drops an answer after acting. It is recorded for the report but is
+	// no injected fault: the checker must not accept it as a cause.
+	FaultSilentCut = "silent-cut"
 
 	// Kinds of LinkReported events, from the gateways' logs.
 	ReportedOutcomeUnknown = "outcome-unknown" // the upstream may have acted; the key stays locked until the lease runs out
@@ -50,6 +54,8 @@ const (
 
 // Request is one client request as the client saw it.
 type Request struct {
+	// ID is sent with the request as X-Torture-Request; the gateway
+	// forwards it, so every effect names the request that caused it.
 	ID      int64  `json:"id"`
 	Client  int    `json:"client"`
 	Gateway int    `json:"gateway"`
@@ -73,16 +79,74 @@ type Request struct {
 // Effect is one call that reached the upstream's handler with a complete
 // body: the upstream acted.
 type Effect struct {
-	Seq     int64             `json:"seq"`
-	Gateway int               `json:"gateway"` // which gateway's upstream link it came through
-	Tenant  string            `json:"tenant"`  // from the Authorization header the upstream saw
-	Key     string            `json:"key"`     // from the Idempotency-Key header the upstream saw
-	Op      string            `json:"op"`      // from the body
-	Start   time.Time         `json:"start"`
-	End     time.Time         `json:"end"`
-	Status  int               `json:"status"`
-	Header  map[string]string `json:"header"`
-	Body    []byte            `json:"body"`
+	Seq     int64 `json:"seq"`
+	Gateway int   `json:"gateway"` // which gateway's upstream link it came through
+	// Request is the client request whose forwarded X-Torture-Request
+	// header the upstream saw; Attempt its Idempotency-Attempt (1 on a
+	// first claim, N on the (N-1)th takeover).
+	Request int64 `json:"request"`
+	Attempt int   `json:"attempt"`
+	// Conn numbers the upstream connection it came on (one per TCP
+	// connection the upstream accepted, from its gateway's proxy).
+	// CutAt is when that connection ended before the answer was written
+	// (the gateway or a fault closed it); ClosedAt when it closed at all
+	// (zero: still open at the end of the run).
+	Conn     int64             `json:"conn"`
+	CutAt    time.Time         `json:"cut_at,omitzero"`
+	ClosedAt time.Time         `json:"closed_at,omitzero"`
+	Tenant   string            `json:"tenant"` // from the Authorization header the upstream saw
+	Key      string            `json:"key"`    // from the Idempotency-Key header the upstream saw
+	Op       string            `json:"op"`     // from the body
+	Start    time.Time         `json:"start"`
+	End      time.Time         `json:"end"`
+	Status   int               `json:"status"`
+	Header   map[string]string `json:"header"`
+	Body     []byte            `json:"body"`
+}
+
+// Resolve sources and outcomes.
+const (
+	SourceRetry     = "retry"     // the resolve call of a retry (it carries the retry's Authorization)
+	SourceCompleter = "completer" // the sweeper's completer (no caller headers)
+	ResolveDone     = "done"
+	ResolveNotDone  = "not_done"
+	ResolveUnknown  = "unknown"
+)
+
+// Resolve is one call to the upstream's resolve URL, as the upstream
+// answered it from its own effect log.
+type Resolve struct {
+	Gateway int       `json:"gateway"`
+	Source  string    `json:"source"`
+	Tenant  string    `json:"tenant"`
+	Key     string    `json:"key"`
+	Attempt int       `json:"attempt"` // the attempt whose outcome is unknown
+	At      time.Time `json:"at"`
+	Outcome string    `json:"outcome"`
+	Effect  int64     `json:"effect,omitempty"` // with done: the effect whose answer it gave
+}
+
+// Refusal is a request the upstream did not perform because it had
+// answered not_done for that attempt of the key or a later one (the fence
+// of docs/gateway.md: a not_done is a promise): it hung up without acting.
+type Refusal struct {
+	Gateway int       `json:"gateway"`
+	Tenant  string    `json:"tenant"`
+	Key     string    `json:"key"`
+	Attempt int       `json:"attempt"`
+	Fence   int       `json:"fence"`
+	Request int64     `json:"request"`
+	At      time.Time `json:"at"`
+}
+
+// Stranded is a record the store still held as processing, its lease
+// run out, when the run had settled: an unknown outcome never resolved.
+type Stranded struct {
+	Scope      string    `json:"scope"`
+	Key        string    `json:"key"`
+	Attempt    int       `json:"attempt"`
+	LeaseUntil time.Time `json:"lease_until"`
+	Abandoned  bool      `json:"abandoned,omitempty"`
 }
 
 // Fault is one injected fault and the window in which it was active.
@@ -115,6 +179,15 @@ type Params struct {
 	Lease    time.Duration `json:"lease"`
 	Faults   bool          `json:"faults"`
 	Mutation string        `json:"mutation,omitempty"`
+	// Resolve is the resolve mode: the gateways ask the upstream's
+	// resolve URL about unknown outcomes (--resolve-url), and the
+	// completer runs every SweepInterval.
+	Resolve       bool          `json:"resolve,omitempty"`
+	SweepInterval time.Duration `json:"sweep_interval,omitempty"`
+	// UpstreamTimeout and StoreTimeout are the gateways' timeouts (zero in
+	// histories written before they were recorded: 1s each).
+	UpstreamTimeout time.Duration `json:"upstream_timeout,omitempty"`
+	StoreTimeout    time.Duration `json:"store_timeout,omitempty"`
 }
 
 // History is everything a run observed.
@@ -123,6 +196,13 @@ type History struct {
 	Requests []Request `json:"requests"`
 	Effects  []Effect  `json:"effects"`
 	Faults   []Fault   `json:"faults"`
+	// The resolve mode's calls, the upstream's refusals, and the
+	// records left stranded after the run settled (read from the store;
+	// Settled reports that they were read).
+	Resolves []Resolve  `json:"resolves,omitempty"`
+	Refusals []Refusal  `json:"refusals,omitempty"`
+	Stranded []Stranded `json:"stranded,omitempty"`
+	Settled  bool       `json:"settled,omitempty"`
 }
 
 // recorder collects a history from many goroutines.
@@ -133,12 +213,54 @@ type recorder struct {
 	nextEff int64
 }
 
-func (r *recorder) request(q Request) {
+// requestID reserves the ID of a request about to be sent.
+func (r *recorder) requestID() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nextReq++
-	q.ID = r.nextReq
+	return r.nextReq
+}
+
+func (r *recorder) request(q Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.h.Requests = append(r.h.Requests, q)
+}
+
+func (r *recorder) resolve(v Resolve) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Resolves = append(r.h.Resolves, v)
+}
+
+func (r *recorder) refusal(v Refusal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Refusals = append(r.h.Refusals, v)
+}
+
+// cut records when the connection of effect seq ended before its answer.
+func (r *recorder) cut(seq int64, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.h.Effects) - 1; i >= 0; i-- {
+		if r.h.Effects[i].Seq == seq {
+			r.h.Effects[i].CutAt = at
+			return
+		}
+	}
+}
+
+// connClosed sets, for every effect on one of the closed connections, when
+// it closed.
+func (r *recorder) connClosed(closed map[int64]time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.h.Effects {
+		if t, ok := closed[r.h.Effects[i].Conn]; ok {
+			r.h.Effects[i].ClosedAt = t
+		}
+	}
 }
 
 // effectSeq reserves the sequence number of a new effect.
@@ -183,5 +305,7 @@ func (r *recorder) history() *History {
 	h.Requests = append([]Request(nil), r.h.Requests...)
 	h.Effects = append([]Effect(nil), r.h.Effects...)
 	h.Faults = append([]Fault(nil), r.h.Faults...)
+	h.Resolves = append([]Resolve(nil), r.h.Resolves...)
+	h.Refusals = append([]Refusal(nil), r.h.Refusals...)
 	return &h
 }

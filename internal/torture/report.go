@@ -34,16 +34,10 @@ func NewReport(h *History, res *Result, stores []*StoreResult) *Report {
 	return r
 }
 
-// ReportedOnly counts the documented-window duplicates that no injected
-// fault explains, only an event in the gateway's log.
-func (r *Report) ReportedOnly() int {
-	n := 0
-	for _, d := range r.Result.Documented {
-		if d.Fault.Link == LinkReported {
-			n++
-		}
-	}
-	return n
+// NotInjected counts the repeats whose cause is no injected event (the
+// gateway gave up on the request's own connection on a loaded machine).
+func (r *Report) NotInjected() int {
+	return r.Result.RepeatsByCause()[CauseGatewayGaveUp]
 }
 
 // Anomalies returns every anomaly of the run, end to end and store level.
@@ -88,6 +82,11 @@ func (r *Report) Markdown() string {
 	if p.Mutation != "" {
 		fmt.Fprintf(&b, "| mutation | %s |\n", p.Mutation)
 	}
+	if p.Resolve {
+		fmt.Fprintf(&b, "| mode | resolve (--resolve-url answered from the upstream's effect log; completer every %s) |\n", p.SweepInterval)
+	} else {
+		b.WriteString("| mode | takeover (--on-unknown takeover) |\n")
+	}
 	res := r.Result
 	fmt.Fprintf(&b, "\n## Operations\n\n%d requests on %d keys, %d upstream effects.\n\n| answer | count |\n| --- | --- |\n", res.Requests, res.Keys, res.Effects)
 	for _, k := range slices.Sorted(maps.Keys(res.Outcomes)) {
@@ -128,16 +127,36 @@ func (r *Report) Markdown() string {
 			fmt.Fprintf(&b, "- **%s** tenant %q key %q: %s\n", a.Kind, a.Tenant, a.Key, a.Detail)
 		}
 	}
-	fmt.Fprintf(&b, "\n## Documented-window duplicates: %d (%d explained only by the gateway's own log)\n\n", len(res.Documented), r.ReportedOnly())
-	if len(res.Documented) > 0 {
-		b.WriteString("A second effect for a key whose first effect's gateway was killed, or lost its upstream or store link, or whose upstream answered too late, before the result was stored (docs/guarantees.md). " +
-			"Where no injected fault explains one, the gateway's log must report the window (upstream outcome unknown, result not stored, lease lost or not renewed).\n\n")
-		b.WriteString("| tenant | key | first effect | repeated by | fault |\n| --- | --- | --- | --- | --- |\n")
-		for _, d := range res.Documented {
-			f := d.Fault
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | #%d %s %s on gateway %d at %s %s |\n", d.Tenant, d.Key, d.First, d.Duplicate,
-				f.ID, f.Link, f.Kind, f.Gateway, f.Start.Format("15:04:05.000"), f.Detail)
+	byCause := res.RepeatsByCause()
+	fmt.Fprintf(&b, "\n## Repeats: %d\n\n", len(res.Repeats))
+	if len(res.Repeats) > 0 {
+		b.WriteString("A second effect for a key is allowed only with one specific injected event of the attempt it repeats: " +
+			"a SIGKILL of its gateway while the key was in flight there, a fault on its gateway's upstream link when that request's own connection ended, " +
+			"an upstream answer to that very effect slower than the gateway waits, or a fault on its gateway's store link while the key was in flight there (lease lost, result not stored). " +
+			"gateway-gave-up is the one cause that is not injected: the gateway closed that request's own connection before the answer with no fault on the link. " +
+			"No repeat may start sooner than a lease after the request of the attempt it repeats.\n\n")
+		b.WriteString("| cause | count |\n| --- | --- |\n")
+		for _, k := range slices.Sorted(maps.Keys(byCause)) {
+			fmt.Fprintf(&b, "| %s | %d |\n", k, byCause[k])
 		}
+		b.WriteString("\n| tenant | key | first effect | repeated by | attempts | gap | cause | event |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, d := range res.Repeats {
+			ev := d.Detail
+			if f := d.Fault; f != nil {
+				ev = fmt.Sprintf("#%d %s %s on gateway %d at %s: %s", f.ID, f.Link, f.Kind, f.Gateway, f.Start.Format("15:04:05.000"), d.Detail)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %d→%d | %dms | %s | %s |\n", d.Tenant, d.Key, d.First, d.Repeat, d.Attempts[0], d.Attempts[1], d.GapMillis, d.Cause, ev)
+		}
+	}
+	if u := res.Unknowns; u != nil {
+		fmt.Fprintf(&b, "\n## Unknown outcomes: %d\n\n", u.Total)
+		fmt.Fprintf(&b, "| resolved by | count |\n| --- | --- |\n| the resolver (a retry's resolve call: done, answer stored and replayed) | %d |\n| a retry (its resolve call: not_done, the retry ran it) | %d |\n| the completer | %d |\n| no decision needed (the owner finished, or the key was settled otherwise) | %d |\n| **unresolved** | %d |\n",
+			u.Resolver, u.Retry, u.Completer, u.Owner, u.Unresolved)
+		b.WriteString("\n| resolve calls (source/outcome) | count |\n| --- | --- |\n")
+		for _, k := range slices.Sorted(maps.Keys(u.Calls)) {
+			fmt.Fprintf(&b, "| %s | %d |\n", k, u.Calls[k])
+		}
+		fmt.Fprintf(&b, "\nRequests the upstream refused (an attempt it had declared not done): %d.\n", u.Refused)
 	}
 	if len(r.Stores) > 0 {
 		b.WriteString("\n## Store-level linearizability (porcupine)\n\n| store | operations | result | visualization |\n| --- | --- | --- | --- |\n")

@@ -5,7 +5,12 @@
 // linearizable. It exits 1 when an anomaly is found.
 //
 //	go run ./internal/torture/cmd/torture -stores sqlite,postgres,redis,mysql -ops 10000 -out torture-out
+//	go run ./internal/torture/cmd/torture -resolve -stores sqlite,postgres,redis,mysql -ops 12000 -out torture-resolve
 //	go run ./internal/torture/cmd/torture -check torture-out/postgres   # judge a saved history again
+//
+// -resolve runs the gateways with a resolve URL that the upstream answers
+// from its own effect log, and the completer: no operation may run twice,
+// and every unknown outcome must end resolved.
 package main
 
 import (
@@ -50,6 +55,7 @@ func main() {
 		out      = flag.String("out", "torture-out", "output `directory`")
 		race     = flag.Bool("race", false, "build the retrysafe binary with -race")
 		binary   = flag.String("binary", "", "retrysafe binary to run (default: build ./cmd/retrysafe)")
+		resolve  = flag.Bool("resolve", false, "resolve mode: the gateways ask the upstream's resolve URL about unknown outcomes (--resolve-url) and run the completer")
 	)
 	recheck := flag.String("check", "", "check the history a run wrote to this `directory` again (no new run)")
 	flag.Parse()
@@ -58,8 +64,7 @@ func main() {
 		if err != nil {
 			fatal(err)
 		}
-		cfg := torture.Config{Lease: h.Params.Lease}
-		res := torture.Check(h, torture.CheckOptionsFor(&cfg))
+		res := torture.Check(h, torture.CheckOptionsFor(h.Params))
 		fmt.Print(torture.NewReport(h, res, nil).Markdown())
 		if len(res.Anomalies) > 0 {
 			os.Exit(1)
@@ -94,7 +99,7 @@ func main() {
 			fatal(err)
 		}
 		cfg := torture.Config{Binary: bin, Store: storeURL, Gateways: *gateways, Clients: *clients, Tenants: *tenants,
-			Duration: *dur, MaxOps: *ops, Lease: *lease, Faults: *faults, Dir: dir,
+			Duration: *dur, MaxOps: *ops, Lease: *lease, Faults: *faults, Resolve: *resolve, Dir: dir,
 			Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
 		if name == "sqlite" {
 			cfg.Gateways = 2
@@ -108,7 +113,7 @@ func main() {
 			cleanup()
 			fatal(err)
 		}
-		res := torture.Check(h, torture.CheckOptionsFor(&cfg))
+		res := torture.Check(h, torture.CheckOptionsFor(h.Params))
 		var storeResults []*torture.StoreResult
 		if *storeOps > 0 {
 			sr, err := linearizability(ctx, name, storeURL, *storeOps, dir)
@@ -128,8 +133,13 @@ func main() {
 		for _, n := range rep.Faults {
 			injected += n
 		}
-		fmt.Printf("%s: %d requests, %d effects, %d faults injected, %d documented-window duplicates (%d explained only by a gateway's log), %d anomalies in %s; report in %s\n",
-			name, res.Requests, res.Effects, injected, len(res.Documented), rep.ReportedOnly(), len(as), time.Since(start).Round(time.Second), filepath.Join(dir, "report.md"))
+		unknown := ""
+		if u := res.Unknowns; u != nil {
+			unknown = fmt.Sprintf(", %d unknown outcomes (resolver %d, retry %d, completer %d, owner %d, unresolved %d; %d refused by the fence)",
+				u.Total, u.Resolver, u.Retry, u.Completer, u.Owner, u.Unresolved, u.Refused)
+		}
+		fmt.Printf("%s: %d requests, %d effects, %d faults injected, %d repeats %v%s, %d anomalies in %s; report in %s\n",
+			name, res.Requests, res.Effects, injected, len(res.Repeats), res.RepeatsByCause(), unknown, len(as), time.Since(start).Round(time.Second), filepath.Join(dir, "report.md"))
 		if len(as) > 0 {
 			failed = true
 		}
