@@ -24,6 +24,7 @@ type captureWriter struct {
 	status int
 	body   bytes.Buffer
 	limit  int64
+	resp   Response // what response returns, made with the writer
 
 	wroteHeader bool
 	overflow    bool // passing through to w; body is no longer kept
@@ -125,7 +126,8 @@ func (c *captureWriter) response(keep func(string) bool) *Response {
 			}
 		}
 	}
-	return &Response{Status: c.statusCode(), Header: h, Body: c.body.Bytes()}
+	c.resp = Response{Status: c.statusCode(), Header: h, Body: c.body.Bytes()}
+	return &c.resp
 }
 
 // flush sends the captured response to the client (unless it already went
