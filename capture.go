@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 )
 
@@ -25,6 +24,7 @@ type captureWriter struct {
 	status int
 	body   bytes.Buffer
 	limit  int64
+	resp   Response // what response returns, made with the writer
 
 	wroteHeader bool
 	overflow    bool // passing through to w; body is no longer kept
@@ -103,25 +103,36 @@ func (c *captureWriter) statusCode() int {
 	return c.status
 }
 
-// response returns the captured result to store: its headers that keep
-// accepts, cloned, and its body. The stored header shares no memory with
-// what the client is sent (see flush), so code outside the middleware that
-// edits the client's header in place cannot change later replays. The
-// body is the capture buffer itself, the one copy of what the handler
-// wrote: the client is written from it too, and writers only read it.
+// response returns the captured result to store: its status, the headers
+// that keep accepts and its body. Nothing is copied here: the store copies
+// what it keeps before Complete returns ([CompleteParams].Response), which
+// is the one copy of a response. The header is the capture's own map when
+// keep drops none of its names, else a map of the kept names (sharing
+// their values); the body is the capture buffer, from which the client is
+// written too.
 func (c *captureWriter) response(keep func(string) bool) *Response {
-	h := c.header.Clone()
-	for k := range h {
+	h := c.header
+	for k := range c.header {
 		if !keep(k) {
-			delete(h, k)
+			h = nil
+			break
 		}
 	}
-	return &Response{Status: c.statusCode(), Header: h, Body: c.body.Bytes()}
+	if h == nil {
+		h = make(http.Header, len(c.header))
+		for k, v := range c.header {
+			if keep(k) {
+				h[k] = v
+			}
+		}
+	}
+	c.resp = Response{Status: c.statusCode(), Header: h, Body: c.body.Bytes()}
+	return &c.resp
 }
 
 // flush sends the captured response to the client (unless it already went
 // through in pass-through mode). The client's header gets the captured
-// values: the stored response has clones of them.
+// values themselves: the store holds its own copy of what it kept.
 func (c *captureWriter) flush() {
 	if c.overflow {
 		return
@@ -133,20 +144,35 @@ func (c *captureWriter) flush() {
 	writeBody(c.w, c.statusCode(), c.body.Bytes())
 }
 
-// copyHeader sets dst's values to copies of src's.
+// copyHeader sets dst's values to copies of src's, all in one backing
+// array (each slice capped, so an append to one never reaches another).
 func copyHeader(dst, src http.Header) {
+	n := 0
+	for _, v := range src {
+		n += len(v)
+	}
+	values := make([]string, n)
 	for k, v := range src {
-		dst[k] = slices.Clone(v)
+		c := values[:len(v):len(v)]
+		copy(c, v)
+		values = values[len(v):]
+		dst[k] = c
 	}
 }
 
 // writeBody writes status and body with their Content-Length.
 func writeBody(w http.ResponseWriter, status int, body []byte) {
-	if status != http.StatusNoContent && status != http.StatusNotModified && status >= 200 {
+	if hasLength(status) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	w.WriteHeader(status)
 	if len(body) > 0 {
 		_, _ = w.Write(body)
 	}
+}
+
+// hasLength reports whether an answer with status carries a
+// Content-Length.
+func hasLength(status int) bool {
+	return status != http.StatusNoContent && status != http.StatusNotModified && status >= 200
 }

@@ -336,17 +336,18 @@ func (e *engine) inProgress(rec *Record) *InProgressError {
 	return err
 }
 
-// heartbeat renews rec's lease every Lease/3 until its stop is called. A
-// handler that returns within a third of the lease costs a timer and no
-// store call. When the store says the lease is lost, it calls
-// lose(ErrLeaseLost) once and ends. Renewals run on ctx, which must not be
-// cancelled by the client (the operation goes on without it).
-func (e *engine) heartbeat(ctx context.Context, rec *Record, lose context.CancelCauseFunc) *heartbeat {
-	h := &heartbeat{e: e, ctx: ctx, rec: rec, lose: lose}
+// startHeartbeat renews rec's lease every Lease/3 until h.stop is called;
+// h is the operation's (see Operation), zero until this call. A handler
+// that returns within a third of the lease costs a timer and no store
+// call: the first renewal runs only once it has outlived that. When the
+// store says the lease is lost, it calls lose(ErrLeaseLost) once and ends.
+// Renewals run on ctx, which must not be cancelled by the client (the
+// operation goes on without it).
+func (e *engine) startHeartbeat(h *heartbeat, ctx context.Context, rec *Record, lose context.CancelCauseFunc) {
+	h.e, h.ctx, h.rec, h.lose = e, ctx, rec, lose
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.timer = time.AfterFunc(e.cfg.Lease/3, h.beat)
-	return h
 }
 
 // heartbeat is the state of one operation's lease renewals.

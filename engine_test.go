@@ -105,7 +105,9 @@ func TestHeartbeatRenewsUntilStopped(t *testing.T) {
 	e := newEngine(&cfg)
 	stops := map[string]func(){}
 	for _, key := range []string{"k0", "k1", "k2", "k3"} {
-		stops[key] = e.heartbeat(context.Background(), &Record{Key: key, Token: "t-" + key}, func(error) {}).stop
+		h := new(heartbeat)
+		e.startHeartbeat(h, context.Background(), &Record{Key: key, Token: "t-" + key}, func(error) {})
+		stops[key] = h.stop
 	}
 	stops["k0"]() // before its first renewal
 	for deadline := time.Now().Add(30 * time.Second); s.count("k1") < 3 || s.count("k2") < 3 || s.count("k3") < 3; time.Sleep(5 * time.Millisecond) {

@@ -45,6 +45,8 @@ type Operation struct {
 
 	mu          sync.Mutex
 	disposition Disposition
+
+	hb heartbeat // the lease renewals while the operation runs (engine.run)
 }
 
 // newOperation returns the Operation of the claimed record rec.

@@ -33,10 +33,7 @@ func (h *protectedHandler) replay(w http.ResponseWriter, r *http.Request, resp *
 		}
 	}
 	if !identity {
-		header := w.Header()
-		copyHeader(header, resp.Header)
-		header[HeaderReplayed] = []string{"true"}
-		writeBody(w, resp.Status, resp.Body)
+		writeReplay(w, resp)
 		return
 	}
 	n, err := decodedLength(codings, resp.Body, decodedLimitFactor*h.cfg.MaxResponseBody)
@@ -59,13 +56,42 @@ func (h *protectedHandler) replay(w http.ResponseWriter, r *http.Request, resp *
 		header.Set("Etag", "W/"+etag)
 	}
 	header.Set(HeaderReplayed, "true")
-	if resp.Status != http.StatusNoContent && resp.Status != http.StatusNotModified && resp.Status >= 200 {
+	if hasLength(resp.Status) {
 		header.Set("Content-Length", strconv.FormatInt(n, 10))
 	}
 	w.WriteHeader(resp.Status)
 	dec, err := decoder(codings, resp.Body)
 	if err == nil {
 		_, _ = io.Copy(w, dec)
+	}
+}
+
+// writeReplay writes the stored response as it is, with the replay marker
+// and its Content-Length. The client's header gets copies of the stored
+// values (the record is shared with every replay), in one backing array
+// with the marker's and the length's.
+func writeReplay(w http.ResponseWriter, resp *Response) {
+	n := 0
+	for _, v := range resp.Header {
+		n += len(v)
+	}
+	values := make([]string, n+2)
+	header := w.Header()
+	for k, v := range resp.Header {
+		c := values[:len(v):len(v)] // capped: an append never reaches the next name's values
+		copy(c, v)
+		values = values[len(v):]
+		header[k] = c
+	}
+	values[0] = "true"
+	header[HeaderReplayed] = values[0:1:1]
+	if hasLength(resp.Status) {
+		values[1] = strconv.Itoa(len(resp.Body))
+		header["Content-Length"] = values[1:2:2]
+	}
+	w.WriteHeader(resp.Status)
+	if len(resp.Body) > 0 {
+		_, _ = w.Write(resp.Body)
 	}
 }
 

@@ -57,7 +57,8 @@ func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx 
 	fctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	op.lose = cancel
-	hb := e.heartbeat(base, rec, cancel)
+	hb := &op.hb
+	e.startHeartbeat(hb, base, rec, cancel)
 	c.Observer.InFlight(1)
 	defer c.Observer.InFlight(-1)
 	defer func() {

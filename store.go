@@ -225,7 +225,10 @@ type CompleteParams struct {
 	// Response is the result to store. It is the store's to copy: a
 	// store that keeps it, or any part of it (its header map, a value
 	// slice, its body), copies that before Complete returns, and keeps
-	// nothing the caller handed it.
+	// nothing the caller handed it. That is the one copy of a response:
+	// the middleware hands over its capture of the handler's answer (the
+	// header map the handler wrote, the body buffer) without copying it,
+	// and writes the client from the same capture afterwards.
 	Response *Response
 }
 

@@ -48,12 +48,12 @@ func (s *Store) Find(ctx context.Context, p *admin.FindParams) ([]*retrysafe.Rec
 		if err != nil {
 			return nil, err
 		}
-		rec, ok := sh.records[i]
+		e, ok := sh.records[i]
 		sh.mu.Unlock()
 		if !ok {
 			return []*retrysafe.Record{}, nil // empty, not nil, as every other answer
 		}
-		return copies([]*retrysafe.Record{rec}, p.WithBodies), nil
+		return copies([]*retrysafe.Record{&e.rec}, p.WithBodies), nil
 	}
 	if err := s.open(ctx, "find"); err != nil {
 		return nil, err
@@ -102,8 +102,8 @@ func (s *Store) each(f func(id, *retrysafe.Record)) {
 	for k := range s.shards {
 		sh := &s.shards[k]
 		sh.mu.Lock()
-		for i, rec := range sh.records {
-			f(i, rec)
+		for i, e := range sh.records {
+			f(i, &e.rec)
 		}
 		sh.mu.Unlock()
 	}

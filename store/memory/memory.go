@@ -11,8 +11,10 @@
 //     for different keys seldom wait for each other. Every call on one key
 //     runs under that key's shard lock, which is what makes Claim atomic.
 //   - Records are immutable: a change (takeover, renewal, completion)
-//     stores a new *Record, so a record handed to a caller is never
-//     modified and can be returned without a copy.
+//     stores a new entry, so a record handed to a caller is never modified
+//     and can be returned without a copy. An entry is one allocation
+//     holding the record, its response and the two results a claim can
+//     return about it (see entry).
 //   - The store is bounded (Config.MaxRecords). When it is full, a claim
 //     of a new key first evicts expired completed records and abandoned
 //     processing records (lease ran out more than
@@ -21,11 +23,11 @@
 //     A janitor goroutine deletes the same records in the background;
 //     expiry is enforced on read regardless.
 //
-// Being plain has a cost: every live record is a few
-// heap objects that each garbage collection marks, so with hundreds of
-// thousands of records a new key costs a few microseconds of collector
-// CPU on top of its own work. The other stores keep records outside the
-// Go heap.
+// Being plain has a cost: every live record is a few heap objects (the
+// entry, its strings, the response's header map and body) that each
+// garbage collection marks, so with hundreds of thousands of records the
+// collector's work per request grows with them. The other stores keep
+// records outside the Go heap.
 //
 // The store does not survive a restart and is not shared between
 // processes: run several instances against PostgreSQL or Redis instead.
@@ -37,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,10 +97,32 @@ const numShards = 32
 // id identifies a record: scope and key.
 type id struct{ scope, key string }
 
+// entry is one stored record, made once and never changed: the record,
+// the response it points to (a completed record's own copy), and what
+// Claim returns about it, to the claim that stored it (claimed) and to
+// every other claim that finds it (found). Claim then answers a replay
+// without allocating, and the record, its response and both results are
+// one object for the collector.
+type entry struct {
+	rec     retrysafe.Record
+	resp    retrysafe.Response
+	claimed retrysafe.ClaimResult // Claimed: true, Record: &rec
+	found   retrysafe.ClaimResult // Claimed: false, Record: &rec
+}
+
+// newEntry returns an entry holding a copy of rec (whose Response, if
+// any, must already point to the entry's resp: see complete).
+func newEntry(rec retrysafe.Record) *entry {
+	e := &entry{rec: rec}
+	e.claimed = retrysafe.ClaimResult{Claimed: true, Record: &e.rec}
+	e.found = retrysafe.ClaimResult{Record: &e.rec}
+	return e
+}
+
 // shard holds the records whose id hashes to it, behind its own mutex.
 type shard struct {
 	mu      sync.Mutex
-	records map[id]*retrysafe.Record
+	records map[id]*entry
 	// peak is the most records the map has held since it was made: Go
 	// maps do not shrink, so a sweep that leaves far fewer makes a new one.
 	peak int
@@ -159,7 +184,7 @@ func New(cfg Config) *Store {
 		s.retention = admin.DefaultProcessingRetention
 	}
 	for k := range s.shards {
-		s.shards[k].records = make(map[id]*retrysafe.Record)
+		s.shards[k].records = make(map[id]*entry)
 	}
 	interval := cmp.Or(cfg.JanitorInterval, DefaultJanitorInterval)
 	if interval < 0 {
@@ -212,41 +237,45 @@ func (s *Store) claim(ctx context.Context, p *retrysafe.ClaimParams) (res *retry
 	defer sh.mu.Unlock()
 	// Claim is atomic: the read and the write below happen under one
 	// lock, so among concurrent claims of a key exactly one wins.
-	rec, ok := sh.records[i]
+	e, ok := sh.records[i]
+	var rec *retrysafe.Record
+	if ok {
+		rec = &e.rec
+	}
 	switch {
 	case ok && rec.State == retrysafe.StateCompleted && !rec.Expired(p.Now):
 		// A live result: replay it.
-		return &retrysafe.ClaimResult{Record: rec}, false, nil
+		return &e.found, false, nil
 	case ok && rec.State == retrysafe.StateProcessing && (p.Now.Before(rec.LeaseUntil) || rec.Fingerprint != p.Fingerprint):
 		// In flight, or an expired lease that only the same request may
 		// take over: the caller gets the record, nothing changes.
-		return &retrysafe.ClaimResult{Record: rec}, false, nil
+		return &e.found, false, nil
 	case ok && rec.State == retrysafe.StateProcessing && (p.NoTakeover || p.TakeoverToken != "" && p.TakeoverToken != rec.Token):
 		// An expired lease the caller may not take over: its policy
 		// blocks takeovers (NoTakeover), or it may take over only the
 		// attempt it decided about (TakeoverToken). Nothing changes.
-		return &retrysafe.ClaimResult{Record: rec}, false, nil
+		return &e.found, false, nil
 	case ok && rec.State == retrysafe.StateProcessing:
 		// Takeover of an expired lease: a new token, one more attempt,
 		// the creation time and the checkpoint kept (so the new owner
 		// can resume), the abandoned mark cleared (ProcessingRecord
 		// starts without one).
-		taken := p.ProcessingRecord(rec.Attempt+1, rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
-		taken.Checkpoint = rec.Checkpoint // immutable, like the record: shared, not copied
+		taken := newEntry(*p.ProcessingRecord(rec.Attempt+1, rec.CreatedAt, p.Now, p.Now.Add(p.Lease)))
+		taken.rec.Checkpoint = rec.Checkpoint // immutable, like the record: shared, not copied
 		sh.records[i] = taken
-		return &retrysafe.ClaimResult{Claimed: true, Record: taken}, false, nil
+		return &taken.claimed, false, nil
 	case !ok && !s.reserve():
 		return nil, true, nil
 	}
 	// Absent, or completed and expired (expiry is enforced on read, so it
 	// counts as absent whether or not it has been swept): a new record.
-	fresh := p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
+	fresh := newEntry(*p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease)))
 	sh.records[i] = fresh
 	sh.peak = max(sh.peak, len(sh.records))
-	if due := fresh.LeaseUntil.Add(s.retention); due.Before(sh.evictable) {
+	if due := fresh.rec.LeaseUntil.Add(s.retention); due.Before(sh.evictable) {
 		sh.evictable = due
 	}
-	return &retrysafe.ClaimResult{Claimed: true, Record: fresh}, false, nil
+	return &fresh.claimed, false, nil
 }
 
 // reserve counts one more record held and reports whether that is within
@@ -268,12 +297,12 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 		return nil, err
 	}
 	defer sh.mu.Unlock()
-	rec, ok := sh.records[id{p.Scope, p.Key}]
+	e, ok := sh.records[id{p.Scope, p.Key}]
 	// An expired result counts as absent, swept or not.
-	if !ok || rec.Expired(p.Now) {
+	if !ok || e.rec.Expired(p.Now) {
 		return nil, retrysafe.ErrNotFound
 	}
-	return rec, nil
+	return &e.rec, nil
 }
 
 // owned returns the processing record i of sh if token owns it. Extend,
@@ -282,11 +311,11 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 // itself is not checked: an owner whose lease ran out, but was not taken
 // over, may still finish.
 func (sh *shard) owned(i id, token string) (*retrysafe.Record, error) {
-	rec, ok := sh.records[i]
-	if !ok || rec.State != retrysafe.StateProcessing || rec.Token != token {
+	e, ok := sh.records[i]
+	if !ok || e.rec.State != retrysafe.StateProcessing || e.rec.Token != token {
 		return nil, retrysafe.ErrLeaseLost
 	}
-	return rec, nil
+	return &e.rec, nil
 }
 
 // Extend implements [retrysafe.Store].
@@ -301,22 +330,22 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 	if err != nil {
 		return err
 	}
-	renewed := *rec
-	renewed.UpdatedAt = p.Now
+	renewed := newEntry(*rec)
+	renewed.rec.UpdatedAt = p.Now
 	if p.Abandon {
 		// The owner gives up: the outcome is unknown from now on, and
 		// the lease runs out when it would have (Lease is ignored).
-		renewed.Abandoned = true
+		renewed.rec.Abandoned = true
 	} else {
-		renewed.LeaseUntil = p.Now.Add(p.Lease)
+		renewed.rec.LeaseUntil = p.Now.Add(p.Lease)
 	}
 	if p.Checkpoint != nil {
 		// The store keeps its own copy, stamped with the write's time.
-		renewed.Checkpoint = p.Checkpoint.Clone()
-		renewed.Checkpoint.At = p.Now
+		renewed.rec.Checkpoint = p.Checkpoint.Clone()
+		renewed.rec.Checkpoint.At = p.Now
 	}
-	sh.records[i] = &renewed
-	if due := renewed.LeaseUntil.Add(s.retention); due.Before(sh.evictable) { // Extend may shorten the lease
+	sh.records[i] = renewed
+	if due := renewed.rec.LeaseUntil.Add(s.retention); due.Before(sh.evictable) { // Extend may shorten the lease
 		sh.evictable = due
 	}
 	return nil
@@ -337,25 +366,51 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 	// Complete keeps Token, Attempt, Fingerprint, Route, CreatedAt,
 	// LeaseUntil and the checkpoint, clears the abandoned mark (the
 	// outcome is known now), and sets UpdatedAt. The response is copied
-	// (header map and body): the caller may reuse what it passed once
-	// this returns.
-	done := *rec
-	done.State = retrysafe.StateCompleted
-	done.Abandoned = false
-	done.UpdatedAt = p.Now
-	done.ExpiresAt = p.Now.Add(p.TTL)
-	done.Response = p.Response.Clone()
-	if done.Response == nil {
-		done.Response = &retrysafe.Response{}
-	}
+	// (see copyResponse): the caller may reuse what it passed once this
+	// returns.
+	done := newEntry(*rec)
+	done.rec.State = retrysafe.StateCompleted
+	done.rec.Abandoned = false
+	done.rec.UpdatedAt = p.Now
+	done.rec.ExpiresAt = p.Now.Add(p.TTL)
+	copyResponse(&done.resp, p.Response)
+	done.rec.Response = &done.resp
 	// One map write: a concurrent Get sees the processing record or the
 	// whole completed one, never a part.
-	sh.records[i] = &done
-	if done.ExpiresAt.Before(sh.evictable) {
-		sh.evictable = done.ExpiresAt
+	sh.records[i] = done
+	if done.rec.ExpiresAt.Before(sh.evictable) {
+		sh.evictable = done.rec.ExpiresAt
 	}
 	s.subs.Notify(i)
 	return nil
+}
+
+// copyResponse sets dst to a deep copy of src (an empty response for
+// nil): a header map of its own whose value slices share one backing
+// array, and a copy of the body. Names and values are strings, which
+// cannot change, so they are shared.
+func copyResponse(dst, src *retrysafe.Response) {
+	if src == nil {
+		return
+	}
+	dst.Status = src.Status
+	if src.Header != nil {
+		n := 0
+		for _, v := range src.Header {
+			n += len(v)
+		}
+		values := make([]string, n)
+		dst.Header = make(http.Header, len(src.Header))
+		for k, v := range src.Header {
+			c := values[:len(v):len(v)] // capped: an append never reaches the next name's values
+			copy(c, v)
+			values = values[len(v):]
+			dst.Header[k] = c
+		}
+	}
+	if src.Body != nil {
+		dst.Body = append([]byte{}, src.Body...)
+	}
 }
 
 // Release implements [retrysafe.Store]: the owner gives the key up (nothing
@@ -464,7 +519,8 @@ func (s *Store) sweep(sh *shard, now time.Time, retention time.Duration) int {
 	}
 	n := 0
 	next := now.Add(1 << 62) // no record: nothing due for a long time
-	for i, rec := range sh.records {
+	for i, e := range sh.records {
+		rec := &e.rec
 		gone, due := rec.Expired(now), rec.ExpiresAt
 		if rec.State == retrysafe.StateProcessing {
 			gone, due = !now.Before(rec.LeaseUntil.Add(retention)), rec.LeaseUntil.Add(s.retention)
@@ -489,10 +545,10 @@ func (s *Store) sweep(sh *shard, now time.Time, retention time.Duration) int {
 }
 
 // copyMap returns a map of the size of m holding m's records.
-func copyMap(m map[id]*retrysafe.Record) map[id]*retrysafe.Record {
-	c := make(map[id]*retrysafe.Record, len(m))
-	for i, rec := range m {
-		c[i] = rec
+func copyMap(m map[id]*entry) map[id]*entry {
+	c := make(map[id]*entry, len(m))
+	for i, e := range m {
+		c[i] = e
 	}
 	return c
 }
