@@ -263,16 +263,20 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 			"true"), time.Second)
 		return
 	}
-	status, what := http.StatusBadGateway, "the connection failed before a complete response arrived"
+	status, what, cause := http.StatusBadGateway, "the connection failed before a complete response arrived", causeCutAfterSend
 	if isTimeout(err) {
-		status, what = http.StatusGatewayTimeout, "the upstream did not answer in time"
+		status, what, cause = http.StatusGatewayTimeout, "the upstream did not answer in time", causeTimeout
 	}
-	if r.Context().Err() != nil && errors.Is(context.Cause(r.Context()), retrysafe.ErrLeaseLost) {
+	leaseLost := r.Context().Err() != nil && errors.Is(context.Cause(r.Context()), retrysafe.ErrLeaseLost)
+	if leaseLost {
 		what = "another request took over this key's lease"
 	}
 	var detail string
 	var retryAfter time.Duration
 	if op != nil {
+		if !leaseLost {
+			g.recordCause(r, op, cause, err)
+		}
 		op.Abandon()
 		rh := g.def
 		if info != nil && info.route != nil {
