@@ -267,17 +267,13 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	if isTimeout(err) {
 		status, what, cause = http.StatusGatewayTimeout, "the upstream did not answer in time", causeTimeout
 	}
-	leaseLost := r.Context().Err() != nil && errors.Is(context.Cause(r.Context()), retrysafe.ErrLeaseLost)
-	if leaseLost {
+	if r.Context().Err() != nil && errors.Is(context.Cause(r.Context()), retrysafe.ErrLeaseLost) {
 		what = "another request took over this key's lease"
 	}
 	var detail string
 	var retryAfter time.Duration
 	if op != nil {
-		if !leaseLost {
-			g.recordCause(r, op, cause, err)
-		}
-		op.Abandon()
+		g.abandon(op, cause, err)
 		rh := g.def
 		if info != nil && info.route != nil {
 			rh = info.route

@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -76,20 +74,18 @@ func parseCause(cp *retrysafe.Checkpoint) (attempt int, cause string, ok bool) {
 	return attempt, c, true
 }
 
-// recordCause writes cause (and err's text) as op's checkpoint before the
-// gateway abandons the attempt. The write is fenced by op's token and
-// renews its lease; a failure is logged and leaves the record as it was:
-// the page then shows the cause it can read from the record.
-func (g *Gateway) recordCause(r *http.Request, op *retrysafe.Operation, cause string, err error) {
+// abandon abandons op's attempt, whose outcome is unknown, with its cause
+// (and err's text) as the record's checkpoint: one write, fenced by op's
+// token, once the operation's code has returned (the engine's), which
+// leaves the lease as it is.
+func (g *Gateway) abandon(op *retrysafe.Operation, cause string, err error) {
 	detail := err.Error()
 	if len(detail) > causeDetailMax {
 		detail = detail[:causeDetailMax]
 	}
-	// The request's context may be over (the upstream timeout is one):
-	// the store call is bounded by the engine's StoreTimeout.
-	ctx := context.WithoutCancel(r.Context())
-	if cerr := op.Checkpoint(ctx, causeCheckpointName(op.Attempt(), cause), []byte(detail)); cerr != nil {
-		g.logger.WarnContext(r.Context(), "recording why the outcome is unknown failed; the operator page shows less", "cause", cause, "err", cerr)
+	if aerr := op.AbandonWith(causeCheckpointName(op.Attempt(), cause), []byte(detail)); aerr != nil {
+		g.logger.Warn("recording why the outcome is unknown failed; the operator page shows less", "cause", cause, "err", aerr)
+		op.Abandon()
 	}
 }
 

@@ -110,6 +110,12 @@ func testUnknownOutcomesSayWhy(t *testing.T, store retrysafe.Store) {
 	if res := send(t, gw.URL, "POST", "/hangup", kHangup, body); res.Status != http.StatusBadGateway {
 		t.Fatalf("POST /hangup = %s, want 502", res)
 	}
+	// The cause is written with the abandon, which leaves the lease as the
+	// last renewal set it (a renewal then would hold the key a lease longer).
+	got, err := store.Get(ctx, &retrysafe.GetParams{Scope: testScope, Key: kTimeout, Now: time.Now()})
+	if err != nil || !got.Abandoned || got.Checkpoint == nil || !got.LeaseUntil.Before(got.Checkpoint.At.Add(lease)) {
+		t.Fatalf("record after the timeout: %+v, %v; want abandoned, its cause noted, its lease not renewed by the note", got, err)
+	}
 	// Records the gateway did not end: one whose owner stopped (its lease
 	// ran out an hour ago, on /ok, so that a retry takes it over), one
 	// abandoned without a cause (the middleware's handler panic), one
