@@ -45,6 +45,7 @@ type Operation struct {
 
 	mu          sync.Mutex
 	disposition Disposition
+	note        *Checkpoint // what AbandonWith recorded; nil after Abandon
 
 	hb heartbeat // the lease renewals while the operation runs (engine.run)
 }
@@ -115,7 +116,39 @@ func (o *Operation) Release() { o.setDisposition(DispositionRelease) }
 // the lease does. The gateway abandons after an upstream timeout or a
 // connection cut after the request was sent; the middleware does when the
 // handler panics after writing its status.
-func (o *Operation) Abandon() { o.setDisposition(DispositionAbandon) }
+func (o *Operation) Abandon() {
+	o.mu.Lock()
+	o.disposition, o.note = DispositionAbandon, nil
+	o.mu.Unlock()
+}
+
+// AbandonWith is [Operation.Abandon] with a note of why: the record's
+// checkpoint becomes name and data (valid as [Operation.Checkpoint] takes
+// them) in the same fenced write that marks the attempt abandoned, so the
+// lease is not renewed and no other write is made. Whoever reads the
+// record (an operator, a Resolver, the attempt that takes it over) learns
+// why the outcome is unknown. The gateway notes an upstream timeout or a
+// connection cut after the request was sent this way. An invalid name or
+// data is an error, and changes nothing.
+func (o *Operation) AbandonWith(name string, data []byte) error {
+	if err := checkCheckpointName(name); err != nil {
+		return err
+	}
+	if len(data) > MaxCheckpointData {
+		return fmt.Errorf("retrysafe: checkpoint %q data is %d bytes, more than MaxCheckpointData (%d)", name, len(data), MaxCheckpointData)
+	}
+	o.mu.Lock()
+	o.disposition, o.note = DispositionAbandon, &Checkpoint{Name: name, Data: bytes.Clone(data)}
+	o.mu.Unlock()
+	return nil
+}
+
+// abandonNote returns what AbandonWith recorded, nil if nothing.
+func (o *Operation) abandonNote() *Checkpoint {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.note
+}
 
 // MaxCheckpointName is the longest checkpoint name, in bytes.
 const MaxCheckpointName = 64

@@ -70,7 +70,7 @@ func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx 
 	}()
 	resp := fn(fctx, op)
 	hb.stop()
-	return e.settle(base, rec, op.Disposition(), resp)
+	return e.settle(base, rec, op.Disposition(), resp, op.abandonNote())
 }
 
 // settle ends the record rec after its operation's code returned with
@@ -79,17 +79,18 @@ func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx 
 // it to its lease (a failure to write the mark is logged: the lease still
 // runs out), DispositionRelease deletes it. Under DispositionComplete resp is stored,
 // or, when resp is nil (a result that is not kept), the record is
-// released. A fenced write that finds the lease taken over is reported as
+// released. Under DispositionAbandon, a note (from Operation.AbandonWith)
+// becomes the record's checkpoint in the same write. A fenced write that finds the lease taken over is reported as
 // OutcomeLeaseLost; the write's error is returned for the caller to log or
 // return.
-func (e *engine) settle(ctx context.Context, rec *Record, d Disposition, resp *Response) (Outcome, error) {
+func (e *engine) settle(ctx context.Context, rec *Record, d Disposition, resp *Response, note *Checkpoint) (Outcome, error) {
 	outcome := OutcomeNew
 	var err error
 	switch {
 	case d == DispositionCompleted:
 	case d == DispositionAbandon:
 		outcome = OutcomeAbandoned
-		if aerr := e.abandon(ctx, rec); aerr != nil && !errors.Is(aerr, ErrLeaseLost) {
+		if aerr := e.abandon(ctx, rec, note); aerr != nil && !errors.Is(aerr, ErrLeaseLost) {
 			e.cfg.Logger.WarnContext(ctx, "retrysafe: marking the attempt abandoned failed; retries learn its outcome is unknown once its lease has half run out", "err", aerr)
 		} else if aerr != nil {
 			outcome = OutcomeLeaseLost

@@ -243,9 +243,9 @@ func (e *engine) resolveStranded(ctx context.Context, recs []*Record) (Stranded,
 // zero Lease would end the lease at once, letting the next retry run the
 // operation again: with the configured lease, it is held as a heartbeat
 // would hold it.
-func (e *engine) abandon(ctx context.Context, rec *Record) error {
+func (e *engine) abandon(ctx context.Context, rec *Record, note *Checkpoint) error {
 	return e.finish(ctx, "extend", func(ctx context.Context) error {
-		return e.store.Extend(ctx, &ExtendParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: e.cfg.Now(), Lease: e.cfg.Lease, Abandon: true})
+		return e.store.Extend(ctx, &ExtendParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: e.cfg.Now(), Lease: e.cfg.Lease, Abandon: true, Checkpoint: note})
 	})
 }
 

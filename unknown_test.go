@@ -788,3 +788,76 @@ func TestBlockOnAStoreThatTakesOver(t *testing.T) {
 		t.Fatalf("runs = %d, want 1", runs.Load())
 	}
 }
+
+// TestAbandonWithNotesWhy: Operation.AbandonWith writes its note as the
+// record's checkpoint in the abandoning write, after the operation's code
+// returned: the lease stays as claimed (a Checkpoint call would renew it),
+// an earlier checkpoint is replaced, the attempt that takes the record
+// over reads the note with Resumed, and a later Abandon drops the note. An
+// invalid note is refused and leaves the disposition alone.
+func TestAbandonWithNotesWhy(t *testing.T) {
+	t.Parallel()
+	u := newUnknownSetup(t, retrysafe.Config{})
+	run := func(key string, fn func(ctx context.Context, op *retrysafe.Operation)) {
+		t.Helper()
+		if _, _, err := u.x.Execute(context.Background(), "s", key, "fp", func(ctx context.Context) *retrysafe.Response {
+			fn(ctx, retrysafe.OperationFromContext(ctx))
+			return nil
+		}); err != nil {
+			t.Fatalf("attempt of %q: %v", key, err)
+		}
+	}
+	run("noted", func(ctx context.Context, op *retrysafe.Operation) {
+		if err := op.Checkpoint(ctx, "request-sent", []byte("r1")); err != nil {
+			t.Error(err)
+		}
+		u.clock.Set(u0.Add(5 * time.Second))
+		if err := op.AbandonWith("upstream timeout", []byte("deadline exceeded")); err != nil {
+			t.Error(err)
+		}
+		if op.Disposition() != retrysafe.DispositionAbandon {
+			t.Errorf("disposition %v after AbandonWith", op.Disposition())
+		}
+	})
+	rec := u.record(t, "noted")
+	if !rec.Abandoned || rec.Checkpoint == nil || rec.Checkpoint.Name != "upstream timeout" || string(rec.Checkpoint.Data) != "deadline exceeded" ||
+		!rec.Checkpoint.At.Equal(u0.Add(5*time.Second)) {
+		t.Fatalf("record after AbandonWith: abandoned %v, checkpoint %+v; want abandoned with the note", rec.Abandoned, rec.Checkpoint)
+	}
+	if !rec.LeaseUntil.Equal(u0.Add(uLease)) {
+		t.Errorf("LeaseUntil = %s, want the claim's %s: the note must not renew the lease", rec.LeaseUntil, u0.Add(uLease))
+	}
+	u.clock.Set(u0.Add(uLease))
+	run("noted", func(ctx context.Context, op *retrysafe.Operation) {
+		name, data, ok := op.Resumed()
+		if !ok || op.Attempt() != 2 || name != "upstream timeout" || string(data) != "deadline exceeded" {
+			t.Errorf("takeover: attempt %d, Resumed = %q, %q, %v; want attempt 2 reading the note", op.Attempt(), name, data, ok)
+		}
+		op.Release()
+	})
+
+	u.clock.Set(u0)
+	run("dropped", func(ctx context.Context, op *retrysafe.Operation) {
+		if err := op.AbandonWith("first thought", nil); err != nil {
+			t.Error(err)
+		}
+		op.Abandon()
+	})
+	if rec := u.record(t, "dropped"); !rec.Abandoned || rec.Checkpoint != nil {
+		t.Errorf("AbandonWith then Abandon: abandoned %v, checkpoint %+v; want abandoned without a note", rec.Abandoned, rec.Checkpoint)
+	}
+
+	run("invalid", func(ctx context.Context, op *retrysafe.Operation) {
+		for name, data := range map[string][]byte{"": nil, "bad\nname": nil, "big": make([]byte, retrysafe.MaxCheckpointData+1)} {
+			if err := op.AbandonWith(name, data); err == nil {
+				t.Errorf("AbandonWith(%q, %d bytes) = nil, want an error", name, len(data))
+			}
+		}
+		if op.Disposition() != retrysafe.DispositionComplete {
+			t.Errorf("disposition %v after refused notes, want DispositionComplete", op.Disposition())
+		}
+	})
+	if _, err := u.store.Get(context.Background(), &retrysafe.GetParams{Scope: "s", Key: "invalid", Now: u0}); !errors.Is(err, retrysafe.ErrNotFound) {
+		t.Errorf("after refused notes and a nil result: Get = %v, want ErrNotFound (released)", err)
+	}
+}

@@ -69,6 +69,34 @@ func TestDashboardMetricsExist(t *testing.T) {
 	}
 }
 
+// TestDashboardShowsUnknownOutcomes: the dashboard has the on-call's
+// panels: the unknown outcomes by route, and the takeovers after them by
+// route and cause.
+func TestDashboardShowsUnknownOutcomes(t *testing.T) {
+	t.Parallel()
+	want := map[string][]string{
+		"retrysafe_unknown_outcomes":        {"route"},
+		"retrysafe_unknown_takeovers_total": {"route", "cause"},
+	}
+	for _, q := range dashboardQueries(t, dashboardPath) {
+		for _, name := range q.metrics {
+			labels, ok := want[name]
+			if !ok {
+				continue
+			}
+			for _, l := range labels {
+				if !strings.Contains(q.expr, "by ("+l) && !strings.Contains(q.expr, ", "+l+")") {
+					t.Errorf("panel %q: %s is not shown by %s: %s", q.panel, name, l, q.expr)
+				}
+			}
+			delete(want, name)
+		}
+	}
+	for name := range want {
+		t.Errorf("no panel of %s shows %s", dashboardPath, name)
+	}
+}
+
 // TestDashboardCheckFindsUnknownMetrics: the check above fails for a query
 // that names a metric the gateway does not export, whatever its shape.
 func TestDashboardCheckFindsUnknownMetrics(t *testing.T) {

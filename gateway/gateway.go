@@ -18,6 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/httpmethod"
+	"github.com/retrysafe/retrysafe/webhook"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -286,11 +287,22 @@ func New(cfg Config) (*Gateway, error) {
 			}
 		}
 	}
+	for _, rh := range g.handlers {
+		if !rh.policy.Bypass {
+			for _, c := range takeoverCauses {
+				g.metrics.unknownTakeovers.WithLabelValues(routeLabel(rh.pattern), c)
+			}
+		}
+	}
 	if g.ui != nil {
 		g.ui.cfg.ttls = map[string]time.Duration{}
+		g.ui.cfg.webhooks = map[string]webhook.Scheme{}
 		for _, rh := range g.handlers {
 			if !rh.policy.Bypass {
 				g.ui.cfg.ttls[rh.pattern] = rh.ttl
+			}
+			if rh.policy.Webhook != nil {
+				g.ui.cfg.webhooks[rh.pattern] = rh.policy.Webhook.Scheme
 			}
 		}
 	}
@@ -460,6 +472,9 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
 	if info != nil {
 		info.forwarded = true
 		info.op = op
+		if op != nil && op.Attempt() > 1 && info.route != nil {
+			g.takeover(info.route, op)
+		}
 		// A request is written only on a connection the Transport got:
 		// without GotConn, nothing reached the upstream.
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{

@@ -28,6 +28,7 @@ const MetricPrefix = "retrysafe_"
 //	retrysafe_unknown_outcomes{route}                    gauge
 //	retrysafe_resolve_calls_total{source,outcome}        counter
 //	retrysafe_completer_records_total{result}            counter
+//	retrysafe_unknown_takeovers_total{route,cause}       counter
 //
 // outcome is one of [retrysafe.Outcome]'s values (new, replayed, conflict,
 // mismatch, invalid_key, missing_key, unauthorized, empty_scope, too_large, store_error, fail_open,
@@ -40,6 +41,12 @@ const MetricPrefix = "retrysafe_"
 // the resolve URL's answers are counted by source (request, completer)
 // and outcome (done, not_done, unknown), and what the completer did with
 // each stranded record by result (completed, released, blocked, skipped).
+// retrysafe_unknown_takeovers_total counts the requests that took over an
+// attempt whose outcome was unknown and went upstream again
+// (Idempotency-Attempt above 1), by route and by what the earlier attempt
+// ended with: timeout, cut_after_send (the connection failed after the
+// request was sent) or lease_expired (no cause recorded: the gateway
+// stopped or lost the store mid-request, or the handler panicked).
 type Metrics struct {
 	requests         *prometheus.CounterVec
 	requestDuration  *prometheus.HistogramVec
@@ -53,6 +60,7 @@ type Metrics struct {
 	replays          *prometheus.CounterVec
 	resolveCalls     *prometheus.CounterVec
 	completerRecords *prometheus.CounterVec
+	unknownTakeovers *prometheus.CounterVec
 	rates            rateRing // per-second outcomes for the operator page
 }
 
@@ -127,10 +135,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: MetricPrefix + "completer_records_total",
 			Help: "Stranded records the completer handled, by result: completed (the resolve URL said done), awaiting_retry (not_done: left for the next retry, which takes it over as the next attempt), blocked (unknown or a failure), skipped (changed meanwhile).",
 		}, []string{"result"}),
+		unknownTakeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPrefix + "unknown_takeovers_total",
+			Help: "Requests that took over an attempt whose outcome was unknown and went upstream again (Idempotency-Attempt > 1): the operation may now run twice. By route and by how the earlier attempt ended (cause: timeout, cut_after_send, lease_expired: no cause recorded).",
+		}, []string{"route", "cause"}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.requests, m.requestDuration, m.storeDuration, m.storeErrors, m.inFlight,
-		m.upstreamDuration, m.upstreamErrors, m.sweepDeleted, m.sweepErrors, m.replays, m.resolveCalls, m.completerRecords,
+		m.upstreamDuration, m.upstreamErrors, m.sweepDeleted, m.sweepErrors, m.replays, m.resolveCalls, m.completerRecords, m.unknownTakeovers,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -23,7 +23,9 @@ func metricValue(t *testing.T, text, series string) float64 {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if name, value, ok := strings.Cut(line, " "); ok && name == series {
+		// The value follows the last space: a label value may hold one.
+		if i := strings.LastIndexByte(line, ' '); i > 0 && line[:i] == series {
+			value := line[i+1:]
 			var v float64
 			if err := json.Unmarshal([]byte(value), &v); err != nil {
 				t.Fatalf("series %s: value %q", series, value)

@@ -263,9 +263,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 			"true"), time.Second)
 		return
 	}
-	status, what := http.StatusBadGateway, "the connection failed before a complete response arrived"
+	status, what, cause := http.StatusBadGateway, "the connection failed before a complete response arrived", causeCutAfterSend
 	if isTimeout(err) {
-		status, what = http.StatusGatewayTimeout, "the upstream did not answer in time"
+		status, what, cause = http.StatusGatewayTimeout, "the upstream did not answer in time", causeTimeout
 	}
 	if r.Context().Err() != nil && errors.Is(context.Cause(r.Context()), retrysafe.ErrLeaseLost) {
 		what = "another request took over this key's lease"
@@ -273,7 +273,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	var detail string
 	var retryAfter time.Duration
 	if op != nil {
-		op.Abandon()
+		g.abandon(op, cause, err)
 		rh := g.def
 		if info != nil && info.route != nil {
 			rh = info.route

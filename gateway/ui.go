@@ -23,6 +23,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 //go:embed ui
@@ -117,8 +118,9 @@ type UIConfig struct {
 	// route's TTL.
 	ResolveTTL time.Duration
 
-	rates *rateRing                // the gateway's rates; nil on a standalone page
-	ttls  map[string]time.Duration // the gateway's TTL by route pattern
+	rates    *rateRing                 // the gateway's rates; nil on a standalone page
+	ttls     map[string]time.Duration  // the gateway's TTL by route pattern
+	webhooks map[string]webhook.Scheme // the gateway's webhook routes, by pattern
 }
 
 // UI is the operator page: an http.Handler for the paths under [UIPath].

@@ -34,10 +34,24 @@ type uiRecord struct {
 	*retrysafe.Record
 	StateName string // rec.Status: processing, unknown, completed, failed, expired
 	URL       string
+
+	// For an unknown outcome: why (a cause of unknowncause.go and its
+	// text), since when, the error the gateway recorded, and how to find
+	// the attempt at the upstream.
+	Cause, CauseText string
+	Since            time.Time
+	Detail           string
+	Lookup           upstreamLookup
 }
 
 func (u *UI) view(rec *retrysafe.Record, now time.Time) uiRecord {
-	return uiRecord{Record: rec, StateName: string(admin.StatusOf(rec, now)), URL: recordURL(rec.Scope, rec.Key)}
+	v := uiRecord{Record: rec, StateName: string(admin.StatusOf(rec, now)), URL: recordURL(rec.Scope, rec.Key)}
+	if v.StateName == string(admin.StatusUnknown) {
+		v.Cause, v.Since, v.Detail = unknownCause(rec)
+		v.CauseText = causeText[v.Cause]
+		v.Lookup = lookupFor(rec, u.cfg.webhooks[rec.Route])
+	}
+	return v
 }
 
 // rateGroups are the outcome groups of the chart, in stacking order.
