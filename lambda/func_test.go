@@ -142,7 +142,7 @@ func TestFuncTimeoutThenRetry(t *testing.T) {
 	if rec == nil || rec.State != retrysafe.StateProcessing || !rec.Abandoned {
 		t.Fatalf("after the timeout the record is %+v; want processing, abandoned", rec)
 	}
-	if limit := deadline.Add(grace); rec.LeaseUntil.After(limit) {
+	if limit := deadline.Round(0).Add(grace); rec.LeaseUntil.Round(0).After(limit) {
 		t.Fatalf("lease until %v, past the deadline plus grace %v", rec.LeaseUntil, limit)
 	}
 
@@ -203,13 +203,13 @@ func TestFuncKilledAtDeadline(t *testing.T) {
 		defer cancel()
 		_, _ = h(ctx, ev)
 	}()
-	limit := deadline.Add(grace)
+	limit := deadline.Round(0).Add(grace)
 	for effects.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	// While it hangs, heartbeats run; none moves the lease past the limit.
 	for time.Now().Before(limit.Add(200 * time.Millisecond)) {
-		if rec := record(t, store, "", "o-k"); rec != nil && rec.State == retrysafe.StateProcessing && rec.LeaseUntil.After(limit) {
+		if rec := record(t, store, "", "o-k"); rec != nil && rec.State == retrysafe.StateProcessing && rec.LeaseUntil.Round(0).After(limit) {
 			t.Fatalf("lease until %v, past the deadline plus grace %v", rec.LeaseUntil, limit)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -306,7 +306,7 @@ func TestDeadlineTrap(t *testing.T) {
 		if _, err := h(ctx, event(t, order{OrderID: "o-5"})); err != nil {
 			t.Fatal(err)
 		}
-		if rec := <-seen; rec == nil || rec.LeaseUntil.After(deadline.Add(grace)) {
+		if rec := <-seen; rec == nil || rec.LeaseUntil.Round(0).After(deadline.Round(0).Add(grace)) {
 			t.Fatalf("record while running: %+v; want its lease to end by %v", rec, deadline.Add(grace))
 		}
 	})

@@ -45,7 +45,10 @@ func run[Out any](ctx context.Context, w *wrapper, scope, key, fp string, fn fun
 	inv := &invocationStore{Store: c.Store, fingerprint: fp}
 	if hasDeadline {
 		remaining := deadline.Sub(now)
-		inv.limit = deadline.Add(c.DeadlineGrace)
+		// Wall clock only: stores add a lease to ClaimParams.Now as wall
+		// time, so a limit kept on the monotonic clock could be overshot
+		// by their drift.
+		inv.limit = deadline.Round(0).Add(c.DeadlineGrace)
 		lease = min(lease, remaining+c.DeadlineGrace)
 		wait = max(min(wait, remaining/2), time.Millisecond)
 	}
@@ -115,7 +118,7 @@ func (s *invocationStore) leaseAt(now time.Time, lease time.Duration) (time.Dura
 	if s.limit.IsZero() {
 		return lease, true
 	}
-	left := s.limit.Sub(now)
+	left := s.limit.Sub(now.Round(0))
 	return min(lease, left), left > 0
 }
 
