@@ -185,9 +185,7 @@ func serveHTTP[R any](ctx context.Context, w *wrapper, r httpRequest, resp *R, f
 		return v, err
 	})
 	*resp = v
-	if err == nil || errors.Is(err, retrysafe.ErrResultNotStored) {
-		// ErrResultNotStored: the handler ran and its response is the
-		// answer; a retry after the lease may run it again.
+	if err == nil {
 		return nil, replayed, nil
 	}
 	if p := w.refusal(err); p != nil {

@@ -2,6 +2,7 @@ package retrysafelambda
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,4 +60,26 @@ func record(t *testing.T, s retrysafe.Store, scope, key string) *retrysafe.Recor
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// failingStore fails the calls it is told to, as an unreachable backend.
+type failingStore struct {
+	retrysafe.Store
+	claim, complete atomic.Bool
+}
+
+func (s *failingStore) Unwrap() retrysafe.Store { return s.Store }
+
+func (s *failingStore) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	if s.claim.Load() {
+		return nil, retrysafe.Unavailable("claim", errors.New("connection refused"))
+	}
+	return s.Store.Claim(ctx, p)
+}
+
+func (s *failingStore) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	if s.complete.Load() {
+		return retrysafe.Unavailable("complete", errors.New("connection reset"))
+	}
+	return s.Store.Complete(ctx, p)
 }

@@ -3,6 +3,7 @@ package retrysafelambda
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -57,9 +58,11 @@ func run[Out any](ctx context.Context, w *wrapper, scope, key, fp string, fn fun
 		return out, false, fmt.Errorf("retrysafe/lambda: %w", err)
 	}
 	ran := false
+	var fnErr error
 	out, err = retrysafe.Run(ctx, d, key, fp, func(ctx context.Context) (Out, error) {
 		ran = true
 		v, err := fn(ctx)
+		fnErr = err
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -75,6 +78,14 @@ func run[Out any](ctx context.Context, w *wrapper, scope, key, fp string, fn fun
 		}
 		return v, err
 	})
+	if ran && fnErr == nil && errors.Is(err, retrysafe.ErrResultNotStored) {
+		// The handler ran and succeeded, but its result could not be
+		// stored. Failing the invocation would make Lambda retry it, and
+		// the retry would run the handler again once the lease ends: the
+		// result is the answer, and the operator is told.
+		c.Logger.ErrorContext(ctx, "retrysafe/lambda: the handler ran but its result was not stored; a duplicate after the lease may run it again", "err", err)
+		return out, false, nil
+	}
 	if err == nil && w.cache != nil {
 		if e, ok := inv.result(); ok && e.fingerprint == fp && len(e.body) <= MaxCachedResult {
 			w.cache.put(scope, key, e)
