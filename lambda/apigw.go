@@ -18,8 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/scopehash"
 )
 
-// APIGateway wraps a handler of API Gateway REST API proxy events (and
-// of Application Load Balancer-style proxy events in the same shape) so
+// APIGateway wraps a handler of API Gateway REST API proxy events so
 // that a protected request (POST or PATCH, Config.Methods) runs at most
 // once per key and every retry gets the stored response, with
 // Idempotent-Replayed: true, as the HTTP middleware answers.

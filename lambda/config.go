@@ -27,14 +27,16 @@ const (
 // Errors of the wrapper. Match them with errors.Is.
 var (
 	// ErrNoTimeLeft: the invocation's deadline had already passed when it
-	// started, so nothing was claimed or run (Lambda is about to stop the
-	// function); the retry finds the key as it was.
+	// started (or, past the deadline plus Config.DeadlineGrace, when it
+	// was to claim after waiting for a duplicate), so nothing was claimed
+	// or run (Lambda is about to stop the function); the retry finds the
+	// key as it was.
 	ErrNoTimeLeft = errors.New("retrysafe/lambda: the invocation's deadline has passed; nothing ran")
 	// ErrNoKey: Config.RequireKey is set and the event carries no
 	// idempotency key where Config.Key points; nothing ran.
 	ErrNoKey = errors.New("retrysafe/lambda: the event carries no idempotency key")
 	// ErrBadPayload: Config.Validate names members of a payload that is
-	// not JSON; nothing ran.
+	// not JSON; nothing ran (400 bad-request-body for API Gateway).
 	ErrBadPayload = errors.New("retrysafe/lambda: the payload is not JSON")
 )
 

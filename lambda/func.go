@@ -21,14 +21,19 @@ import (
 // result is fn's, encoded as JSON in the store and decoded into Out on
 // replay.
 //
-// It fails with [ErrNoTimeLeft] when the invocation's deadline has passed,
-// with retrysafe.ErrMismatch when the key was used with another payload
-// (Config.Validate), with a *retrysafe.InProgressError while the first
-// run goes on (after waiting, by default) or its outcome is unknown, with a
-// store error (matching retrysafe.ErrStoreUnavailable or ErrStoreFull), or
-// with fn's error (a stored one as *retrysafe.FailedError). In every case
-// but the last nothing ran, and the invocation's error makes Lambda retry
-// it (asynchronous invocations, by default, twice).
+// It fails with [ErrNoTimeLeft] when the invocation's deadline has passed;
+// with [ErrNoKey] (under Config.RequireKey) or retrysafe.ErrInvalidKey for
+// a missing or malformed key; with retrysafe.ErrMismatch when the key was
+// used with another payload (the whole event, or its members in
+// Config.Validate); with a *retrysafe.InProgressError while the first run
+// goes on (after waiting, by default) or its outcome is unknown; with a
+// store error (matching retrysafe.ErrStoreUnavailable or ErrStoreFull);
+// or with fn's error (a stored one as *retrysafe.FailedError). In every
+// case but the last nothing ran, and the invocation's error makes Lambda
+// retry it (asynchronous invocations, by default, twice). When fn
+// succeeded but its result could not be stored, the result is returned
+// without an error (and the failure logged): an error would make Lambda
+// run fn again.
 func Func[In, Out any](cfg Config, fn func(context.Context, In) (Out, error)) (func(context.Context, json.RawMessage) (Out, error), error) {
 	w, err := newWrapper(cfg)
 	if err != nil {
