@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/canonicaljson"
 )
@@ -48,9 +50,12 @@ type Config struct {
 	// tests, store/sqlite, store/postgres, store/redis, store/mysql, or
 	// store/dynamodb). Required.
 	Store retrysafe.Store
-	// Scope separates key spaces, such as one per function: records are
-	// keyed by Scope and key. For API Gateway events the caller's identity
-	// (a hash of the Authorization header) is added to it.
+	// Scope separates key spaces: records are keyed by Scope and key, so
+	// that two functions sharing a table never answer each other's
+	// events. Empty means the function's name (AWS_LAMBDA_FUNCTION_NAME,
+	// as lambdacontext.FunctionName reads it; empty outside Lambda), as
+	// Powertools prefixes its keys. For API Gateway events the caller's
+	// identity (a hash of the Authorization header) is added to it.
 	Scope string
 
 	// Key is a JSON Pointer (RFC 6901), such as "/orderId", to the
@@ -156,6 +161,9 @@ func newWrapper(cfg Config) (*wrapper, error) {
 	}
 	if cfg.DeadlineGrace == 0 {
 		cfg.DeadlineGrace = DefaultDeadlineGrace
+	}
+	if cfg.Scope == "" {
+		cfg.Scope = lambdacontext.FunctionName
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
