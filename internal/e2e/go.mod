@@ -3,6 +3,7 @@ module github.com/retrysafe/retrysafe/internal/e2e
 go 1.26.0
 
 require (
+	github.com/aws/aws-lambda-go v1.55.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/go-sql-driver/mysql v1.10.1
@@ -10,6 +11,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/retrysafe/retrysafe v0.1.0
 	github.com/retrysafe/retrysafe/gateway v0.1.0
+	github.com/retrysafe/retrysafe/lambda v0.1.0
 	github.com/retrysafe/retrysafe/store/postgres v0.1.0
 	github.com/retrysafe/retrysafe/store/redis v0.1.0
 	github.com/retrysafe/retrysafe/store/sqlite v0.1.0
