@@ -128,6 +128,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		"{{lease_index}}", quote(s.cfg.Table+"_processing_lease_idx"),
 		"{{state_check}}", quote(s.cfg.Table+"_state_check"),
 		"{{claim_proc}}", quote(s.cfg.Table+"_claim"),
+		"{{batch_proc}}", quote(s.cfg.Table+"_batch"),
 	)
 	for _, m := range ms[current:] {
 		sql := m.SQL
