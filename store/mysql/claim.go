@@ -8,19 +8,32 @@ import (
 	"github.com/retrysafe/retrysafe"
 )
 
-// Claim implements [retrysafe.Store.Claim]: one CALL of the claim
-// procedure that [Store.Migrate] creates ("<table>_claim",
-// procedures.sql), one round trip, one result row.
+// Claim implements [retrysafe.Store.Claim].
 //
-// A record that blocks the claim (a replay, a request in flight, a
-// mismatch) is answered from a plain read: nothing is written or locked.
-// Otherwise the procedure runs a READ COMMITTED transaction: INSERT … ON
-// DUPLICATE KEY UPDATE inserts a new record, or locks the existing row
-// exclusively (waiting for a concurrent claimant's insert to commit); a
-// locking read then decides between the caller's own insert, a takeover
-// (one UPDATE) and a blocker. The result row is sent only after COMMIT
-// succeeded. A claim that InnoDB picks as a deadlock victim was rolled back
-// whole and runs again (up to 10 times).
+// It first reads the record with one plain primary-key SELECT (no lock,
+// no transaction). A record that blocks the claim (completed and
+// unexpired, processing with a live lease, or processing with an expired
+// lease and another fingerprint, or one the claim may not take over:
+// p.NoTakeover, or a p.TakeoverToken other than its token) is returned as
+// it is: a replay or a conflict is one round trip that writes nothing and
+// waits for no lock, not even for a caller's uncommitted CompleteTx. It
+// is exactly what the claim procedure's own first read would answer.
+//
+// Otherwise the claim is written, group-committed with concurrent
+// operations (see [Store.BatchStats]): a lone claim is one CALL of the
+// claim procedure that [Store.Migrate] creates ("<table>_claim",
+// procedures.sql); claims sent while another batch runs go together, with
+// completions, releases and extensions, into one CALL of the batch
+// procedure ("<table>_batch"): one transaction, one COMMIT. The claim
+// procedure runs a READ COMMITTED transaction: INSERT … ON DUPLICATE KEY
+// UPDATE inserts a new record, or locks the existing row exclusively
+// (waiting for a concurrent claimant's insert to commit); a locking read
+// then decides between the caller's own insert, a takeover (one UPDATE)
+// and a blocker. The batch procedure inserts the records of absent keys
+// and leaves every other claim to the claim procedure. Either way a claim
+// is reported won only after the COMMIT that holds it. A claim that
+// InnoDB picks as a deadlock victim was rolled back whole and runs again
+// (up to 10 times).
 func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if p == nil {
 		return nil, errors.New("mysql: claim: nil params")
@@ -36,16 +49,34 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	if err != nil {
 		return nil, err
 	}
-	var res *retrysafe.ClaimResult
-	err = s.retryDeadlock(ctx, func() error {
-		var err error
-		res, err = s.claimOnce(ctx, p, now, until)
-		return err
-	})
-	if err != nil {
+	rec, err := s.read(ctx, p.Scope, p.Key)
+	switch {
+	case err == nil:
+		if blocksClaim(rec, p) {
+			return &retrysafe.ClaimResult{Record: rec}, nil
+		}
+	case !errors.Is(err, sql.ErrNoRows):
 		return nil, s.wrap(ctx, "claim", err)
 	}
-	return res, nil
+	res, err := s.submit(ctx, "claim", &batchOp{kind: opClaim, scope: p.Scope, key: p.Key, token: p.Token, now: now, until: until, claim: p})
+	if err != nil {
+		return nil, err
+	}
+	return res.claim, nil
+}
+
+// blocksClaim reports whether rec, read at p.Now, makes a claim with p
+// fail without writing: the claim procedure's answer from its first,
+// plain read.
+func blocksClaim(rec *retrysafe.Record, p *retrysafe.ClaimParams) bool {
+	switch rec.State {
+	case retrysafe.StateCompleted:
+		return !rec.Expired(p.Now)
+	case retrysafe.StateProcessing:
+		return !rec.LeaseExpired(p.Now) || rec.Fingerprint != p.Fingerprint ||
+			p.NoTakeover || (p.TakeoverToken != "" && rec.Token != p.TakeoverToken)
+	}
+	return false
 }
 
 func (s *Store) claimOnce(ctx context.Context, p *retrysafe.ClaimParams, now, until int64) (*retrysafe.ClaimResult, error) {
@@ -99,18 +130,14 @@ func (s *Store) claimOnce(ctx context.Context, p *retrysafe.ClaimParams, now, un
 	return &retrysafe.ClaimResult{Record: rec}, nil
 }
 
-// Get implements [retrysafe.Store.Get]: one round trip. A completed record
-// whose ExpiresAt <= p.Now is reported as [retrysafe.ErrNotFound] even while
-// it is still stored.
+// Get implements [retrysafe.Store.Get]: one primary-key SELECT, one round
+// trip. A completed record whose ExpiresAt <= p.Now is reported as
+// [retrysafe.ErrNotFound] even while it is still stored.
 func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Record, error) {
 	if p == nil {
 		return nil, errors.New("mysql: get: nil params")
 	}
-	st, err := s.stmt(ctx, s.q.get)
-	if err != nil {
-		return nil, s.wrap(ctx, "get", err)
-	}
-	rec, err := scanRecord(st.QueryRowContext(ctx, p.Scope, p.Key))
+	rec, err := s.read(ctx, p.Scope, p.Key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, retrysafe.ErrNotFound
 	}
@@ -121,4 +148,15 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 		return nil, retrysafe.ErrNotFound
 	}
 	return rec, nil
+}
+
+// read returns the record of scope/key as stored, with one plain
+// primary-key SELECT on a prepared statement; sql.ErrNoRows when there is
+// none.
+func (s *Store) read(ctx context.Context, scope, key string) (*retrysafe.Record, error) {
+	st, err := s.stmt(ctx, s.q.get)
+	if err != nil {
+		return nil, err
+	}
+	return scanRecord(st.QueryRowContext(ctx, scope, key))
 }

@@ -11,6 +11,12 @@ const (
 	// DefaultSweepBatch is the number of records one Sweep statement
 	// deletes when SweepParams.BatchSize is zero.
 	DefaultSweepBatch = 1000
+	// DefaultMaxBatch is the batch size cap used when Config.MaxBatch is
+	// zero.
+	DefaultMaxBatch = 64
+	// DefaultBatchesInFlight is the number of batches run at once when
+	// Config.BatchesInFlight is zero.
+	DefaultBatchesInFlight = 2
 
 	// maxIdentifier is MySQL's limit on table, index and routine names.
 	maxIdentifier = 64
@@ -37,11 +43,23 @@ var identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 type Config struct {
 	// Table is the records table, in the connection's database. Default
 	// "retrysafe_records"; at most 43 bytes. Migrate also creates the table
-	// "<table>_migrations" (applied schema versions), the stored procedure
-	// "<table>_claim" and the indexes "<table>_expires_at_idx" and
+	// "<table>_migrations" (applied schema versions), the stored procedures
+	// "<table>_claim" and "<table>_batch", and the indexes "<table>_expires_at_idx" and
 	// "<table>_processing_lease_idx". Several tables may share a database;
 	// each is migrated on its own.
 	Table string
+	// MaxBatch caps the Claims, Completes, Releases and Extends that one
+	// batch (one CALL of the batch procedure, one transaction) carries
+	// when concurrent callers of the Store are grouped. Default 64; 1
+	// sends every operation on its own, with its single statement.
+	MaxBatch int
+	// BatchesInFlight is the number of batches the Store runs at once,
+	// each on a connection of its own. Default 2. A batch is sent as soon
+	// as a batch slot is free, so a lone operation never waits; the more
+	// slots, the smaller the batches. While another batch runs, a free
+	// slot first lets the callers that are already runnable queue (one
+	// scheduler yield, no timer).
+	BatchesInFlight int
 }
 
 // withDefaults returns c with empty fields set to their defaults, or an
@@ -52,6 +70,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if !identifierRE.MatchString(c.Table) || len(c.Table) > maxTable {
 		return c, fmt.Errorf("mysql: invalid table name %q: want letters, digits and underscores, not starting with a digit, at most %d bytes", c.Table, maxTable)
+	}
+	if c.MaxBatch < 0 {
+		return c, fmt.Errorf("mysql: MaxBatch %d is negative", c.MaxBatch)
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.BatchesInFlight < 0 {
+		return c, fmt.Errorf("mysql: BatchesInFlight %d is negative", c.BatchesInFlight)
+	}
+	if c.BatchesInFlight == 0 {
+		c.BatchesInFlight = DefaultBatchesInFlight
 	}
 	return c, nil
 }

@@ -17,28 +17,36 @@
 // Migrate creates the table (Config.Table, default "retrysafe_records")
 // and its indexes from embedded numbered migrations
 // (migrations/NNNN_name.sql), records them in "<table>_migrations", and
-// creates the claim procedure "<table>_claim", the store's one stored
-// routine, from procedures.sql. It does so under a named lock (GET_LOCK),
-// so concurrent Migrate calls from several processes are safe.
+// creates the stored procedures "<table>_claim" and "<table>_batch" from
+// procedures.sql. It does so under a named lock (GET_LOCK), so concurrent
+// Migrate calls from several processes are safe.
 //
 // v0.1.0 starts the schema afresh at migrations/0001_initial.sql. A table
 // migrated by a pre-release build (which recorded other migrations) is
 // refused by Migrate with an error saying so: drop it, its migrations
-// table and its procedure (or use another Config.Table) and migrate again.
+// table and its procedures (or use another Config.Table) and migrate again.
 //
-// # One round trip per call
+// # Round trips and group commit
 //
-// Claim is one CALL of the claim procedure (see [Store.Claim] and
-// procedures.sql); Get, Extend, Complete and Release
-// are one statement each. Statements are prepared once per connection, so
-// each call is one round trip, whatever the DSN says about
-// interpolateParams. A replay or a conflict is answered from a plain read
-// that writes and locks nothing; a new key or a takeover commits one short
-// READ COMMITTED transaction inside the procedure. Extend, Complete and
-// Release are fenced by the owner token and state 'processing'.
+// Claim first reads the record with one plain primary-key SELECT: a
+// replay or a conflict is answered from it, one round trip that writes and
+// locks nothing. Get is the same SELECT. Statements are prepared once per
+// connection, whatever the DSN says about interpolateParams.
 //
-// There is no group commit in the store: InnoDB already groups the log
-// flushes (and binary log writes) of concurrent commits.
+// Claims that get past the read, Completes, Releases and Extends are
+// group-committed (internal/groupcommit): a lone operation is sent at
+// once with its single statement (a CALL of the claim procedure, or one
+// fenced UPDATE or DELETE); operations sent while a batch runs go together
+// into one CALL of the batch procedure: one READ COMMITTED transaction,
+// one COMMIT, one round trip. Every caller is answered only after the
+// COMMIT that holds its operation. A second operation on a key of a batch,
+// a claim of a key that has a record (a takeover), and an operation whose
+// row another transaction holds run alone, with their single statement,
+// after the batch; a batch whose statement fails before its COMMIT is
+// rolled back whole and every operation runs alone, so that one that fails
+// fails alone. [Config] MaxBatch and BatchesInFlight tune it;
+// [Store.BatchStats] counts it. Extend, Complete and Release are fenced by
+// the owner token and state 'processing' in a batch as alone.
 //
 // [Store.CompleteTx] runs the completion in the caller's *sql.Tx, so a
 // handler's business rows and the stored response commit or roll back

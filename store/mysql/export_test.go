@@ -6,3 +6,6 @@ func (s *Store) DeadlockRetries() int64 { return s.deadlocks.Load() }
 
 // DurabilityWarnings judges the durability settings as the server reports them.
 var DurabilityWarnings = durabilityWarnings
+
+// QueuedOps returns the number of operations waiting for the next batch.
+func (s *Store) QueuedOps() int { return s.committer.Queued() }

@@ -11,7 +11,8 @@ import (
 )
 
 // Extend implements [retrysafe.Store.Extend]: one UPDATE fenced by the
-// owner token and state 'processing'. It sets LeaseUntil to p.Now+p.Lease
+// owner token and state 'processing' (group-committed with concurrent
+// operations, see [Store.BatchStats]). It sets LeaseUntil to p.Now+p.Lease
 // and UpdatedAt to p.Now; with p.Abandon it marks the record abandoned and
 // leaves LeaseUntil as it is; with p.Checkpoint it stores that checkpoint
 // (At = p.Now) in the same UPDATE.
@@ -20,8 +21,12 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.exec(ctx, s.q.extend, args...)
-	return s.wrap(ctx, "extend", fencedResult(n, err))
+	res, err := s.submit(ctx, "extend", &batchOp{kind: opExtend, scope: p.Scope, key: p.Key, token: p.Token,
+		now: args[2].(int64), until: args[1].(int64), args: args, abandon: p.Abandon, cp: p.Checkpoint})
+	if err == nil && res.lost {
+		err = retrysafe.ErrLeaseLost
+	}
+	return err
 }
 
 // CheckpointTx is [Store.Extend] with a checkpoint inside the caller's
@@ -100,16 +105,23 @@ func checkCheckpoint(cp *retrysafe.Checkpoint) error {
 
 // Complete implements [retrysafe.Store.Complete]: one UPDATE fenced by the
 // owner token and state 'processing', which stores the response and marks
-// the record completed, expiring at p.Now+p.TTL. Subscribers in this
+// the record completed, expiring at p.Now+p.TTL (group-committed with
+// concurrent operations, see [Store.BatchStats]). It returns after the
+// COMMIT that holds it. Subscribers in this
 // process are notified.
 func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
 	args, err := completeArgs(p)
 	if err != nil {
 		return err
 	}
-	n, err := s.exec(ctx, s.q.complete, args...)
-	if err = s.wrap(ctx, "complete", fencedResult(n, err)); err != nil {
+	op := &batchOp{kind: opComplete, scope: p.Scope, key: p.Key, token: p.Token, now: args[0].(int64), until: args[1].(int64),
+		args: args, status: args[2].(int), header: args[3].([]byte), body: args[4].([]byte)}
+	res, err := s.submit(ctx, "complete", op)
+	if err != nil {
 		return err
+	}
+	if res.lost {
+		return retrysafe.ErrLeaseLost
 	}
 	s.subs.notify(p.Scope, p.Key)
 	return nil
@@ -171,15 +183,19 @@ func completeArgs(p *retrysafe.CompleteParams) ([]any, error) {
 }
 
 // Release implements [retrysafe.Store.Release]: one DELETE fenced by the
-// owner token and state 'processing'. Subscribers in this process are
+// owner token and state 'processing' (group-committed with concurrent
+// operations). Subscribers in this process are
 // notified.
 func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 	if p == nil {
 		return errors.New("mysql: release: nil params")
 	}
-	n, err := s.exec(ctx, s.q.release, p.Scope, p.Key, p.Token)
-	if err = s.wrap(ctx, "release", fencedResult(n, err)); err != nil {
+	res, err := s.submit(ctx, "release", &batchOp{kind: opRelease, scope: p.Scope, key: p.Key, token: p.Token})
+	if err != nil {
 		return err
+	}
+	if res.lost {
+		return retrysafe.ErrLeaseLost
 	}
 	s.subs.notify(p.Scope, p.Key)
 	return nil

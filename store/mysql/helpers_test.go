@@ -95,6 +95,7 @@ func newTable(t testing.TB) string {
 			"DROP TABLE IF EXISTS `" + name + "`",
 			"DROP TABLE IF EXISTS `" + name + "_migrations`",
 			"DROP PROCEDURE IF EXISTS `" + name + "_claim`",
+			"DROP PROCEDURE IF EXISTS `" + name + "_batch`",
 		} {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				t.Errorf("%s: %v", stmt, err)

@@ -5,9 +5,9 @@ import "strings"
 // queries holds the SQL of every operation, with the table's names filled
 // in once by buildQueries.
 type queries struct {
-	claim, get, extend, complete, release, del string
-	sweep, retire                              string
-	statsCounts, statsOldest, statsUnknown     string
+	claim, batch, get, extend, complete, release, del string
+	sweep, retire                                     string
+	statsCounts, statsOldest, statsUnknown            string
 }
 
 func buildQueries(table string) queries {
@@ -19,6 +19,8 @@ func buildQueries(table string) queries {
 		// claim procedure of procedures.sql.
 		// no takeover, takeover token.
 		claim: "CALL " + quote(table+"_claim") + "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		// The operations of a batch, as JSON (batch.go, procedures.sql).
+		batch: "CALL " + quote(table+"_batch") + "(?)",
 		get:   sel + " WHERE scope = ? AND idem_key = ?",
 		// The fenced statements: each matches only the owner's processing
 		// record, and changes it (revision), so one affected row means

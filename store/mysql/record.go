@@ -36,6 +36,9 @@ func fromNanos(n sql.NullInt64) time.Time {
 	return time.Unix(0, n.Int64).UTC()
 }
 
+// fromNanosValue converts stored nanoseconds back, in UTC.
+func fromNanosValue(n int64) time.Time { return time.Unix(0, n).UTC() }
+
 // Headers are stored in internal/headercodec's binary encoding (the
 // MEDIUMBLOB column header), as in the other stores: it keeps every byte of
 // names and values, their order, and nil versus empty.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
 // Store is a [retrysafe.Store] on MySQL 8 or MariaDB 10.11 (InnoDB). It
@@ -35,6 +36,11 @@ type Store struct {
 	closed bool
 
 	deadlocks atomic.Int64 // claims and sweep batches run again after a deadlock
+
+	// committer groups concurrent Claims, Completes, Releases and
+	// Extends into batches (batch.go).
+	committer *groupcommit.Committer[*batchOp, opResult]
+	alone     atomic.Int64 // operations batches left alone (BatchStats)
 }
 
 // Compile-time checks of the interfaces Store implements.
@@ -45,6 +51,7 @@ var (
 	_ retrysafe.Notifier = (*Store)(nil)
 	_ admin.Admin        = (*Store)(nil)
 	_ io.Closer          = (*Store)(nil)
+	_ admin.Batcher      = (*Store)(nil)
 )
 
 // New returns a Store that runs its statements on db, a *sql.DB of the
@@ -68,7 +75,9 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, cfg: cfg, q: buildQueries(cfg.Table), stmts: make(map[string]*sql.Stmt)}, nil
+	s := &Store{db: db, cfg: cfg, q: buildQueries(cfg.Table), stmts: make(map[string]*sql.Stmt)}
+	s.committer = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight, Gather: true}, s.runBatch)
+	return s, nil
 }
 
 // Connection pool of a Store from [Open].
@@ -131,6 +140,7 @@ func (s *Store) Config() Config { return s.cfg }
 // database. Later calls fail with an error wrapping
 // [retrysafe.ErrStoreUnavailable].
 func (s *Store) Close() error {
+	s.committer.Close()
 	s.subs.Close()
 	s.stmtMu.Lock()
 	s.closed = true
