@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,81 +91,4 @@ func scrape(t *testing.T, admin string) string {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
-}
-
-// TestCompleterNotDoneAwaitsRetry: a not_done from the resolve URL to the
-// completer leaves the stranded record for its retry instead of releasing
-// it. The upstream keeps the fence docs/gateway.md asks for (not_done for
-// attempt N: refuse attempts up to N), so a released record, whose next
-// claim would start again at Idempotency-Attempt 1, could never run; left
-// in place, the retry takes it over as attempt 2, which the fence admits,
-// and the operation runs exactly once more.
-func TestCompleterNotDoneAwaitsRetry(t *testing.T) {
-	t.Parallel()
-	st := testenv.Memory(t)
-	var fence atomic.Int64 // the highest attempt declared not done
-	var effects atomic.Int64
-	var attempts []string
-	var mu sync.Mutex
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if r.URL.Path == "/resolve" {
-			var q struct{ Attempt int64 }
-			_ = json.Unmarshal(body, &q)
-			for {
-				cur := fence.Load()
-				if q.Attempt <= cur || fence.CompareAndSwap(cur, q.Attempt) {
-					break
-				}
-			}
-			_, _ = io.WriteString(w, `{"outcome":"not_done"}`)
-			return
-		}
-		a, _ := strconv.ParseInt(r.Header.Get("Idempotency-Attempt"), 10, 64)
-		mu.Lock()
-		attempts = append(attempts, r.Header.Get("Idempotency-Attempt"))
-		mu.Unlock()
-		if a <= fence.Load() {
-			w.WriteHeader(http.StatusConflict) // fenced off: performs nothing
-			_, _ = io.WriteString(w, `{"fenced":true}`)
-			return
-		}
-		if a == 1 {
-			time.Sleep(time.Second) // the first attempt never answers in time; it performs nothing
-			return
-		}
-		effects.Add(1)
-		w.WriteHeader(http.StatusCreated)
-		_, _ = io.WriteString(w, `{"charge":"ch_1"}`)
-	}))
-	t.Cleanup(up.Close)
-	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: st, UpstreamTimeout: 300 * time.Millisecond,
-		Defaults: gateway.Policy{Lease: time.Second, ResolveURL: mustURL(t, up.URL+"/resolve")}})
-	key := newKey()
-	if res := send(t, gw.URL, "POST", "/pay", key, `{"amount":1}`); res.Status != http.StatusGatewayTimeout {
-		t.Fatalf("first = %s, want 504", res)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); gw.RunSweeper(ctx, 100*time.Millisecond) }()
-	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, 10*time.Second, "the completer to ask about the stranded record", func() bool {
-		return strings.Contains(scrape(t, gw.AdminURL), `retrysafe_completer_records_total{result="awaiting_retry"} 1`)
-	})
-	rec, err := st.Get(t.Context(), &retrysafe.GetParams{Scope: testScope, Key: key, Now: time.Now()})
-	if err != nil || rec.State != retrysafe.StateProcessing || rec.Attempt != 1 {
-		t.Fatalf("record after the completer's not_done = %+v, %v; want it left processing at attempt 1", rec, err)
-	}
-	res := send(t, gw.URL, "POST", "/pay", key, `{"amount":1}`)
-	if res.Status != http.StatusCreated || string(res.Body) != `{"charge":"ch_1"}` {
-		t.Fatalf("retry after the completer = %s, want the takeover's 201", res)
-	}
-	if effects.Load() != 1 {
-		t.Fatalf("effects = %d, want 1", effects.Load())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(attempts) != 2 || attempts[0] != "1" || attempts[1] != "2" {
-		t.Fatalf("Idempotency-Attempt sent to the upstream = %q, want [1 2]", attempts)
-	}
 }

@@ -133,7 +133,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"source", "outcome"}),
 		completerRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricPrefix + "completer_records_total",
-			Help: "Stranded records the completer handled, by result: completed (the resolve URL said done), awaiting_retry (not_done: left for the next retry, which takes it over as the next attempt), blocked (unknown or a failure), skipped (changed meanwhile).",
+			Help: "Stranded records the completer handled, by result: completed (the resolve URL said done), released (not_done: the next retry runs), blocked (unknown or a failure), skipped (changed meanwhile).",
 		}, []string{"result"}),
 		unknownTakeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricPrefix + "unknown_takeovers_total",
@@ -232,9 +232,9 @@ func (m *Metrics) replayed(status int) {
 func (m *Metrics) InFlight(delta int) { m.inFlight.Add(float64(delta)) }
 
 // completed counts what one completer pass did.
-func (m *Metrics) completed(n retrysafe.Stranded, awaitingRetry int) {
+func (m *Metrics) completed(n retrysafe.Stranded) {
 	m.completerRecords.WithLabelValues("completed").Add(float64(n.Completed))
-	m.completerRecords.WithLabelValues("awaiting_retry").Add(float64(awaitingRetry))
+	m.completerRecords.WithLabelValues("released").Add(float64(n.Released))
 	m.completerRecords.WithLabelValues("blocked").Add(float64(n.Blocked))
 	m.completerRecords.WithLabelValues("skipped").Add(float64(n.Skipped))
 }

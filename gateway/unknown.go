@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,31 +40,6 @@ func (g *Gateway) resolveFor(rh *routeHandler) retrysafe.Resolver {
 		return retrysafe.Resolution{}, nil
 	}
 }
-
-// completerResolve is the completer's Resolver for rh: resolve's, except
-// that a not_done leaves the record where it is instead of releasing it.
-// The resolve URL's not_done for attempt N binds the upstream to refuse
-// attempts up to N of that key (docs/gateway.md); a released record's next
-// claim starts again at attempt 1, which that fence refuses, so the key
-// could never run again. Left processing, the record is taken over by the
-// next retry (after asking again) as attempt N+1, which the fence admits.
-// Such records are counted as awaiting_retry, not blocked.
-func (g *Gateway) completerResolve(resolve retrysafe.Resolver) retrysafe.Resolver {
-	return func(ctx context.Context, rec *retrysafe.Record) (retrysafe.Resolution, error) {
-		res, err := resolve(ctx, rec)
-		if err == nil && res.Action == retrysafe.ResolveRerun {
-			if n, ok := ctx.Value(awaitingRetryKey{}).(*atomic.Int64); ok {
-				n.Add(1)
-			}
-			return retrysafe.Resolution{Action: retrysafe.ResolveKeepBlocked}, nil
-		}
-		return res, err
-	}
-}
-
-// awaitingRetryKey carries one completer pass's count of not_done records
-// (left for their retry) to completerResolve.
-type awaitingRetryKey struct{}
 
 // storedScopes returns the store that writes back records listed with
 // s's Admin: they carry their scopes as stored, which an encrypting
@@ -113,20 +87,17 @@ func (g *Gateway) completeStranded(ctx context.Context, adm admin.Admin) {
 		if len(recs) == 0 {
 			continue
 		}
-		var counted atomic.Int64
-		n, err := rh.completer.ResolveStranded(context.WithValue(ctx, awaitingRetryKey{}, &counted), recs)
-		awaiting := int(counted.Load())
-		n.Blocked -= awaiting
-		g.metrics.completed(n, awaiting)
+		n, err := rh.completer.ResolveStranded(ctx, recs)
+		g.metrics.completed(n)
 		lvl := slog.LevelDebug
 		switch {
 		case err != nil:
 			lvl = slog.LevelWarn
-		case n.Completed > 0:
+		case n.Completed+n.Released > 0:
 			lvl = slog.LevelInfo
 		}
 		g.logger.Log(ctx, lvl, "completer: stranded records resolved", "route", routeLabel(rh.pattern),
-			"completed", n.Completed, "awaiting_retry", awaiting, "blocked", n.Blocked, "skipped", n.Skipped, "err", err)
+			"completed", n.Completed, "released", n.Released, "blocked", n.Blocked, "skipped", n.Skipped, "err", err)
 	}
 }
 
