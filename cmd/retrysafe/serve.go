@@ -401,6 +401,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err := checkEncryption(ctx, store, logger); err != nil {
 		return err
 	}
+	if err := fitResponseBody(store, &defaults, routes, logger); err != nil {
+		return err
+	}
 
 	gwCfg := gateway.Config{
 		Upstream:        upstream,

@@ -110,6 +110,9 @@ func New(client *dynamodb.Client, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Client returns the client the store calls DynamoDB through.
+func (s *Store) Client() *dynamodb.Client { return s.client }
+
 // Close does nothing (the client is the caller's); it exists so that the
 // store closes like the others.
 func (s *Store) Close() error { return nil }
