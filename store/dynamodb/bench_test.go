@@ -27,10 +27,11 @@ func BenchmarkClaimComplete(b *testing.B) {
 	resp := &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"pay_123","amount":2599,"currency":"eur"}`)}
 	b.Run("store", func(b *testing.B) {
 		ctx := b.Context()
+		run := retrysafe.NewToken() // keys of their own for each -count
 		n := 0
 		for b.Loop() {
 			n++
-			p := &retrysafe.ClaimParams{Scope: "bench", Key: "s" + strconv.Itoa(n), Fingerprint: "fp", Token: retrysafe.NewToken(), Now: storetest.Base, Lease: 30 * time.Second}
+			p := &retrysafe.ClaimParams{Scope: "bench", Key: run + strconv.Itoa(n), Fingerprint: "fp", Token: retrysafe.NewToken(), Now: storetest.Base, Lease: 30 * time.Second}
 			if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
 				b.Fatalf("Claim: %+v, %v", res, err)
 			}
@@ -41,10 +42,11 @@ func BenchmarkClaimComplete(b *testing.B) {
 	})
 	b.Run("raw", func(b *testing.B) {
 		ctx := b.Context()
+		run := retrysafe.NewToken()
 		n := 0
 		for b.Loop() {
 			n++
-			key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberB{Value: []byte("raw" + strconv.Itoa(n))}}
+			key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberB{Value: []byte(run + strconv.Itoa(n))}}
 			item := map[string]types.AttributeValue{"pk": key["pk"], "st": &types.AttributeValueMemberS{Value: "p"}, "tok": &types.AttributeValueMemberS{Value: retrysafe.NewToken()}}
 			if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
 				b.Fatal(err)
