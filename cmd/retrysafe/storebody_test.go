@@ -8,6 +8,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/store/memory"
+	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
 type limitedStore struct{ *memory.Store }
@@ -38,6 +39,15 @@ func TestFitResponseBody(t *testing.T) {
 	routes = []gateway.Route{{Pattern: "POST /c", Policy: gateway.Policy{MaxResponseBody: 4000}}}
 	if err := fitResponseBody(store, &gateway.Policy{MaxResponseBody: 10}, routes, logger); err == nil {
 		t.Fatal("a route's max response body over the store's limit was accepted")
+	}
+	// serve hands it the store wrapped by store/sealed: the limit is found below.
+	wrapped, err := sealed.New(store, nil, sealed.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaWrapper := gateway.Policy{MaxResponseBody: retrysafe.DefaultMaxResponseBody}
+	if err := fitResponseBody(wrapped, &viaWrapper, nil, logger); err != nil || viaWrapper.MaxResponseBody != 1000 {
+		t.Fatalf("through the sealed wrapper: %d, %v; want 1000", viaWrapper.MaxResponseBody, err)
 	}
 	plain := gateway.Policy{MaxResponseBody: retrysafe.DefaultMaxResponseBody}
 	if err := fitResponseBody(store.Store, &plain, nil, logger); err != nil || plain.MaxResponseBody != retrysafe.DefaultMaxResponseBody {
