@@ -8,7 +8,7 @@
 # Environment: VERSION (default: git describe), DOCKER (default: docker),
 # CA_FILE (default: /etc/ssl/certs/ca-certificates.crt, from Debian's
 # ca-certificates package), TAGS (Go build tags, e.g.
-# TAGS=retrysafe_nopostgres,retrysafe_nomysql,retrysafe_noredis,retrysafe_notracing
+# TAGS=retrysafe_nopostgres,retrysafe_nomysql,retrysafe_noredis,retrysafe_nodynamodb,retrysafe_notracing
 # for a smaller image with only the SQLite and memory stores and no tracing).
 set -eu
 

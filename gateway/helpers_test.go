@@ -122,6 +122,7 @@ func storeKinds() []storeKind {
 				return s
 			}
 		}},
+		dynamoDBKind,
 	}
 }
 

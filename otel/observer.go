@@ -90,7 +90,7 @@ type Config struct {
 	Propagator propagation.TextMapPropagator
 	// Store names the store in the retrysafe.store attribute ("postgres",
 	// "redis", "sqlite", "memory", …); "" leaves the attribute out. The
-	// names postgres, redis, sqlite and mysql also set db.system.name on
+	// names postgres, redis, sqlite, mysql and dynamodb also set db.system.name on
 	// store spans.
 	Store string
 	// Next receives every Observer event too, such as the gateway's
@@ -177,6 +177,7 @@ var dbSystems = map[string]attribute.KeyValue{
 	"redis":      semconv.DBSystemNameRedis,
 	"sqlite":     semconv.DBSystemNameSQLite,
 	"mysql":      semconv.DBSystemNameMySQL,
+	"dynamodb":   semconv.DBSystemNameAWSDynamoDB,
 }
 
 // Outcome implements retrysafe.Observer: it passes the event to

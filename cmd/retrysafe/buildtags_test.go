@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// slimTags leave the PostgreSQL, MySQL and Redis drivers and the
+// slimTags leave the PostgreSQL, MySQL, Redis and DynamoDB drivers and the
 // OpenTelemetry SDK and exporters out of the binary.
-const slimTags = "retrysafe_nopostgres,retrysafe_nomysql,retrysafe_noredis,retrysafe_notracing"
+const slimTags = "retrysafe_nopostgres,retrysafe_nomysql,retrysafe_noredis,retrysafe_nodynamodb,retrysafe_notracing"
 
 // TestSlimBuild: with the build tags retrysafe_nopostgres,
 // retrysafe_nomysql, retrysafe_noredis and retrysafe_notracing the binary
@@ -28,7 +28,7 @@ func TestSlimBuild(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	deps := string(out)
-	for _, gone := range []string{"github.com/jackc/pgx", "github.com/redis/go-redis", "github.com/go-sql-driver/mysql", "retrysafe/store/postgres", "retrysafe/store/redis", "retrysafe/store/mysql",
+	for _, gone := range []string{"github.com/jackc/pgx", "github.com/redis/go-redis", "github.com/go-sql-driver/mysql", "retrysafe/store/postgres", "retrysafe/store/redis", "retrysafe/store/mysql", "github.com/aws/aws-sdk-go-v2", "retrysafe/store/dynamodb",
 		"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", "google.golang.org/grpc", "retrysafe/otel/sdkenv"} {
 		if strings.Contains(deps, gone) {
 			t.Errorf("the slim build still imports %s", gone)
@@ -46,6 +46,7 @@ func TestSlimBuild(t *testing.T) {
 		"postgres://postgres@127.0.0.1:5432/test": "PostgreSQL is not built into this binary (built with -tags retrysafe_nopostgres)",
 		"redis://127.0.0.1:6379/0":                "Redis is not built into this binary (built with -tags retrysafe_noredis)",
 		"mysql://root@127.0.0.1:3306/test":        "MySQL is not built into this binary (built with -tags retrysafe_nomysql)",
+		"dynamodb://retrysafe?region=eu-west-1":   "DynamoDB is not built into this binary (built with -tags retrysafe_nodynamodb)",
 	} {
 		out, err := exec.Command(bin, "keys", "list", "--store", store).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {

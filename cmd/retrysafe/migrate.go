@@ -19,7 +19,9 @@ concurrent runs with an advisory lock. Run it before rolling out a new
 version of the gateway.
 
 SQLite, PostgreSQL and MySQL have schemas (the serve command also applies
-them at start-up). The memory and Redis stores have no schema: there is nothing to
+them at start-up). For DynamoDB, migrate creates the table (on-demand
+capacity, Time to Live on the attribute "ttl") when it is absent; serve
+never creates it. The memory and Redis stores have no schema: there is nothing to
 migrate, and the command says so and succeeds.
 
 A SQLite file that does not exist is an error (a mistyped path would
@@ -32,6 +34,7 @@ migrate creates the schema (PostgreSQL), tables and the claim procedure
 const migrateExamples = `  retrysafe migrate --store sqlite:/var/lib/retrysafe/retrysafe.db
   retrysafe migrate --store sqlite:/var/lib/retrysafe/retrysafe.db --create   # a new file
   retrysafe migrate --store "postgres://retrysafe@db:5432/app?retrysafe_schema=idem"
+  retrysafe migrate --store "dynamodb://retrysafe?region=eu-west-1"
   retrysafe migrate --store redis://127.0.0.1:6379/0      # nothing to migrate`
 
 // migrateCommand returns the "migrate" command, opening stores with open.
@@ -84,6 +87,8 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, op
 		if result.Version, err = s.SchemaVersion(ctx); err != nil {
 			return fmt.Errorf("migrate %s: read the schema version: %w", name, err)
 		}
+	} else if result.Note == "" {
+		result.Note = "table ready: created, with its Time to Live attribute, if it was absent" // DynamoDB
 	}
 	if *asJSON {
 		return printJSON(stdout, result)

@@ -147,8 +147,9 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 }
 
 // durabilitySettings are the settings the stores warn about
-// (admin.DurabilityWarning.Setting): Redis, PostgreSQL, MySQL/MariaDB.
-var durabilitySettings = []string{"appendonly", "fsync", "synchronous_commit", "innodb_flush_log_at_trx_commit", "sync_binlog"}
+// (admin.DurabilityWarning.Setting): Redis, PostgreSQL, MySQL/MariaDB,
+// DynamoDB.
+var durabilitySettings = []string{"appendonly", "fsync", "synchronous_commit", "innodb_flush_log_at_trx_commit", "sync_binlog", "global_table_replicas"}
 
 // adminListenEnv gives --admin-listen its default. "retrysafe health"
 // reads it too, so a container's HEALTHCHECK asks the port serve listens on.
@@ -399,6 +400,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return err
 	}
 	if err := checkEncryption(ctx, store, logger); err != nil {
+		return err
+	}
+	if err := fitResponseBody(store, &defaults, routes, logger); err != nil {
 		return err
 	}
 

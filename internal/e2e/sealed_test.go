@@ -97,7 +97,7 @@ func sealedWantResponse(t *testing.T, what string, got, want *retrysafe.Response
 func TestSealedConformance(t *testing.T) {
 	t.Parallel()
 	ring := sealedRing(t, "k1", "k2")
-	for _, name := range []string{"memory", "sqlite", "postgres", "redis", "mysql"} {
+	for _, name := range []string{"memory", "sqlite", "postgres", "redis", "mysql", "dynamodb"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, func(t *testing.T) retrysafe.Store {
@@ -109,10 +109,23 @@ func TestSealedConformance(t *testing.T) {
 
 // sealedWithoutAdmin returns s with the optional abilities the stores
 // here have, but Admin: Notifier and Pinger, and Sweeper, or (Redis)
-// ReadyChecker.
+// ReadyChecker; or (DynamoDB) Pinger, Sweeper, ReadyChecker and its body
+// limit.
 func sealedWithoutAdmin(s retrysafe.Store) retrysafe.Store {
-	n, _ := retrysafe.As[retrysafe.Notifier](s)
+	n, notifies := retrysafe.As[retrysafe.Notifier](s)
 	p, _ := retrysafe.As[admin.Pinger](s)
+	if bl, ok := retrysafe.As[storetest.BodyLimiter](s); ok && !notifies {
+		// DynamoDB: no Notifier (waiters poll), and a body limit.
+		sw, _ := retrysafe.As[admin.Sweeper](s)
+		rc, _ := retrysafe.As[admin.ReadyChecker](s)
+		return struct {
+			retrysafe.Store
+			admin.Pinger
+			admin.Sweeper
+			admin.ReadyChecker
+			storetest.BodyLimiter
+		}{s, p, sw, rc, bl}
+	}
 	if sw, ok := retrysafe.As[admin.Sweeper](s); ok {
 		return struct {
 			retrysafe.Store
@@ -151,7 +164,7 @@ func TestSealedUnavailable(t *testing.T) {
 // store keeps as an empty one) reads back through the wrapper without error.
 func TestSealedCompleteNilResponse(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"memory", "sqlite", "postgres", "redis", "mysql"} {
+	for _, name := range []string{"memory", "sqlite", "postgres", "redis", "mysql", "dynamodb"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := sealedWrap(t, stores.All[name](t), sealedRing(t, "k1"), sealed.Config{})
@@ -173,7 +186,7 @@ func TestSealedCompleteNilResponse(t *testing.T) {
 func TestSealedRawStoreHoldsNoPlaintext(t *testing.T) {
 	t.Parallel()
 	ring := sealedRing(t, "k1")
-	for _, name := range []string{"memory", "sqlite", "postgres", "redis", "mysql"} {
+	for _, name := range []string{"memory", "sqlite", "postgres", "redis", "mysql", "dynamodb"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			raw := stores.All[name](t)

@@ -20,14 +20,17 @@
 //	                             plus retrysafe_prefix
 //	mysql://user:pw@host:3306/db MySQL 8 or MariaDB 10.11; go-sql-driver/mysql DSN
 //	                             parameters (tls, timeout, …), plus retrysafe_table
+//	dynamodb://TABLE?region=R[&endpoint=URL]
+//	                             Amazon DynamoDB (docs/dynamodb.md); credentials from
+//	                             the AWS SDK's default chain, never from the URL
 //
 // SQLite accepts the query parameters retrysafe_table (sqlite:app.db?retrysafe_table=idem)
 // and synchronous (full, the default, or normal: see sqlite.Config.Synchronous).
 // SQLite, PostgreSQL and MySQL stores apply their migrations when opened.
 //
-// A binary that needs neither PostgreSQL, MySQL nor Redis builds faster
+// A binary that needs neither PostgreSQL, MySQL, Redis nor DynamoDB builds faster
 // and smaller without their drivers: the build tags retrysafe_nopostgres,
-// retrysafe_nomysql and retrysafe_noredis leave them out (such a binary answers their URLs with
+// retrysafe_nomysql, retrysafe_noredis and retrysafe_nodynamodb leave them out (such a binary answers their URLs with
 // [ErrNotBuiltIn]). The memory and SQLite stores are always built in.
 package storeurl
 
@@ -49,7 +52,7 @@ import (
 const Default = "sqlite:retrysafe.db"
 
 // Accepted lists the accepted URL forms, for help texts and errors.
-const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://…, redis+cluster://HOST:PORT[,HOST:PORT…] or mysql://…"
+const Accepted = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://…, redis+cluster://HOST:PORT[,HOST:PORT…], mysql://… or dynamodb://TABLE?region=…"
 
 // Query parameters understood by storeurl itself.
 const (
@@ -122,6 +125,8 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (retrysafe.Store
 		return openMySQL(ctx, rawURL)
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
 		return openRedis(ctx, rawURL, opts)
+	case "dynamodb":
+		return openDynamoDB(ctx, rawURL, opts)
 	}
 	return nil, nil, fmt.Errorf("store %q: unknown scheme %q; use %s", Redact(rawURL), scheme, Accepted)
 }

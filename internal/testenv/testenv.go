@@ -29,6 +29,9 @@ const (
 	// .ci/pgbouncer.ini (transaction pooling in front of PostgreSQL).
 	DefaultPgBouncerURL = "postgres://postgres@127.0.0.1:6432/test?sslmode=disable"
 	DefaultMySQLURL     = "mysql://root@127.0.0.1:3306/test"
+	// DefaultDynamoDBEndpoint is the dynalite that .ci/run starts
+	// (store/dynamodb/dynalite).
+	DefaultDynamoDBEndpoint = "http://127.0.0.1:8000"
 )
 
 // PostgresURL is RETRYSAFE_POSTGRES_URL or the local default.
@@ -47,6 +50,10 @@ func RedisAddr() string { return env("RETRYSAFE_REDIS_ADDR", DefaultRedisAddr) }
 // MySQLURL is RETRYSAFE_MYSQL_URL or the local default (the MariaDB or
 // MySQL server's test database), as a mysql:// URL.
 func MySQLURL() string { return env("RETRYSAFE_MYSQL_URL", DefaultMySQLURL) }
+
+// DynamoDBEndpoint is RETRYSAFE_DYNAMODB_ENDPOINT or the local default: a
+// DynamoDB API (dynalite, DynamoDB Local, or a real region's endpoint).
+func DynamoDBEndpoint() string { return env("RETRYSAFE_DYNAMODB_ENDPOINT", DefaultDynamoDBEndpoint) }
 
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {

@@ -311,6 +311,9 @@ func proxiedStore(lk *links, i int, store string) (string, *toxiproxy.Proxy, err
 	if err != nil {
 		return "", nil, fmt.Errorf("torture: store URL: %w", err)
 	}
+	if u.Scheme == "dynamodb" {
+		return proxiedDynamoDB(lk, i, u)
+	}
 	host := u.Host
 	if _, _, err := net.SplitHostPort(host); err != nil {
 		port := "5432"
@@ -327,6 +330,28 @@ func proxiedStore(lk *links, i int, store string) (string, *toxiproxy.Proxy, err
 		return "", nil, err
 	}
 	u.Host = p.Listen
+	return u.String(), p, nil
+}
+
+// proxiedDynamoDB is proxiedStore for a dynamodb:// URL, whose host is the
+// table: the link is the endpoint parameter's.
+func proxiedDynamoDB(lk *links, i int, u *url.URL) (string, *toxiproxy.Proxy, error) {
+	q := u.Query()
+	e, err := url.Parse(q.Get("endpoint"))
+	if err != nil || e.Host == "" {
+		return "", nil, fmt.Errorf("torture: a dynamodb:// store needs an endpoint parameter to put a link on: %q", q.Get("endpoint"))
+	}
+	host := e.Host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(host, map[string]string{"http": "80", "https": "443"}[e.Scheme])
+	}
+	p, err := lk.proxy(fmt.Sprintf("store-%d", i), host)
+	if err != nil {
+		return "", nil, err
+	}
+	e.Host = p.Listen
+	q.Set("endpoint", e.String())
+	u.RawQuery = q.Encode()
 	return u.String(), p, nil
 }
 

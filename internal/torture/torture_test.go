@@ -89,6 +89,10 @@ var storeURLs = map[string]func(t *testing.T) string{
 		u, _ := stores.MySQLTableURL(t)
 		return u
 	},
+	"dynamodb": func(t *testing.T) string {
+		u, _ := stores.DynamoDBTableURL(t)
+		return u
+	},
 	"redis": func(t *testing.T) string {
 		u, err := url.Parse(stores.RedisURL(t))
 		if err != nil {

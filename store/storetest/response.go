@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"bytes"
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"testing"
@@ -146,16 +148,65 @@ func testExactBytes(t *testing.T, h *harness) {
 
 func itoaKey(i int) string { return string(rune('a'+i/26)) + string(rune('a'+i%26)) }
 
-// testLargeBody: a 5 MiB random body round-trips exactly.
+// BodyLimiter is implemented by stores that keep response bodies only up
+// to a size, such as store/dynamodb (DynamoDB's 400 KB item limit). The
+// engine's Config.MaxResponseBody must not exceed it. The suite's
+// LargeBody scenario then round-trips a body of exactly that size, and
+// checks that Complete with a body twice as large fails with an error
+// (not ErrLeaseLost) and changes nothing.
+type BodyLimiter interface {
+	// MaxResponseBody is the largest response body, in bytes, that
+	// Complete stores whatever the record holds (its checkpoint
+	// included), with headers of up to 16 KiB.
+	MaxResponseBody() int64
+}
+
+// largeBody is the body size of the LargeBody scenario for stores that
+// keep any size.
+const largeBody = 5 << 20
+
+// testLargeBody: a 5 MiB random body round-trips exactly (or a body of
+// the store's BodyLimiter limit, and a larger one is refused whole).
 func testLargeBody(t *testing.T, h *harness) {
-	body := make([]byte, 5<<20)
+	size := largeBody
+	limiter, limited := retrysafe.As[BodyLimiter](h.s)
+	if limited && limiter.MaxResponseBody() < largeBody {
+		size = int(limiter.MaxResponseBody())
+		if size < 64<<10 {
+			t.Fatalf("MaxResponseBody() = %d: a store must keep bodies of at least 64 KiB", size)
+		}
+	}
+	body := make([]byte, 2*size)
 	rng := rand.NewChaCha8([32]byte{'r', 'e', 't', 'r', 'y', 's', 'a', 'f', 'e'})
 	_, _ = rng.Read(body)
+	want := &retrysafe.Response{Status: 200, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: body[:size]}
+	if size != largeBody {
+		// The record of an over-limit Complete holds a checkpoint of the
+		// largest size a store must keep, which Complete keeps.
+		p, _ := h.claimNew(scope1, "over", fpA, at(0))
+		cp := &retrysafe.Checkpoint{Name: "step", Data: body[:retrysafe.CheckpointStoreLimit]}
+		if err := h.s.Extend(h.ctx, &retrysafe.ExtendParams{Scope: scope1, Key: "over", Token: p.Token, Now: at(0), Lease: lease, Checkpoint: cp}); err != nil {
+			t.Fatalf("Extend with a checkpoint: %v", err)
+		}
+		over := &retrysafe.Response{Status: 200, Body: body}
+		err := h.complete(scope1, "over", p.Token, at(time.Second), over)
+		if err == nil || errors.Is(err, retrysafe.ErrLeaseLost) {
+			t.Fatalf("Complete with a body of %d bytes, twice MaxResponseBody: got error %v, want a failure that is not ErrLeaseLost", len(body), err)
+		}
+		if rec := h.get(scope1, "over", at(time.Second)); rec.State != retrysafe.StateProcessing || rec.Token != p.Token {
+			t.Fatalf("after a refused Complete: record %s, want it processing and owned as before", describe(rec))
+		}
+		h.mustComplete(scope1, "over", p.Token, at(2*time.Second), want)
+		rec := h.get(scope1, "over", at(2*time.Second))
+		checkResponse(t, "body of MaxResponseBody after a checkpoint of CheckpointStoreLimit: Get", rec.Response, want)
+		if rec.Checkpoint == nil || !bytes.Equal(rec.Checkpoint.Data, cp.Data) {
+			t.Fatalf("Complete lost the checkpoint of %d bytes", len(cp.Data))
+		}
+	}
 	p, _ := h.claimNew(scope1, "large", fpA, at(0))
-	want := &retrysafe.Response{Status: 200, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: body}
 	h.mustComplete(scope1, "large", p.Token, at(time.Second), want)
-	checkResponse(t, "5 MiB body: Get", h.get(scope1, "large", at(time.Second)).Response, want)
-	checkResponse(t, "5 MiB body: replay", h.claimBlocked(scope1, "large", fpA, at(time.Second)).Response, want)
+	checkResponse(t, "large body: Get", h.get(scope1, "large", at(time.Second)).Response, want)
+	checkResponse(t, "large body: replay", h.claimBlocked(scope1, "large", fpA, at(time.Second)).Response, want)
 }
 
 // testCopies: records and responses are read-only once they cross the

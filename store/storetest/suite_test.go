@@ -119,6 +119,46 @@ func (s reordersHeaders) Complete(ctx context.Context, p *retrysafe.CompletePara
 	return s.base.Complete(ctx, &q)
 }
 
+// limited keeps bodies of up to 128 KiB and refuses larger ones, as a
+// store with an item limit does (storetest.BodyLimiter): intact.
+type limited struct{ base }
+
+const limitedBody = 128 << 10
+
+func (limited) MaxResponseBody() int64 { return limitedBody }
+
+func (s limited) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	if p.Response != nil && len(p.Response.Body) > limitedBody {
+		return errors.New("limited: body too large")
+	}
+	return s.base.Complete(ctx, p)
+}
+
+// limitNotEnforced states a limit and stores larger bodies anyway.
+type limitNotEnforced struct{ base }
+
+func (limitNotEnforced) MaxResponseBody() int64 { return limitedBody }
+
+// limitTooLow states a limit and refuses bodies of that size.
+type limitTooLow struct{ limited }
+
+func (s limitTooLow) Complete(ctx context.Context, p *retrysafe.CompleteParams) error {
+	if p.Response != nil && len(p.Response.Body) >= limitedBody {
+		return errors.New("limit-too-low: body too large")
+	}
+	return s.limited.Complete(ctx, p)
+}
+
+// TestLimitedStorePasses: a store that keeps bodies up to its stated
+// limit, and refuses larger ones whole, passes the LargeBody scenario.
+func TestLimitedStorePasses(t *testing.T) {
+	if os.Getenv(mutantEnv) != "" {
+		t.Skip("child process")
+	}
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) retrysafe.Store { return limited{base{newBase(t)}} })
+}
+
 // truncatesBodies keeps only the first MiB of a body.
 type truncatesBodies struct{ base }
 
@@ -324,6 +364,8 @@ var mutants = map[string]struct {
 	}, storetest.Run, "Copies"},
 	"ignores-context":           {func(t *testing.T) retrysafe.Store { return ignoresContext{base{newBase(t)}} }, storetest.Run, "CancelledContext"},
 	"reorders-headers":          {func(t *testing.T) retrysafe.Store { return reordersHeaders{base{newBase(t)}} }, storetest.Run, "CompleteReplay"},
+	"limit-not-enforced":        {func(t *testing.T) retrysafe.Store { return limitNotEnforced{base{newBase(t)}} }, storetest.Run, "LargeBody"},
+	"limit-too-low":             {func(t *testing.T) retrysafe.Store { return limitTooLow{limited{base{newBase(t)}}} }, storetest.Run, "LargeBody"},
 	"truncates-bodies":          {func(t *testing.T) retrysafe.Store { return truncatesBodies{base{newBase(t)}} }, storetest.Run, "LargeBody"},
 	"mangles-8-bit":             {func(t *testing.T) retrysafe.Store { return mangles8Bit{base{newBase(t)}} }, storetest.Run, "ExactBytes"},
 	"wall-clock":                {func(t *testing.T) retrysafe.Store { return wallClock{base{newBase(t)}} }, storetest.Run, "ClaimNew"},

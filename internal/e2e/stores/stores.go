@@ -1,6 +1,6 @@
 // Package stores gives tests isolated stores of every backend on the real
 // servers of the machine: its own SQLite file, PostgreSQL schema, MySQL
-// table or Redis key prefix per test. A server that cannot be reached skips the test
+// or DynamoDB table, or Redis key prefix per test. A server that cannot be reached skips the test
 // locally and fails it when CI=true (testenv.Unreachable).
 //
 // It imports every store and driver, so it lives in the module of the tests
@@ -285,6 +285,7 @@ var All = map[string]func(t testing.TB) retrysafe.Store{
 	"sqlite":   func(t testing.TB) retrysafe.Store { return SQLite(t) },
 	"postgres": func(t testing.TB) retrysafe.Store { return Postgres(t) },
 	"redis":    func(t testing.TB) retrysafe.Store { return Redis(t) },
+	"dynamodb": func(t testing.TB) retrysafe.Store { return DynamoDB(t) },
 
 	// PostgreSQL behind PgBouncer in transaction mode.
 	"postgres+pgbouncer": func(t testing.TB) retrysafe.Store { return PgBouncer(t) },

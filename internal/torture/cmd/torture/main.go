@@ -29,21 +29,24 @@ import (
 	"syscall"
 	"time"
 
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/retrysafe/retrysafe/internal/storeurl"
 	"github.com/retrysafe/retrysafe/internal/torture"
+	"github.com/retrysafe/retrysafe/store/dynamodb"
 	"github.com/retrysafe/retrysafe/store/mysql"
 )
 
 func main() {
 	var (
-		stores   = flag.String("stores", "sqlite,postgres,redis", "comma-separated stores to torture: sqlite, postgres, redis, mysql")
+		stores   = flag.String("stores", "sqlite,postgres,redis", "comma-separated stores to torture: sqlite, postgres, redis, mysql, dynamodb")
 		pgURL    = flag.String("postgres", envOr("RETRYSAFE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL `URL` (a schema of its own is created per run)")
 		redis    = flag.String("redis", envOr("RETRYSAFE_REDIS_ADDR", "127.0.0.1:6379"), "Redis `address` (a key prefix of its own is used per run)")
 		myURL    = flag.String("mysql", envOr("RETRYSAFE_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"), "MySQL or MariaDB `URL` (a table of its own is used per run)")
+		dynamo   = flag.String("dynamodb", envOr("RETRYSAFE_DYNAMODB_ENDPOINT", "http://127.0.0.1:8000"), "DynamoDB endpoint `URL` (a table of its own is made per run; credentials from the AWS SDK's chain)")
 		dur      = flag.Duration("duration", time.Minute, "length of each store's run (unless -ops ends it)")
 		ops      = flag.Int64("ops", 0, "end each store's run after this many client requests (0: -duration decides)")
 		gateways = flag.Int("gateways", 3, "gateway processes on PostgreSQL, Redis and MySQL (SQLite always runs 2 on one file)")
@@ -94,7 +97,7 @@ func main() {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			fatal(err)
 		}
-		storeURL, cleanup, err := isolate(ctx, name, urls{postgres: *pgURL, redis: *redis, mysql: *myURL}, dir)
+		storeURL, cleanup, err := isolate(ctx, name, urls{postgres: *pgURL, redis: *redis, mysql: *myURL, dynamodb: *dynamo}, dir)
 		if err != nil {
 			fatal(err)
 		}
@@ -163,7 +166,7 @@ func linearizability(ctx context.Context, name, storeURL string, ops int, dir st
 
 // urls are where the shared stores run.
 type urls struct {
-	postgres, redis, mysql string
+	postgres, redis, mysql, dynamodb string
 }
 
 // isolate returns a --store URL of the store's own for this run, and a
@@ -214,8 +217,10 @@ func isolate(ctx context.Context, name string, at urls, dir string) (string, fun
 		}, nil
 	case "mysql":
 		return isolateMySQL(ctx, at.mysql, "rs_torture_"+id)
+	case "dynamodb":
+		return isolateDynamoDB(ctx, at.dynamodb, "rs_torture_"+id)
 	}
-	return "", nil, errors.New("unknown store " + name + "; use sqlite, postgres, redis or mysql")
+	return "", nil, errors.New("unknown store " + name + "; use sqlite, postgres, redis, mysql or dynamodb")
 }
 
 // isolateMySQL returns a --store URL whose records live in a table of
@@ -273,4 +278,24 @@ func envOr(name, def string) string {
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "torture:", err)
 	os.Exit(2)
+}
+
+// isolateDynamoDB creates a table of its own on the endpoint and returns
+// its --store URL (region us-east-1 unless AWS_REGION says otherwise), and
+// a function that deletes it.
+func isolateDynamoDB(ctx context.Context, endpoint, table string) (string, func(), error) {
+	region := envOr("AWS_REGION", "us-east-1")
+	raw := "dynamodb://" + table + "?" + url.Values{"region": {region}, "endpoint": {endpoint}}.Encode()
+	s, err := dynamodb.Open(ctx, raw, dynamodb.Config{})
+	if err != nil {
+		return "", nil, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		return "", nil, fmt.Errorf("dynamodb: %w", err)
+	}
+	return raw, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = s.Client().DeleteTable(ctx, &awsdynamodb.DeleteTableInput{TableName: &table})
+	}, nil
 }
