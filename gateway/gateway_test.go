@@ -453,7 +453,10 @@ func TestTwoInstancesOneExecution(t *testing.T) {
 			t.Parallel()
 			open := k.shared(t)
 			up := newUpstream(t)
-			policy := gateway.Policy{InFlight: retrysafe.InFlightWait, WaitTimeout: 30 * time.Second}
+			// A long lease: 100 waiters polling one single-process dynalite
+			// under -race can hold the owner's heartbeat up past half the
+			// default lease, and a waiter then sees outcome-unknown.
+			policy := gateway.Policy{InFlight: retrysafe.InFlightWait, WaitTimeout: 30 * time.Second, Lease: time.Minute}
 			// Under -race the transpiled SQLite driver runs many times slower;
 			// a generous store timeout keeps 100 queued claims from timing out.
 			storeTimeout := 30 * time.Second
