@@ -34,6 +34,8 @@ var (
 	growthSizes  = flag.String("growth", "", "BenchmarkGrowth: comma-separated record counts to prefill and measure at, ascending (10000,1000000,10000000); empty skips it")
 	growthStores = flag.String("growth-stores", "sqlite,postgres,mysql,redis", "BenchmarkGrowth: the stores to measure")
 	growthOps    = flag.Int("growth-ops", 4000, "BenchmarkGrowth: claims, and as many replays, measured at each size")
+	sweepTimeout = flag.Duration("sweep-timeout", 10*time.Minute, "BenchmarkGrowth: how long the sweep may run before it is reported unfinished")
+	sweepBatch   = flag.Int("sweep-batch", 0, "BenchmarkGrowth: SweepParams.BatchSize of the sweep; 0 is the store's default")
 	sweepRecords = flag.Int("sweep", 0, "BenchmarkGrowth: expired records to add after the largest size and sweep while traffic runs; 0 skips the sweep")
 )
 
@@ -115,14 +117,16 @@ func BenchmarkGrowth(b *testing.B) {
 					b.Fatal(err)
 				}
 				claims, replays := growthLatencies(b, g.store, size)
-				fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", name, size, prefill.Seconds(),
+				line := fmt.Sprintf("%s\t%d\t%.0f\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", name, size, prefill.Seconds(),
 					bytes/int64(size+1), ms(percentile(claims, 0.5)), ms(percentile(claims, 0.99)),
 					ms(percentile(replays, 0.5)), ms(percentile(replays, 0.99)), loadAvg())
+				fmt.Fprint(tw, line)
+				fmt.Fprintf(os.Stderr, "growth: %s", line)
 			}
 			if *sweepRecords > 0 {
-				if line := sweepUnderTraffic(b, g, *sweepRecords); line != "" {
-					sweeps = append(sweeps, name+": "+line)
-				}
+				line := sweepUnderTraffic(b, g, *sweepRecords)
+				sweeps = append(sweeps, name+": "+line)
+				fmt.Fprintf(os.Stderr, "sweep: %s: %s\n", name, line)
 			}
 		})
 	}
@@ -307,19 +311,24 @@ func sweepUnderTraffic(tb testing.TB, g *growStore, n int) string {
 	done := make(chan struct{})
 	go func() { during = traffic(stop); close(done) }()
 	s0 := time.Now()
-	deleted, err := sw.Sweep(ctx, &admin.SweepParams{Now: time.Now()})
+	sctx, cancel := context.WithTimeout(ctx, *sweepTimeout)
+	deleted, err := sw.Sweep(sctx, &admin.SweepParams{Now: time.Now(), BatchSize: *sweepBatch})
+	cancel()
 	took := time.Since(s0)
 	close(stop)
 	<-done
-	if err != nil {
+	unfinished := ""
+	switch {
+	case err != nil && sctx.Err() != nil:
+		unfinished = fmt.Sprintf(" NOT FINISHED within -sweep-timeout %s", *sweepTimeout)
+	case err != nil:
 		tb.Fatal(err)
-	}
-	if deleted < n {
+	case deleted < n:
 		tb.Fatalf("the sweep deleted %d records, want at least %d", deleted, n)
 	}
 	after := timed(15 * time.Second)
-	return fmt.Sprintf("%d expired records (added in %.0f s) swept in %.1f s (%d deleted, load avg %s); new-key claim+complete p50/p99 ms: before %.2f/%.2f (%d ops), during %.2f/%.2f (%d ops), after %.2f/%.2f (%d ops)",
-		n, fill.Seconds(), took.Seconds(), deleted, loadAvg(),
+	return fmt.Sprintf("%d expired records (added in %.0f s; batch size %d, 0 = default) swept in %.1f s%s (%d deleted, load avg %s); new-key claim+complete p50/p99 ms: before %.2f/%.2f (%d ops), during %.2f/%.2f (%d ops), after %.2f/%.2f (%d ops)",
+		n, fill.Seconds(), *sweepBatch, took.Seconds(), unfinished, deleted, loadAvg(),
 		ms(percentile(before, 0.5)), ms(percentile(before, 0.99)), len(before),
 		ms(percentile(during, 0.5)), ms(percentile(during, 0.99)), len(during),
 		ms(percentile(after, 0.5)), ms(percentile(after, 0.99)), len(after))
@@ -345,23 +354,32 @@ func columns(ctx context.Context, db *sql.DB, query string, args ...any) ([]stri
 }
 
 // copySelect returns the column list and the SELECT list of a copy of
-// the template row: keyCol becomes keyExpr, expCol expExpr, the others
-// themselves (quoted with q).
-func copySelect(cols []string, q func(string) string, keyCol, keyExpr, expCol, expExpr string) (list, sel string) {
+// the template row: keyCol becomes keyExpr, the columns of times (Unix
+// ns) the values of a record completed 24 h before exp (its creation and
+// update 24 h before, its lease 30 s after that), the others themselves
+// (quoted with q). Real records' times move together, and so do the
+// copies': an index on any of them finds the expired ones first.
+func copySelect(cols []string, q func(string) string, keyCol, keyExpr string, times map[string]string, exp int64) (list, sel string) {
 	var l, s []string
+	at := exp - int64(24*time.Hour)
+	vals := map[string]int64{"expires": exp, "created": at, "updated": at, "lease": at + int64(30*time.Second)}
 	for _, c := range cols {
 		l = append(l, q(c))
-		switch c {
-		case keyCol:
+		if c == keyCol {
 			s = append(s, keyExpr)
-		case expCol:
-			s = append(s, expExpr)
-		default:
+		} else if v, ok := times[c]; ok {
+			s = append(s, strconv.FormatInt(vals[v], 10))
+		} else {
 			s = append(s, "tpl."+q(c))
 		}
 	}
 	return strings.Join(l, ", "), strings.Join(s, ", ")
 }
+
+var (
+	sqliteTimes = map[string]string{"expires_at": "expires", "created_at": "created", "updated_at": "updated", "lease_until": "lease"}
+	nsTimes     = map[string]string{"expires_at_ns": "expires", "created_at_ns": "created", "updated_at_ns": "updated", "lease_until_ns": "lease"}
+)
 
 func openGrowStore(tb testing.TB, name string) *growStore {
 	tb.Helper()
@@ -384,10 +402,10 @@ func openGrowStore(tb testing.TB, name string) *growStore {
 				if err != nil {
 					return err
 				}
-				list, sel := copySelect(cols, dq, "idem_key", "? || s.i", "expires_at", "?")
+				list, sel := copySelect(cols, dq, "idem_key", "? || s.i", sqliteTimes, exp)
 				_, err = db.ExecContext(ctx, `WITH RECURSIVE s(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM s WHERE i + 1 < ?) `+
 					`INSERT INTO `+dq(table)+` (`+list+`) SELECT `+sel+` FROM s, `+dq(table)+` AS tpl WHERE tpl.scope = ? AND tpl.idem_key = 'template'`,
-					from, to, p, exp, growScope)
+					from, to, p, growScope)
 				return err
 			},
 			size: func(ctx context.Context, _ int) (int64, error) {
@@ -435,9 +453,9 @@ func openGrowStore(tb testing.TB, name string) *growStore {
 				cols = append(cols, c)
 			}
 			rows.Close()
-			list, sel := copySelect(cols, dq, "key", "$3 || i", "expires_at_ns", "$4::bigint")
+			list, sel := copySelect(cols, dq, "key", "$3 || i", nsTimes, exp)
 			_, err = pool.Exec(ctx, `INSERT INTO `+table+` (`+list+`) SELECT `+sel+` FROM generate_series($1::bigint, $2::bigint - 1) AS i, `+table+
-				` AS tpl WHERE tpl.scope = $5 AND tpl.key = 'template'`, from, to, p, exp, growScope)
+				` AS tpl WHERE tpl.scope = $4 AND tpl.key = 'template'`, from, to, p, growScope)
 			return err
 		}, size: func(ctx context.Context, _ int) (int64, error) {
 			var n int64
@@ -479,10 +497,10 @@ func openGrowStore(tb testing.TB, name string) *growStore {
 			if err != nil {
 				return err
 			}
-			list, sel := copySelect(cols, bq, "idem_key", "CONCAT(?, s.i)", "expires_at_ns", "?")
+			list, sel := copySelect(cols, bq, "idem_key", "CONCAT(?, s.i)", nsTimes, exp)
 			_, err = db.ExecContext(ctx, "INSERT INTO `"+table+"` ("+list+") SELECT "+sel+
 				" FROM (SELECT ? + a.d + 10*b.d + 100*c.d + 1000*e.d + 10000*f.d AS i FROM "+digits+" a, "+digits+" b, "+digits+" c, "+digits+" e, "+digits+" f) s, `"+table+
-				"` AS tpl WHERE s.i < ? AND tpl.scope = ? AND tpl.idem_key = 'template'", p, exp, from, to, growScope)
+				"` AS tpl WHERE s.i < ? AND tpl.scope = ? AND tpl.idem_key = 'template'", p, from, to, growScope)
 			return err
 		}, size: func(ctx context.Context, _ int) (int64, error) {
 			if _, err := db.ExecContext(ctx, "ANALYZE TABLE `"+table+"`"); err != nil {
