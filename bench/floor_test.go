@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/retrysafe/retrysafe"
-
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
@@ -34,13 +33,15 @@ type floor struct {
 	close    func()
 }
 
-// write is the floor's pair of writes for one request: insert the key as
+// floorWriter is the floor's pair of writes for one request: insert the key as
 // in progress, then record the response under it.
 type floorWriter interface {
 	insert(ctx context.Context, key string) error
 	update(ctx context.Context, key string, resp []byte) error
 }
 
+// startFloor starts the floor's upstream over w and the plain proxy in
+// front of it; closeW releases w's connections.
 func startFloor(w floorWriter, closeW func()) *floor {
 	var calls atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -159,7 +160,7 @@ func postgresFloor(ctx context.Context, rawURL, schema string) (*floor, error) {
 	}), nil
 }
 
-// redisFloor is the floor on Redis: SET then SET of the key (with the
+// redisFloorW is the floor on Redis: SET then SET of the key (with the
 // gateway's 24 h TTL), under the server's own persistence settings, with
 // go-redis's default pool, as the store's.
 type redisFloorW struct {
