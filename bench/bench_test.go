@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -26,8 +27,36 @@ import (
 	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
+func init() {
+	flag.Var(&concurrency, "concurrency", "parallel client connections of the load generator; a comma-separated list (32,128) measures each in turn")
+}
+
+// clientCounts is the -concurrency flag: one or more client counts.
+type clientCounts []int
+
+func (c *clientCounts) String() string {
+	parts := make([]string, len(*c))
+	for i, n := range *c {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (c *clientCounts) Set(v string) error {
+	var out clientCounts
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad client count %q", f)
+		}
+		out = append(out, n)
+	}
+	*c = out
+	return nil
+}
+
 var (
-	concurrency = flag.Int("concurrency", 32, "parallel client connections of the load generator")
+	concurrency = clientCounts{32}
 	replayKeys  = flag.Int("replay-keys", 256, "distinct keys cycled through by the replay scenarios")
 	rounds      = flag.Int("rounds", 8, "rounds per scenario, each interleaved with a plain-proxy round")
 )
@@ -37,6 +66,9 @@ type benchStore struct {
 	name  string
 	store retrysafe.Store
 	close func()
+	// floor, when not nil, opens the store's durability floor (floor_test.go)
+	// on the same server with the same settings.
+	floor func(ctx context.Context) (*floor, error)
 }
 
 // openStores opens every store the harness measures: memory, SQLite as
@@ -52,14 +84,16 @@ func openStores(tb testing.TB, all bool) []benchStore {
 	var out []benchStore
 
 	mem := memory.New(memory.Config{})
-	out = append(out, benchStore{"memory", mem, func() { _ = mem.Close() }})
+	out = append(out, benchStore{"memory", mem, func() { _ = mem.Close() }, nil})
 
 	dir := tb.TempDir()
 	full, err := sqlite.Open(ctx, filepath.Join(dir, "full.db"), sqlite.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	out = append(out, benchStore{"sqlite", full, func() { _ = full.Close() }})
+	out = append(out, benchStore{"sqlite", full, func() { _ = full.Close() }, func(ctx context.Context) (*floor, error) {
+		return sqliteFloor(ctx, filepath.Join(dir, "floor.db"), sqlite.Config{})
+	}})
 	if !all {
 		return out
 	}
@@ -78,7 +112,9 @@ func openStores(tb testing.TB, all bool) []benchStore {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	out = append(out, benchStore{"sqlite-normal", normal, func() { _ = normal.Close(); _ = db.Close() }})
+	out = append(out, benchStore{"sqlite-normal", normal, func() { _ = normal.Close(); _ = db.Close() }, func(ctx context.Context) (*floor, error) {
+		return sqliteFloor(ctx, filepath.Join(dir, "floor-normal.db"), sqlite.Config{Synchronous: "NORMAL"})
+	}})
 
 	// tmpfs keeps nothing across a reboot: this row is a measurement of
 	// the disk's share, not a configuration to run.
@@ -88,7 +124,9 @@ func openStores(tb testing.TB, all bool) []benchStore {
 			_ = os.RemoveAll(shm)
 			tb.Fatal(err)
 		}
-		out = append(out, benchStore{"sqlite-tmpfs", fast, func() { _ = fast.Close(); _ = os.RemoveAll(shm) }})
+		out = append(out, benchStore{"sqlite-tmpfs", fast, func() { _ = fast.Close(); _ = os.RemoveAll(shm) }, func(ctx context.Context) (*floor, error) {
+			return sqliteFloor(ctx, filepath.Join(shm, "floor.db"), sqlite.Config{})
+		}})
 	}
 
 	suffix := randomSuffix(tb)
@@ -107,6 +145,8 @@ func openStores(tb testing.TB, all bool) []benchStore {
 				defer cancel()
 				_, _ = pg.Pool().Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 				_ = closeStore()
+			}, func(ctx context.Context) (*floor, error) {
+				return postgresFloor(ctx, pgURL, "rs_benchfloor_"+suffix)
 			}})
 		}
 	}
@@ -128,7 +168,7 @@ func openStores(tb testing.TB, all bool) []benchStore {
 				defer cancel()
 				_, _ = pg.Pool().Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 				_ = closeStore()
-			}})
+			}, nil})
 		}
 	}
 
@@ -150,6 +190,8 @@ func openStores(tb testing.TB, all bool) []benchStore {
 					_, _ = my.DB().ExecContext(ctx, stmt)
 				}
 				_ = closeStore()
+			}, func(ctx context.Context) (*floor, error) {
+				return openMySQLFloor(ctx, myURL, "rs_benchfloor_"+suffix)
 			}})
 		}
 	}
@@ -162,6 +204,8 @@ func openStores(tb testing.TB, all bool) []benchStore {
 		out = append(out, benchStore{"redis", s, func() {
 			deleteAll(s)
 			_ = closeStore()
+		}, func(ctx context.Context) (*floor, error) {
+			return redisFloor(ctx, cmpEnv("RETRYSAFE_REDIS_ADDR", "127.0.0.1:6379"), "retrysafe-benchfloor:"+suffix+":")
 		}})
 	}
 	return out
@@ -220,14 +264,17 @@ func report(b *testing.B, r Result) {
 }
 
 // BenchmarkGateway measures a plain ReverseProxy and the gateway on new
-// keys and on replays for each store, at a fixed concurrency over loopback
+// keys and on replays for each store, at each -concurrency over loopback
 // sockets, and prints the ratios gateway/plain at the end.
 //
 // The machine is shared, so its speed drifts during a run. Each gateway
 // scenario is therefore measured in rounds interleaved with the plain
 // proxy: round i sends b.N/rounds requests through the plain proxy, then
-// as many through the gateway, and the reported ratio (x-plain) is the
-// median of the rounds' ratios. req/s, p50-ms and p99-ms are the
+// (for new keys on a store with a floor) as many through the plain proxy
+// in front of the store's durability floor (floor_test.go: an upstream
+// doing the same durable writes itself), then as many through the
+// gateway. The reported ratios (x-plain, x-floor, floor-x-plain) are the
+// medians of the rounds' ratios. req/s, p50-ms and p99-ms are the
 // gateway's over all its rounds.
 func BenchmarkGateway(b *testing.B) {
 	ctx := context.Background()
@@ -235,13 +282,19 @@ func BenchmarkGateway(b *testing.B) {
 	defer upstream.Close()
 	plain := StartPlainProxy(upstream.URL)
 	defer plain.Close()
-	client := Client(*concurrency)
+	client := Client(slices.Max(concurrency))
 	defer client.CloseIdleConnections()
 
 	type row struct {
 		name       string
+		clients    int
 		res, plain Result
 		ratio      float64
+		// floor is the floor's result over the same rounds (Requests 0
+		// without one); xFloor the median of gateway/floor, floorPlain
+		// the median of floor/plain.
+		floor              Result
+		xFloor, floorPlain float64
 	}
 	var rows []row
 	record := func(r row) {
@@ -251,16 +304,31 @@ func BenchmarkGateway(b *testing.B) {
 			rows = append(rows, r)
 		}
 	}
-	// measure runs one scenario interleaved with the plain proxy, its load
-	// split between targets; extraCPU, when not nil, reads the CPU time of
-	// the other processes the scenario runs (its gateways).
-	// batches, when not nil, is the store's group-commit counts
-	// (admin.Batcher): the scenario then reports the mean batch and
-	// the share of batches of one.
-	measure := func(name string, targets []string, extraCPU func() time.Duration, keys Keys, check func(b *testing.B, r Result), batches admin.Batcher) {
+	named := func(name string, clients int) string {
+		if len(concurrency) == 1 {
+			return name
+		}
+		return fmt.Sprintf("%s-c%d", name, clients)
+	}
+	median := func(v []float64) float64 {
+		if len(v) == 0 {
+			return 0
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	// measure runs one scenario interleaved with the plain proxy (and
+	// with floorURL, the plain proxy in front of the store's floor, when
+	// not empty), its load split between targets; extraCPU, when not nil,
+	// reads the CPU time of the other processes the scenario runs (its
+	// gateways). batches, when not nil, is the store's group-commit counts
+	// (admin.Batcher): the scenario then reports the mean batch and the
+	// share of batches of one.
+	measure := func(name string, clients int, targets []string, extraCPU func() time.Duration, keys Keys, check func(b *testing.B, r Result), batches admin.Batcher, floorURL string) {
+		name = named(name, clients)
 		b.Run(name, func(b *testing.B) {
-			var gw, base Result
-			var ratios []float64
+			var gw, base, fl Result
+			var ratios, xFloor, floorPlain []float64
 			var batches0 admin.BatchStats
 			if batches != nil {
 				batches0 = batches.BatchStats()
@@ -268,30 +336,46 @@ func BenchmarkGateway(b *testing.B) {
 			per := max(b.N / *rounds, 1)
 			for done := 0; done < b.N; done += per {
 				n := min(per, b.N-done)
-				p := Load(ctx, client, plain.URL, FreshKeys(), n, *concurrency)
+				p := Load(ctx, client, plain.URL, FreshKeys(), n, clients)
+				var f Result
+				if floorURL != "" {
+					f = Load(ctx, client, floorURL, FreshKeys(), n, clients)
+					fl = fl.Merge(f)
+				}
 				var cpu0 time.Duration
 				if extraCPU != nil {
 					cpu0 = extraCPU()
 				}
-				g := LoadSplit(ctx, client, targets, keys, n, *concurrency)
+				g := LoadSplit(ctx, client, targets, keys, n, clients)
 				if extraCPU != nil {
 					g.CPU += extraCPU() - cpu0
 				}
 				base, gw = base.Merge(p), gw.Merge(g)
 				if p.RPS() > 0 {
 					ratios = append(ratios, g.RPS()/p.RPS())
+					if floorURL != "" {
+						floorPlain = append(floorPlain, f.RPS()/p.RPS())
+					}
+				}
+				if floorURL != "" && f.RPS() > 0 {
+					xFloor = append(xFloor, g.RPS()/f.RPS())
 				}
 			}
 			report(b, gw)
 			if base.Errors > 0 {
 				b.Errorf("plain proxy: %d errors", base.Errors)
 			}
-			slices.Sort(ratios)
-			ratio := 0.0
-			if len(ratios) > 0 {
-				ratio = ratios[len(ratios)/2]
+			if fl.Errors > 0 {
+				b.Errorf("floor: %d of %d requests failed", fl.Errors, fl.Requests)
 			}
+			ratio := median(ratios)
 			b.ReportMetric(ratio, "x-plain")
+			r := row{name: name, clients: clients, res: gw, plain: base, ratio: ratio}
+			if floorURL != "" {
+				r.floor, r.xFloor, r.floorPlain = fl, median(xFloor), median(floorPlain)
+				b.ReportMetric(r.xFloor, "x-floor")
+				b.ReportMetric(r.floorPlain, "floor-x-plain")
+			}
 			if batches != nil {
 				st := batches.BatchStats()
 				if n := st.Batches - batches0.Batches; n > 0 {
@@ -302,7 +386,7 @@ func BenchmarkGateway(b *testing.B) {
 			if check != nil {
 				check(b, gw)
 			}
-			record(row{name, gw, base, ratio})
+			record(r)
 		})
 	}
 	fresh := func(b *testing.B, r Result) {
@@ -316,23 +400,41 @@ func BenchmarkGateway(b *testing.B) {
 		}
 	}
 
-	b.Run("plain", func(b *testing.B) {
-		r := Load(ctx, client, plain.URL, FreshKeys(), b.N, *concurrency)
-		report(b, r)
-		record(row{"plain", r, r, 1})
-	})
+	for _, c := range concurrency {
+		b.Run(named("plain", c), func(b *testing.B) {
+			r := Load(ctx, client, plain.URL, FreshKeys(), b.N, c)
+			report(b, r)
+			record(row{name: named("plain", c), clients: c, res: r, plain: r, ratio: 1})
+		})
+	}
 	for _, s := range openStores(b, true) {
 		gw, err := StartGateway(upstream.URL, s.store)
 		if err != nil {
 			b.Fatal(err)
 		}
+		var fl *floor
+		if s.floor != nil {
+			if fl, err = s.floor(ctx); err != nil {
+				unreachable(b, s.name+" floor", err)
+				fl = nil
+			}
+		}
+		floorURL := ""
+		if fl != nil {
+			floorURL = fl.proxy.URL
+		}
 		batches, _ := s.store.(admin.Batcher)
-		measure(s.name+"/new", []string{gw.URL}, nil, FreshKeys(), fresh, batches)
 		keys := FixedKeys(*replayKeys)
-		if r := Load(ctx, client, gw.URL, keys, *replayKeys, *concurrency); r.Errors > 0 {
+		if r := Load(ctx, client, gw.URL, keys, *replayKeys, concurrency[0]); r.Errors > 0 {
 			b.Fatalf("%s: storing the replay keys: %d errors", s.name, r.Errors)
 		}
-		measure(s.name+"/replay", []string{gw.URL}, nil, keys, replayed, batches)
+		for _, c := range concurrency {
+			measure(s.name+"/new", c, []string{gw.URL}, nil, FreshKeys(), fresh, batches, floorURL)
+			measure(s.name+"/replay", c, []string{gw.URL}, nil, keys, replayed, batches, "")
+		}
+		if fl != nil {
+			fl.close()
+		}
 		gw.Close()
 		s.close()
 	}
@@ -355,14 +457,16 @@ func BenchmarkGateway(b *testing.B) {
 					b.Fatal(err)
 				}
 				name := fmt.Sprintf("postgres-fleet-%d", n)
-				measure(name+"/new", f.urls, f.cpu, FreshKeys(), fresh, nil)
 				keys := FixedKeys(*replayKeys)
-				if r := LoadSplit(ctx, client, f.urls, keys, *replayKeys, *concurrency); r.Errors > 0 {
+				if r := LoadSplit(ctx, client, f.urls, keys, *replayKeys, concurrency[0]); r.Errors > 0 {
 					f.close()
 					drop()
 					b.Fatalf("%s: storing the replay keys: %d errors", name, r.Errors)
 				}
-				measure(name+"/replay", f.urls, f.cpu, keys, replayed, nil)
+				for _, c := range concurrency {
+					measure(name+"/new", c, f.urls, f.cpu, FreshKeys(), fresh, nil, "")
+					measure(name+"/replay", c, f.urls, f.cpu, keys, replayed, nil, "")
+				}
 				f.close()
 			}
 			drop()
@@ -371,15 +475,20 @@ func BenchmarkGateway(b *testing.B) {
 
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "scenario\treq/s\tp50 ms\tp99 ms\tcpu µs/req\tplain req/s (same rounds)\tplain cpu µs/req\tx plain (median of rounds)\t\n")
+	fmt.Fprintf(tw, "scenario\tclients\treq/s\tp50 ms\tp99 ms\tcpu µs/req\tplain req/s (same rounds)\tplain cpu µs/req\tx plain (median of rounds)\tfloor req/s\tfloor cpu µs/req\tx floor\tfloor x plain\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%d\t%.0f\t%d\t%.2f\t\n", r.name, r.res.RPS(),
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%d\t%.0f\t%d\t%.2f\t", r.name, r.clients, r.res.RPS(),
 			float64(r.res.P50.Microseconds())/1000, float64(r.res.P99.Microseconds())/1000,
 			r.res.CPUPerRequest().Microseconds(), r.plain.RPS(), r.plain.CPUPerRequest().Microseconds(), r.ratio)
+		if r.floor.Requests > 0 {
+			fmt.Fprintf(tw, "%.0f\t%d\t%.2f\t%.2f\t\n", r.floor.RPS(), r.floor.CPUPerRequest().Microseconds(), r.xFloor, r.floorPlain)
+		} else {
+			fmt.Fprintf(tw, "\t\t\t\t\n")
+		}
 	}
 	_ = tw.Flush()
-	fmt.Printf("\nconcurrency %d, GOMAXPROCS %d, %d interleaved rounds per scenario\n%s\n",
-		*concurrency, runtime.GOMAXPROCS(0), *rounds, sb.String())
+	fmt.Printf("\nclients %s, GOMAXPROCS %d, %d interleaved rounds per scenario\n%s\n",
+		concurrency.String(), runtime.GOMAXPROCS(0), *rounds, sb.String())
 }
 
 // TestHarness runs every scenario briefly on the memory and SQLite stores,
