@@ -65,6 +65,8 @@ const (
 	// (store/sealed adds a key id, a nonce and a tag). A MySQL column for
 	// it must be a MEDIUMBLOB: a BLOB holds 65,535 bytes.
 	CheckpointStoreLimit = MaxCheckpointData + 1<<10
+	// MaxCheckpointName is the longest checkpoint name, in bytes.
+	MaxCheckpointName = 64
 	// FirstSentSkew is how far in the future a Repeatability-First-Sent
 	// time may be (the client's clock ahead of ours) before the request is
 	// refused with 412 first-sent-expired.

@@ -150,9 +150,6 @@ func (o *Operation) abandonNote() *Checkpoint {
 	return o.note
 }
 
-// MaxCheckpointName is the longest checkpoint name, in bytes.
-const MaxCheckpointName = 64
-
 // Checkpoint records durably how far the operation got: name says which
 // step was reached ("charge-requested"), data holds the step's own state
 // (the provider's reference, say), at most [MaxCheckpointData] bytes. It
