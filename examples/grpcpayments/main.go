@@ -9,7 +9,8 @@
 // caller's identity (its authorization metadata, which the tiny auth
 // interceptor below stands in for verifying): a retry with the same key
 // gets the first answer, byte for byte, with idempotent-replayed: true.
-// GetOrder is marked NO_SIDE_EFFECTS in payments.proto and needs no key.
+// GetOrder is marked NO_SIDE_EFFECTS in the service's descriptor
+// (paymentspb.File) and needs no key.
 package main
 
 import (
@@ -107,7 +108,7 @@ func newServer(db *repo.DB, now func() time.Time) (*grpc.Server, error) {
 // service needs "authorization: Bearer <token>", and the token is the
 // caller's identity (hashed into the scope by ScopeFromMetadata).
 func authenticate(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if strings.HasPrefix(info.FullMethod, "/"+paymentspb.Payments_ServiceDesc.ServiceName+"/") {
+	if strings.HasPrefix(info.FullMethod, "/"+paymentspb.ServiceName+"/") {
 		v := metadata.ValueFromIncomingContext(ctx, "authorization")
 		if len(v) != 1 || !strings.HasPrefix(v[0], "Bearer ") || len(v[0]) == len("Bearer ") {
 			return nil, status.Error(codes.Unauthenticated, "send authorization: Bearer <token>")

@@ -17,10 +17,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/proto"
 )
 
-func newClient(t *testing.T) (paymentspb.PaymentsClient, *repo.DB) {
+func newClient(t *testing.T) (*paymentspb.PaymentsClient, *repo.DB) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := repo.OpenSQLite(ctx, filepath.Join(t.TempDir(), "payments.db"), repo.SQLiteOptions{ProcessCrashSafeOnly: true})
@@ -65,39 +64,39 @@ func TestPayOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	o2, err := c.CreateOrder(create, &paymentspb.CreateOrderRequest{Amount: 1250, Currency: "EUR"}, grpc.Header(&h2))
-	if err != nil || !proto.Equal(o1, o2) || retrysafegrpc.Replayed(h1) || !retrysafegrpc.Replayed(h2) {
+	if err != nil || *o1 != *o2 || retrysafegrpc.Replayed(h1) || !retrysafegrpc.Replayed(h2) {
 		t.Fatalf("create retried: %v, %v vs %v", err, o1, o2)
 	}
 
 	// Pay, retry: one payment, the same answer.
 	pay := retrysafegrpc.WithNewKey(alice)
-	p1, err := c.PayOrder(pay, &paymentspb.PayOrderRequest{OrderId: o1.GetId()})
-	if err != nil || p1.GetStatus() != repo.PaymentSucceeded {
+	p1, err := c.PayOrder(pay, &paymentspb.PayOrderRequest{OrderID: o1.ID})
+	if err != nil || p1.Status != repo.PaymentSucceeded {
 		t.Fatalf("pay: %v %v", p1, err)
 	}
-	p2, err := c.PayOrder(pay, &paymentspb.PayOrderRequest{OrderId: o1.GetId()}, grpc.Header(&h2))
-	if err != nil || !proto.Equal(p1, p2) || !retrysafegrpc.Replayed(h2) {
+	p2, err := c.PayOrder(pay, &paymentspb.PayOrderRequest{OrderID: o1.ID}, grpc.Header(&h2))
+	if err != nil || *p1 != *p2 || !retrysafegrpc.Replayed(h2) {
 		t.Fatalf("pay retried: %v %v", p2, err)
 	}
 
 	// Another key for the paid order: the business rule refuses it.
-	_, err = c.PayOrder(retrysafegrpc.WithNewKey(alice), &paymentspb.PayOrderRequest{OrderId: o1.GetId()})
+	_, err = c.PayOrder(retrysafegrpc.WithNewKey(alice), &paymentspb.PayOrderRequest{OrderID: o1.ID})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("second payment: %v", err)
 	}
 	// The pay key with another order: the key was used for another request.
-	_, err = c.PayOrder(pay, &paymentspb.PayOrderRequest{OrderId: "ord_other"})
+	_, err = c.PayOrder(pay, &paymentspb.PayOrderRequest{OrderID: "ord_other"})
 	if status.Code(err) != codes.FailedPrecondition || reason(err) != retrysafegrpc.ReasonKeyReused {
 		t.Fatalf("reused key: %v", err)
 	}
 
 	// GetOrder is NO_SIDE_EFFECTS: no key needed, though RequireKey is set.
-	got, err := c.GetOrder(alice, &paymentspb.GetOrderRequest{OrderId: o1.GetId()})
-	if err != nil || got.GetStatus() != repo.OrderPaid {
+	got, err := c.GetOrder(alice, &paymentspb.GetOrderRequest{OrderID: o1.ID})
+	if err != nil || got.Status != repo.OrderPaid {
 		t.Fatalf("get: %v %v", got, err)
 	}
-	payments, err := db.Read().PaymentsOfOrder(context.Background(), o1.GetId())
-	if err != nil || len(payments) != 1 || payments[0].ChargeID != p1.GetChargeId() {
+	payments, err := db.Read().PaymentsOfOrder(context.Background(), o1.ID)
+	if err != nil || len(payments) != 1 || payments[0].ChargeID != p1.ChargeID {
 		t.Fatalf("payments of the order: %v %v", payments, err)
 	}
 	if payments[0].ProviderKey == "" {
@@ -116,8 +115,19 @@ func TestRefusals(t *testing.T) {
 	k := retrysafegrpc.NewKey()
 	a, err1 := c.CreateOrder(retrysafegrpc.WithKey(caller(t, "alice"), k), &paymentspb.CreateOrderRequest{Amount: 5, Currency: "EUR"})
 	b, err2 := c.CreateOrder(retrysafegrpc.WithKey(caller(t, "bob"), k), &paymentspb.CreateOrderRequest{Amount: 5, Currency: "EUR"})
-	if err1 != nil || err2 != nil || a.GetId() == b.GetId() {
+	if err1 != nil || err2 != nil || a.ID == b.ID {
 		t.Fatalf("tenants: %v %v, %v %v", a, err1, b, err2)
+	}
+}
+
+// The descriptor marks GetOrder NO_SIDE_EFFECTS, where DefaultProtect reads
+// it: the interceptors leave GetOrder alone and protect the writes.
+func TestGetOrderIsUnprotected(t *testing.T) {
+	t.Parallel()
+	for method, want := range map[string]bool{"CreateOrder": true, "PayOrder": true, "GetOrder": false} {
+		if got := retrysafegrpc.DefaultProtect("/" + paymentspb.ServiceName + "/" + method); got != want {
+			t.Errorf("DefaultProtect(%s) = %v, want %v", method, got, want)
+		}
 	}
 }
 

@@ -21,7 +21,6 @@ import (
 // handlers make a re-run safe too (a takeover after a crash, say): each
 // write is tagged with the operation's key and found again by it.
 type service struct {
-	paymentspb.UnimplementedPaymentsServer
 	db  *repo.DB
 	now func() time.Time
 }
@@ -37,7 +36,7 @@ func opKey(ctx context.Context) string {
 }
 
 func (s *service) CreateOrder(ctx context.Context, req *paymentspb.CreateOrderRequest) (*paymentspb.Order, error) {
-	if req.GetAmount() <= 0 || len(req.GetCurrency()) != 3 {
+	if req.Amount <= 0 || len(req.Currency) != 3 {
 		return nil, status.Error(codes.InvalidArgument, "amount must be positive and currency a 3-letter code")
 	}
 	key := opKey(ctx)
@@ -53,7 +52,7 @@ func (s *service) CreateOrder(ctx context.Context, req *paymentspb.CreateOrderRe
 			return err
 		}
 		now := s.now()
-		o = &repo.Order{ID: repo.NewID("ord", now), Amount: req.GetAmount(), Currency: req.GetCurrency(), CreatedAt: now}
+		o = &repo.Order{ID: repo.NewID("ord", now), Amount: req.Amount, Currency: req.Currency, CreatedAt: now}
 		return tx.InsertOrder(ctx, o, key)
 	})
 	if err != nil {
@@ -80,7 +79,7 @@ func (s *service) PayOrder(ctx context.Context, req *paymentspb.PayOrderRequest)
 		} else if !repo.IsNotFound(err) {
 			return err
 		}
-		order, err := tx.Order(ctx, req.GetOrderId())
+		order, err := tx.Order(ctx, req.OrderID)
 		if repo.IsNotFound(err) {
 			refusal = status.Error(codes.NotFound, "no such order")
 			return refusal
@@ -119,12 +118,12 @@ func (s *service) PayOrder(ctx context.Context, req *paymentspb.PayOrderRequest)
 	case err != nil:
 		return nil, status.Errorf(codes.Internal, "paying the order: %v", err)
 	}
-	return &paymentspb.Payment{Id: pay.ID, OrderId: pay.OrderID, Amount: pay.Amount, Currency: pay.Currency,
-		Status: pay.Status, ChargeId: pay.ChargeID}, nil
+	return &paymentspb.Payment{ID: pay.ID, OrderID: pay.OrderID, Amount: pay.Amount, Currency: pay.Currency,
+		Status: pay.Status, ChargeID: pay.ChargeID}, nil
 }
 
 func (s *service) GetOrder(ctx context.Context, req *paymentspb.GetOrderRequest) (*paymentspb.Order, error) {
-	o, err := s.db.Read().Order(ctx, req.GetOrderId())
+	o, err := s.db.Read().Order(ctx, req.OrderID)
 	switch {
 	case repo.IsNotFound(err):
 		return nil, status.Error(codes.NotFound, "no such order")
@@ -135,5 +134,5 @@ func (s *service) GetOrder(ctx context.Context, req *paymentspb.GetOrderRequest)
 }
 
 func orderMessage(o *repo.Order) *paymentspb.Order {
-	return &paymentspb.Order{Id: o.ID, Amount: o.Amount, Currency: o.Currency, Status: o.Status}
+	return &paymentspb.Order{ID: o.ID, Amount: o.Amount, Currency: o.Currency, Status: o.Status}
 }
