@@ -4,27 +4,20 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"regexp"
-	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"text/tabwriter"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/idempotency"
 	"github.com/valyala/fasthttp"
 
 	"github.com/retrysafe/retrysafe"
-	"github.com/retrysafe/retrysafe/internal/cputime"
+	"github.com/retrysafe/retrysafe/internal/addedcost"
 	"github.com/retrysafe/retrysafe/store/memory"
 )
 
@@ -186,8 +179,8 @@ var scenarios = []scenario{
 }
 
 // run measures one subject in one scenario. Besides the wall time it
-// reports the process's CPU time per request (cpu-ns/op), which other
-// processes on a shared machine inflate far less.
+// reports the process's CPU time per request (cpu-ns/op, addedcost.ReportCPU),
+// which other processes on a shared machine inflate far less.
 func run(b *testing.B, subject string, sc scenario) {
 	switch subject {
 	case "bare", "retrysafe":
@@ -195,12 +188,6 @@ func run(b *testing.B, subject string, sc scenario) {
 	default:
 		runFiber(b, subject == "fiber", sc)
 	}
-}
-
-// reportCPU reports the process's CPU time per request since cpu.
-func reportCPU(b *testing.B, cpu time.Duration) {
-	b.StopTimer()
-	b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkPeers runs every scenario and subject. Use -count for
@@ -221,125 +208,37 @@ var rounds = flag.Int("rounds", 0, "TestAddedCost: interleaved rounds (0 skips t
 // TestAddedCost runs the subjects in interleaved rounds and prints, per
 // scenario, each middleware's added cost (its process CPU time, wall time
 // and allocations minus those of its bare handler in the same round): the
-// median and range over the rounds. Each measurement runs in a process of
-// its own (see measure). It measures; it asserts only that every request
-// succeeded.
+// median and range over the rounds. It measures; it asserts only that
+// every request succeeded.
+//
+// Each measurement runs in a process of its own (internal/addedcost),
+// because one process does not give each subject a heap of its own:
+// Fiber's default storage starts a goroutine that is never stopped, so
+// every instance of it, with every key it stored, stays live until the
+// process exits, and each later collection marks it. Measured in one
+// process, rounds that ran after Fiber's paid for its leftovers, in
+// proportion to what they allocate: retrysafe's new keys in parallel cost
+// 7.0–7.3 µs of CPU after Fiber's runs against 4.4–4.9 µs with only the
+// bare handler before them (docs/performance.md, "Ninth round").
 //
 //	go test -run TestAddedCost -rounds 8 -benchtime 200000x
 func TestAddedCost(t *testing.T) {
 	if *rounds <= 0 {
 		t.Skip("pass -rounds N to measure")
 	}
-	added := map[string][]sample{} // scenario/middleware -> per round
-	for round := range *rounds {
-		for _, sc := range scenarios {
-			res := map[string]sample{}
-			for _, s := range subjects {
-				m, err := measure(s, sc)
-				if err != nil {
-					t.Fatalf("round %d %s/%s: %v", round, sc.name, s, err)
-				}
-				res[s] = m
-			}
-			for mw, bare := range map[string]string{"retrysafe": "bare", "fiber": "fiber-bare"} {
-				m, b := res[mw], res[bare]
-				added[sc.name+"/"+mw] = append(added[sc.name+"/"+mw], sample{m.ns - b.ns, m.cpu - b.cpu, m.allocs - b.allocs, m.bytes - b.bytes})
-			}
-		}
-	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "scenario\tmiddleware\tadded cpu µs/req (median)\trange\tadded wall µs/req (median)\trange\tadded allocs\tadded B\t\n")
+	var names []string
 	for _, sc := range scenarios {
-		for _, mw := range []string{"retrysafe", "fiber"} {
-			s := added[sc.name+"/"+mw]
-			ns := make([]float64, len(s))
-			cpu := make([]float64, len(s))
-			al := make([]float64, len(s))
-			by := make([]float64, len(s))
-			for i, x := range s {
-				ns[i], cpu[i], al[i], by[i] = x.ns/1e3, x.cpu/1e3, x.allocs, x.bytes
-			}
-			for _, v := range [][]float64{ns, cpu, al, by} {
-				slices.Sort(v)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%+.2f\t%+.2f .. %+.2f\t%+.2f\t%+.2f .. %+.2f\t%+.0f\t%+.0f\t\n", sc.name, mw,
-				median(cpu), cpu[0], cpu[len(cpu)-1], median(ns), ns[0], ns[len(ns)-1], median(al), median(by))
-		}
+		names = append(names, sc.name)
 	}
-	tw.Flush()
 	// The machine's speed moves both middlewares' costs together between
 	// rounds, so the ratio within a round is steadier than either cost.
-	fmt.Fprintf(tw, "\nscenario\tretrysafe's added cpu / fiber's, per round (median)\trange\t\n")
-	for _, sc := range scenarios {
-		r, f := added[sc.name+"/retrysafe"], added[sc.name+"/fiber"]
-		ratios := make([]float64, len(r))
-		for i := range r {
-			ratios[i] = r[i].cpu / f[i].cpu
-		}
-		slices.Sort(ratios)
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f .. %.2f\t\n", sc.name, median(ratios), ratios[0], ratios[len(ratios)-1])
-	}
-	tw.Flush()
-}
-
-// sample is one measurement of a subject in a scenario, per request:
-// wall time, process CPU time (ns), allocations and bytes allocated.
-type sample struct{ ns, cpu, allocs, bytes float64 }
-
-// measure runs BenchmarkPeers for one subject in one scenario, with this
-// process's -test.benchtime, in a new process of this test binary, and
-// returns what it reported.
-//
-// A process per measurement, because one process does not give each
-// subject a heap of its own: Fiber's default storage starts a goroutine
-// that is never stopped, so every instance of it, with every key it
-// stored, stays live until the process exits, and each later collection
-// marks it. Measured in one process, rounds that ran after Fiber's paid
-// for its leftovers, in proportion to what they allocate: retrysafe's
-// new keys in parallel cost 7.0–7.3 µs of CPU after Fiber's runs against
-// 4.4–4.9 µs with only the bare handler before them (docs/performance.md,
-// "Ninth round").
-func measure(subject string, sc scenario) (sample, error) {
-	pattern := "^BenchmarkPeers$/^" + regexp.QuoteMeta(sc.name) + "$/^" + regexp.QuoteMeta(subject) + "$"
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench="+pattern, "-test.count=1", "-test.benchmem",
-		"-test.benchtime="+flag.Lookup("test.benchtime").Value.String())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return sample{}, fmt.Errorf("%v\n%s", err, out)
-	}
-	prefix := "BenchmarkPeers/" + sc.name + "/" + subject
-	for line := range strings.Lines(string(out)) {
-		f := strings.Fields(line)
-		if len(f) < 4 || !strings.HasPrefix(f[0], prefix) {
-			continue
-		}
-		var m sample
-		units := map[string]*float64{"ns/op": &m.ns, "cpu-ns/op": &m.cpu, "allocs/op": &m.allocs, "B/op": &m.bytes}
-		found := 0
-		for k := 2; k+1 < len(f); k += 2 {
-			if dst := units[f[k+1]]; dst != nil {
-				v, err := strconv.ParseFloat(f[k], 64)
-				if err != nil {
-					return sample{}, fmt.Errorf("%q: %v", line, err)
-				}
-				*dst = v
-				found++
-			}
-		}
-		if found != len(units) {
-			return sample{}, fmt.Errorf("%q: %d of %d metrics", line, found, len(units))
-		}
-		return m, nil
-	}
-	return sample{}, fmt.Errorf("no result for %s in:\n%s", prefix, out)
-}
-
-func median(sorted []float64) float64 {
-	n := len(sorted)
-	if n%2 == 1 {
-		return sorted[n/2]
-	}
-	return (sorted[n/2-1] + sorted[n/2]) / 2
+	addedcost.Run(t, os.Stdout, *rounds, addedcost.Plan{
+		Bench:     "BenchmarkPeers",
+		Scenarios: names,
+		Subjects:  subjects,
+		Baseline:  map[string]string{"retrysafe": "bare", "fiber": "fiber-bare"},
+		Ratio:     [2]string{"retrysafe", "fiber"},
+	})
 }
 
 func runNetHTTP(b *testing.B, protected bool, sc scenario) {
@@ -375,7 +274,7 @@ func drive(b *testing.B, sc scenario, client func() func(key string) int) {
 		}
 	}
 	b.ReportAllocs()
-	defer reportCPU(b, cputime.Process())
+	defer addedcost.ReportCPU(b, addedcost.Start())
 	b.ResetTimer()
 	if !sc.parallel {
 		do := client()
