@@ -10,39 +10,25 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/scopehash"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
 )
-
-// scopeOf runs scope on a POST with the given header lines ("Name: value").
-func scopeOf(t *testing.T, scope func(*http.Request) (string, error), lines ...string) string {
-	t.Helper()
-	r := httptest.NewRequest(http.MethodPost, "/x", nil)
-	for _, l := range lines {
-		k, v, _ := strings.Cut(l, ": ")
-		r.Header.Add(k, v)
-	}
-	s, err := scope(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 func TestScopeFromHeaderUnchanged(t *testing.T) {
 	t.Parallel()
 	one := retrysafe.ScopeFromHeaders("Authorization")
 	// Stored records carry these scopes: the single-header hash must not change.
-	if got, want := scopeOf(t, one, "Authorization: Bearer alice"), scopehash.Sum("Bearer alice"); got != want {
+	if got, want := testenv.ScopeOf(t, one, "Authorization: Bearer alice"), scopehash.Sum("Bearer alice"); got != want {
 		t.Errorf("one field: %s, want the hash of the value %s", got, want)
 	}
-	if got, want := scopeOf(t, one, "Authorization: a", "Authorization: b"), scopehash.Sum("a\nb"); got != want {
+	if got, want := testenv.ScopeOf(t, one, "Authorization: a", "Authorization: b"), scopehash.Sum("a\nb"); got != want {
 		t.Errorf("two fields: %s, want the hash of \"a\\nb\" %s", got, want)
 	}
-	if got := retrysafe.ScopeFromHeaders("authorization"); scopeOf(t, got, "Authorization: Bearer alice") != scopehash.Sum("Bearer alice") {
+	if got := retrysafe.ScopeFromHeaders("authorization"); testenv.ScopeOf(t, got, "Authorization: Bearer alice") != scopehash.Sum("Bearer alice") {
 		t.Error("ScopeFromHeaders with one name is not the one-header scope")
 	}
 	for name, lines := range map[string][]string{"absent": nil, "empty value": {"Authorization: "}} {
-		if s := scopeOf(t, one, lines...); s != "" {
+		if s := testenv.ScopeOf(t, one, lines...); s != "" {
 			t.Errorf("%s: scope %q, want empty", name, s)
 		}
 	}
@@ -65,7 +51,7 @@ func TestScopeFromHeadersIsUnambiguous(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for name, lines := range scopes {
-		s := scopeOf(t, ab, lines...)
+		s := testenv.ScopeOf(t, ab, lines...)
 		if s == "" {
 			t.Errorf("%s: empty scope", name)
 		}
@@ -74,17 +60,17 @@ func TestScopeFromHeadersIsUnambiguous(t *testing.T) {
 		}
 		seen[s] = name
 	}
-	if scopeOf(t, ab, "A: x", "B: y") != scopeOf(t, ab, "B: y", "A: x") {
+	if testenv.ScopeOf(t, ab, "A: x", "B: y") != testenv.ScopeOf(t, ab, "B: y", "A: x") {
 		t.Error("the order of the fields in the request changes the scope")
 	}
-	if scopeOf(t, ab, "A: x", "B: y") == scopeOf(t, retrysafe.ScopeFromHeaders("B", "A"), "A: x", "B: y") {
+	if testenv.ScopeOf(t, ab, "A: x", "B: y") == testenv.ScopeOf(t, retrysafe.ScopeFromHeaders("B", "A"), "A: x", "B: y") {
 		t.Error("the order of the names does not count")
 	}
-	if scopeOf(t, ab, "A: x") == scopeOf(t, retrysafe.ScopeFromHeaders("A"), "A: x") {
+	if testenv.ScopeOf(t, ab, "A: x") == testenv.ScopeOf(t, retrysafe.ScopeFromHeaders("A"), "A: x") {
 		t.Error("two names with only the first sent give the one-name scope; want them apart")
 	}
 	for name, lines := range map[string][]string{"none": nil, "empty values": {"A: ", "B: "}, "another header": {"C: x"}} {
-		if s := scopeOf(t, ab, lines...); s != "" {
+		if s := testenv.ScopeOf(t, ab, lines...); s != "" {
 			t.Errorf("%s: scope %q, want empty", name, s)
 		}
 	}
@@ -93,28 +79,28 @@ func TestScopeFromHeadersIsUnambiguous(t *testing.T) {
 func TestScopeFromCookie(t *testing.T) {
 	t.Parallel()
 	sc := retrysafe.ScopeFromCookie("session")
-	alice := scopeOf(t, sc, "Cookie: session=alice; _ga=GA1.1.111")
+	alice := testenv.ScopeOf(t, sc, "Cookie: session=alice; _ga=GA1.1.111")
 	for name, lines := range map[string][]string{
 		"analytics refreshed": {"Cookie: session=alice; _ga=GA1.1.999"},
 		"reordered":           {"Cookie: _ga=GA1.1.111; session=alice"},
 		"two Cookie fields":   {"Cookie: theme=dark", "Cookie: session=alice"},
 		"no other cookies":    {"Cookie: session=alice"},
 	} {
-		if s := scopeOf(t, sc, lines...); s != alice {
+		if s := testenv.ScopeOf(t, sc, lines...); s != alice {
 			t.Errorf("%s: scope %s, want alice's %s", name, s, alice)
 		}
 	}
-	if s := scopeOf(t, sc, "Cookie: session=bob; _ga=GA1.1.111"); s == alice || s == "" {
+	if s := testenv.ScopeOf(t, sc, "Cookie: session=bob; _ga=GA1.1.111"); s == alice || s == "" {
 		t.Errorf("bob's scope %q: want his own", s)
 	}
-	if alice == scopehash.Sum("alice") || alice == scopeOf(t, retrysafe.ScopeFromHeaders("X"), "X: alice") {
+	if alice == scopehash.Sum("alice") || alice == testenv.ScopeOf(t, retrysafe.ScopeFromHeaders("X"), "X: alice") {
 		t.Error("a cookie's scope equals a header's with the same value")
 	}
 	for name, lines := range map[string][]string{
 		"no cookie": nil, "other cookies only": {"Cookie: _ga=1; sessionid=alice"}, "empty value": {"Cookie: session="},
 		"a header of that name": {"Session: alice"},
 	} {
-		if s := scopeOf(t, sc, lines...); s != "" {
+		if s := testenv.ScopeOf(t, sc, lines...); s != "" {
 			t.Errorf("%s: scope %q, want empty", name, s)
 		}
 	}
