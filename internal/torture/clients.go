@@ -34,8 +34,10 @@ type clientConfig struct {
 	TenantKeys bool
 	// RetryAfter makes the clients wait as long as a 409's Retry-After
 	// says (up to 5s) before the next attempt, as a patient client does:
-	// its retries then outlast a lease (the silent-cut mutation needs
-	// them to reach the takeover).
+	// its retries then outlast a lease (the silent-cut and
+	// dishonest-resolver mutations need them to reach the takeover, or
+	// the claim after the completer's release: impatient clients spend
+	// their ten attempts inside one lease and the lie goes unseen).
 	RetryAfter bool
 	// Transport wraps each client's transport (a mutation of what the
 	// gateway does, seen from outside).

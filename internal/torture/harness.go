@@ -217,7 +217,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	c := &clients{rec: rec, cfg: clientConfig{
 		Clients: cfg.Clients, Tenants: cfg.Tenants, Gateways: urls, Modes: modes,
 		Deadline: start.Add(cfg.Duration), MaxOps: cfg.MaxOps, SharedOps: cfg.Mutation == MutationSharedScope,
-		Transport: mutationTransport(cfg.Mutation), TenantKeys: cfg.Resolve, RetryAfter: cfg.Mutation == MutationSilentCut,
+		Transport: mutationTransport(cfg.Mutation), TenantKeys: cfg.Resolve, RetryAfter: cfg.Mutation == MutationSilentCut || cfg.Mutation == MutationDishonestResolver,
 	}}
 	c.run(ctx)
 	stop()
