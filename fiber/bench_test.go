@@ -72,7 +72,7 @@ func BenchmarkFiber(b *testing.B) {
 // interleaved rounds (see internal/addedcost). It measures; it asserts only
 // that every request succeeded.
 //
-//	go test -run TestFiberAddedCost -rounds 6 -benchtime 50000x .
+//	go test -run TestFiberAddedCost -rounds 6 -benchtime 200000x .
 func TestFiberAddedCost(t *testing.T) {
 	addedcost.Measure(t, addedcost.Plan{
 		Bench:    "BenchmarkFiber",
