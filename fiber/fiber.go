@@ -105,13 +105,13 @@ func authorizationScope(c fiber.Ctx) (string, error) {
 		if len(values[0]) == 0 {
 			return "", nil
 		}
-		return scopehash.Sum(string(values[0])), nil
+		return scopehash.Sum(values[0]), nil
 	}
 	joined := bytes.Join(values, []byte("\n"))
 	if len(bytes.TrimLeft(joined, "\n")) == 0 {
 		return "", nil
 	}
-	return scopehash.Sum(string(joined)), nil
+	return scopehash.Sum(joined), nil
 }
 
 func (m *middleware) handle(c fiber.Ctx) error {

@@ -2,11 +2,7 @@ package retrysafegin_test
 
 import (
 	"bytes"
-	"flag"
 	"net/http"
-	"os"
-	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -15,13 +11,6 @@ import (
 	retrysafegin "github.com/retrysafe/retrysafe/gin"
 	"github.com/retrysafe/retrysafe/internal/addedcost"
 	"github.com/retrysafe/retrysafe/store/memory"
-)
-
-// The request of every benchmark: POST /orders with a 21-byte JSON body,
-// an Authorization header (the scope) and a fresh or stored key.
-var (
-	benchBody = []byte(`{"sku":"abc","qty":1}`)
-	benchResp = []byte(`{"id":"ord_1"}`)
 )
 
 // benchHandler is the subject's http.Handler: a Gin engine with or
@@ -50,7 +39,7 @@ func benchHandler(b *testing.B, subject string) http.Handler {
 			_, _ = r.Body.Read(buf[:])
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write(benchResp)
+			_, _ = w.Write(addedcost.ResponseBody)
 		})
 		if mw != nil {
 			h = mw(h)
@@ -63,7 +52,7 @@ func benchHandler(b *testing.B, subject string) http.Handler {
 	}
 	r.POST("/orders", func(c *gin.Context) {
 		_, _ = c.GetRawData()
-		c.Data(http.StatusCreated, "application/json", benchResp)
+		c.Data(http.StatusCreated, "application/json", addedcost.ResponseBody)
 	})
 	return r
 }
@@ -99,9 +88,9 @@ func (c *benchClient) do(key string) int {
 	clear(c.w.header)
 	c.w.status = 0
 	c.hdr[retrysafe.HeaderKey][0] = key
-	c.body.Reset(benchBody)
+	c.body.Reset(addedcost.RequestBody)
 	c.req.Body = readCloser{&c.body}
-	c.req.ContentLength = int64(len(benchBody))
+	c.req.ContentLength = int64(len(addedcost.RequestBody))
 	c.h.ServeHTTP(&c.w, c.req)
 	return c.w.status
 }
@@ -110,62 +99,14 @@ type readCloser struct{ *bytes.Reader }
 
 func (readCloser) Close() error { return nil }
 
-const benchStoredKeys = 256
-
-// BenchmarkGin measures the subjects in each scenario: new keys or
-// replays, serial or parallel. TestGinAddedCost runs it in interleaved
-// rounds.
+// BenchmarkGin measures the subjects in each scenario of
+// internal/addedcost. TestGinAddedCost runs it in interleaved rounds.
 func BenchmarkGin(b *testing.B) {
-	for _, sc := range []string{"new", "replay", "new-parallel", "replay-parallel"} {
-		b.Run(sc, func(b *testing.B) {
-			for _, s := range []string{"gin-bare", "gin-retrysafe", "nethttp-bare", "nethttp-retrysafe"} {
-				b.Run(s, func(b *testing.B) {
-					h := benchHandler(b, s)
-					replay := sc == "replay" || sc == "replay-parallel"
-					var next atomic.Uint64
-					key := func() string {
-						n := next.Add(1)
-						if replay {
-							n %= benchStoredKeys
-						}
-						return "key-" + strconv.FormatUint(n, 16)
-					}
-					if replay {
-						c := newBenchClient(h)
-						for n := range uint64(benchStoredKeys) {
-							if st := c.do("key-" + strconv.FormatUint(n, 16)); st != 201 {
-								b.Fatalf("storing: %d", st)
-							}
-						}
-					}
-					b.ReportAllocs()
-					defer addedcost.ReportCPU(b, addedcost.Start())
-					b.ResetTimer()
-					if sc == "new" || sc == "replay" {
-						c := newBenchClient(h)
-						for b.Loop() {
-							if st := c.do(key()); st != 201 {
-								b.Fatalf("status %d", st)
-							}
-						}
-						return
-					}
-					b.RunParallel(func(pb *testing.PB) {
-						c := newBenchClient(h)
-						for pb.Next() {
-							if st := c.do(key()); st != 201 {
-								b.Errorf("status %d", st)
-								return
-							}
-						}
-					})
-				})
-			}
-		})
-	}
+	addedcost.Bench(b, []string{"gin-bare", "gin-retrysafe", "nethttp-bare", "nethttp-retrysafe"}, func(b *testing.B, subject string) func() addedcost.Client {
+		h := benchHandler(b, subject)
+		return func() addedcost.Client { return newBenchClient(h).do }
+	})
 }
-
-var rounds = flag.Int("rounds", 0, "TestGinAddedCost: interleaved rounds (0 skips it)")
 
 // TestGinAddedCost prints what New adds to a bare Gin route, and, for
 // reference, what the net/http middleware it hosts adds to a bare net/http
@@ -174,14 +115,10 @@ var rounds = flag.Int("rounds", 0, "TestGinAddedCost: interleaved rounds (0 skip
 //
 //	go test -run TestGinAddedCost -rounds 6 -benchtime 50000x .
 func TestGinAddedCost(t *testing.T) {
-	if *rounds <= 0 {
-		t.Skip("pass -rounds N to measure")
-	}
-	addedcost.Run(t, os.Stdout, *rounds, addedcost.Plan{
-		Bench:     "BenchmarkGin",
-		Scenarios: []string{"new", "replay", "new-parallel", "replay-parallel"},
-		Subjects:  []string{"gin-bare", "gin-retrysafe", "nethttp-bare", "nethttp-retrysafe"},
-		Baseline:  map[string]string{"gin-retrysafe": "gin-bare", "nethttp-retrysafe": "nethttp-bare"},
-		Ratio:     [2]string{"gin-retrysafe", "nethttp-retrysafe"},
+	addedcost.Measure(t, addedcost.Plan{
+		Bench:    "BenchmarkGin",
+		Subjects: []string{"gin-bare", "gin-retrysafe", "nethttp-bare", "nethttp-retrysafe"},
+		Baseline: map[string]string{"gin-retrysafe": "gin-bare", "nethttp-retrysafe": "nethttp-bare"},
+		Ratio:    [2]string{"gin-retrysafe", "nethttp-retrysafe"},
 	})
 }

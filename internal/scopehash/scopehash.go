@@ -9,8 +9,12 @@ import (
 )
 
 // Sum returns the hex SHA-256 of an identity value (a credential, say), so
-// that the identity itself is never stored.
-func Sum(identity string) string {
+// that the identity itself is never stored. It takes the bytes of a
+// request header as they are, so that an adapter need not copy a
+// credential into a string only to hash it.
+func Sum[T ~string | ~[]byte](identity T) string {
 	sum := sha256.Sum256([]byte(identity))
-	return hex.EncodeToString(sum[:])
+	var digits [2 * sha256.Size]byte
+	hex.Encode(digits[:], sum[:])
+	return string(digits[:])
 }
