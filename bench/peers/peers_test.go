@@ -3,11 +3,9 @@ package peers
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -203,8 +201,6 @@ func BenchmarkPeers(b *testing.B) {
 	}
 }
 
-var rounds = flag.Int("rounds", 0, "TestAddedCost: interleaved rounds (0 skips the test)")
-
 // TestAddedCost runs the subjects in interleaved rounds and prints, per
 // scenario, each middleware's added cost (its process CPU time, wall time
 // and allocations minus those of its bare handler in the same round): the
@@ -223,16 +219,13 @@ var rounds = flag.Int("rounds", 0, "TestAddedCost: interleaved rounds (0 skips t
 //
 //	go test -run TestAddedCost -rounds 8 -benchtime 200000x
 func TestAddedCost(t *testing.T) {
-	if *rounds <= 0 {
-		t.Skip("pass -rounds N to measure")
-	}
 	var names []string
 	for _, sc := range scenarios {
 		names = append(names, sc.name)
 	}
 	// The machine's speed moves both middlewares' costs together between
 	// rounds, so the ratio within a round is steadier than either cost.
-	addedcost.Run(t, os.Stdout, *rounds, addedcost.Plan{
+	addedcost.Measure(t, addedcost.Plan{
 		Bench:     "BenchmarkPeers",
 		Scenarios: names,
 		Subjects:  subjects,
