@@ -21,6 +21,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
@@ -185,8 +186,7 @@ func openStores(tb testing.TB, all bool) []benchStore {
 			out = append(out, benchStore{"mysql", my, func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
-					"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+				for _, stmt := range testenv.MySQLDropStatements(table) {
 					_, _ = my.DB().ExecContext(ctx, stmt)
 				}
 				_ = closeStore()

@@ -25,6 +25,7 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
 	"github.com/retrysafe/retrysafe/store/sqlite"
@@ -487,8 +488,7 @@ func openGrowStore(tb testing.TB, name string) *growStore {
 		return &growStore{store: s, close: func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
-				"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+			for _, stmt := range testenv.MySQLDropStatements(table) {
 				_, _ = db.ExecContext(ctx, stmt)
 			}
 			_ = closeStore()

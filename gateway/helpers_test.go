@@ -190,13 +190,12 @@ func mysqlURL(t *testing.T) string {
 }
 
 // dropMySQLTable drops a MySQL store's table, its migrations table and its
-// claim procedure.
+// claim and batch procedures.
 func dropMySQLTable(dsn, table string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = withMySQL(ctx, dsn, func(db *sql.DB) error {
-		for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
-			"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+		for _, stmt := range testenv.MySQLDropStatements(table) {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"github.com/retrysafe/retrysafe/internal/storeurl"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
 	"github.com/retrysafe/retrysafe/store/mysql"
 	"github.com/retrysafe/retrysafe/store/postgres"
@@ -102,8 +103,8 @@ func cliBackends(t *testing.T) []cliBackend {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				db := b.store.(*mysql.Store).DB()
-				for _, name := range []string{"TABLE `" + table + "`", "TABLE `" + table + "_migrations`", "PROCEDURE `" + table + "_claim`"} {
-					_, _ = db.ExecContext(ctx, "DROP "+strings.Replace(name, " ", " IF EXISTS ", 1))
+				for _, stmt := range testenv.MySQLDropStatements(table) {
+					_, _ = db.ExecContext(ctx, stmt)
 				}
 			})
 			out = append(out, b)

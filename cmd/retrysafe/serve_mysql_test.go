@@ -33,8 +33,7 @@ func TestServeMySQL(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		db := s.(*mysql.Store).DB()
-		for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
-			"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+		for _, stmt := range testenv.MySQLDropStatements(table) {
 			if _, err := db.Exec(stmt); err != nil {
 				t.Errorf("%s: %v", stmt, err)
 			}

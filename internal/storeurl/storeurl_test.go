@@ -193,8 +193,7 @@ func TestOpenMySQL(t *testing.T) {
 		t.Fatalf("got %T", s)
 	}
 	t.Cleanup(func() {
-		for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
-			"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+		for _, stmt := range testenv.MySQLDropStatements(table) {
 			if _, err := my.DB().Exec(stmt); err != nil {
 				t.Errorf("%s: %v", stmt, err)
 			}

@@ -80,6 +80,18 @@ func Name(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// MySQLDropStatements returns the statements that drop everything a
+// store/mysql Migrate creates for table: the table, its migrations table
+// and its claim and batch procedures (the indexes go with the table).
+func MySQLDropStatements(table string) []string {
+	return []string{
+		"DROP TABLE IF EXISTS `" + table + "`",
+		"DROP TABLE IF EXISTS `" + table + "_migrations`",
+		"DROP PROCEDURE IF EXISTS `" + table + "_claim`",
+		"DROP PROCEDURE IF EXISTS `" + table + "_batch`",
+	}
+}
+
 // Memory returns a fresh memory store closed at the end of the test.
 func Memory(t testing.TB) *memory.Store {
 	s := memory.New(memory.Config{})

@@ -46,7 +46,7 @@ func (s *Store) Sweep(ctx context.Context, p *admin.SweepParams) (int, error) {
 }
 
 // deleteBatch runs the batch DELETE query (arguments: the time bound and
-// the batch size) in a READ COMMITTED transaction of its own.
+// the batch size, then the bound again) in a READ COMMITTED transaction of its own.
 func (s *Store) deleteBatch(ctx context.Context, query string, bound int64, batch int) (int64, error) {
 	st, err := s.stmt(ctx, query)
 	if err != nil {
@@ -57,7 +57,7 @@ func (s *Store) deleteBatch(ctx context.Context, query string, bound int64, batc
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	res, err := tx.StmtContext(ctx, st).ExecContext(ctx, bound, batch)
+	res, err := tx.StmtContext(ctx, st).ExecContext(ctx, bound, batch, bound)
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/batchtest"
 	"github.com/retrysafe/retrysafe/store/mysql"
 )
 
@@ -123,32 +124,6 @@ func plug(t *testing.T, s *mysql.Store, table string) (<-chan error, int64) {
 	return errc, waitForLockWait(t, table)
 }
 
-// waitQueuedOps waits until n operations are queued for the next batch.
-func waitQueuedOps(t *testing.T, s *mysql.Store, n int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for s.QueuedOps() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %d queued operations (have %d)", n, s.QueuedOps())
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// sendInOrder starts each call on its own goroutine, one after another,
-// each queued before the next is sent (so they queue in this order), and
-// returns a function that waits for their errors.
-func sendInOrder(t *testing.T, s *mysql.Store, calls []func() error) (wait func() []error) {
-	t.Helper()
-	errs := make([]error, len(calls))
-	var wg sync.WaitGroup
-	for i, call := range calls {
-		wg.Go(func() { errs[i] = call() })
-		waitQueuedOps(t, s, i+1)
-	}
-	return func() []error { wg.Wait(); return errs }
-}
-
 // TestBatchSameKeyOperations: operations of one key in one batch behave
 // as if run one after another, in the order they were sent: of twenty
 // claims of an absent key the first wins and the others see its record; a
@@ -197,7 +172,7 @@ func TestBatchSameKeyOperations(t *testing.T) {
 			return nil
 		},
 	)
-	wait := sendInOrder(t, s, calls)
+	wait := batchtest.SendInOrder(t, s, calls)
 	release()
 	if err := <-plugErr; err != nil {
 		t.Fatalf("plug: %v", err)
@@ -269,7 +244,7 @@ func TestBatchOneOperationFails(t *testing.T) {
 	release := holdKeys(t, table, "plug")
 	plugErr, _ := plug(t, s, table)
 	before := s.BatchStats()
-	wait := sendInOrder(t, s, calls)
+	wait := batchtest.SendInOrder(t, s, calls)
 	release()
 	if err := <-plugErr; err != nil {
 		t.Fatalf("plug: %v", err)
@@ -330,7 +305,7 @@ func TestBatchConnectionKilled(t *testing.T) {
 		// completed "owned" when it sleeps on "slow".
 		func() error { _, err := s.Claim(ctx, claimP("slow", fpA, at(0))); return err },
 	}
-	wait := sendInOrder(t, s, calls)
+	wait := batchtest.SendInOrder(t, s, calls)
 
 	kill := func(id int64) {
 		t.Helper()
@@ -412,7 +387,7 @@ func TestBatchDoesNotWaitForHeldRow(t *testing.T) {
 	go func() {
 		extendErr <- s.Extend(ctx, &retrysafe.ExtendParams{Scope: scope, Key: "held", Token: p.Token, Now: at(0), Lease: lease})
 	}()
-	waitQueuedOps(t, s, 1)
+	batchtest.WaitQueued(t, s, 1)
 	var calls []func() error
 	for i := range 5 {
 		calls = append(calls, func() error {
@@ -426,7 +401,7 @@ func TestBatchDoesNotWaitForHeldRow(t *testing.T) {
 	errs := make(chan error, len(calls))
 	for i, call := range calls {
 		go func() { errs <- call() }()
-		waitQueuedOps(t, s, i+2)
+		batchtest.WaitQueued(t, s, i+2)
 	}
 	before := s.BatchStats()
 	release()
@@ -638,7 +613,7 @@ func TestBatchEveryOutcome(t *testing.T) {
 	for _, op := range fencedOps {
 		calls = append(calls, op.call)
 	}
-	wait := sendInOrder(t, s, calls)
+	wait := batchtest.SendInOrder(t, s, calls)
 	// "raced" was absent at its claim's plain read; another process's
 	// record commits before the batch runs.
 	if _, err := db.ExecContext(ctx, "INSERT INTO `"+table+"` (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns)"+

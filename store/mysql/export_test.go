@@ -9,3 +9,7 @@ var DurabilityWarnings = durabilityWarnings
 
 // QueuedOps returns the number of operations waiting for the next batch.
 func (s *Store) QueuedOps() int { return s.committer.Queued() }
+
+// SweepQueries returns the DELETE statements of Sweep: expired completed
+// records, then abandoned processing records.
+func (s *Store) SweepQueries() (sweep, retire string) { return s.q.sweep, s.q.retire }

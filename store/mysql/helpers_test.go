@@ -91,12 +91,7 @@ func newTable(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, stmt := range []string{
-			"DROP TABLE IF EXISTS `" + name + "`",
-			"DROP TABLE IF EXISTS `" + name + "_migrations`",
-			"DROP PROCEDURE IF EXISTS `" + name + "_claim`",
-			"DROP PROCEDURE IF EXISTS `" + name + "_batch`",
-		} {
+		for _, stmt := range testenv.MySQLDropStatements(name) {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				t.Errorf("%s: %v", stmt, err)
 			}

@@ -143,131 +143,159 @@ DROP PROCEDURE IF EXISTS {{batch_proc}}
 -- nothing of it took effect, and every operation is to run alone (so
 -- that one that fails fails alone).
 --
--- Each operation first takes its row's lock with a locking read (FOR
--- UPDATE; READ COMMITTED takes no gap lock on an absent key). The batch
--- runs with the session's innodb_lock_wait_timeout at its minimum (0 on
--- MariaDB: no wait; MySQL 8 raises it to 1 second) and puts it back
--- before COMMIT: a row another transaction holds leaves the operation
--- alone instead of holding up the batch (MariaDB refuses NOWAIT inside a
--- stored routine), and a batch never waits in a deadlock. Under the lock,
--- the newest committed version decides the fencing, and the write changes
--- only what the lock protects.
---
--- The letters are gathered before COMMIT, and only the COMMIT and the
--- final SELECT of a variable follow it: an error there is passed on
--- (RESIGNAL) and the store takes the batch's outcome as unknown. Any error
--- before it rolls the transaction back and answers "A".
+-- Set-based, no cursor and no loop: a few statements per batch, whatever
+-- its size, each joining the records table by primary key to the
+-- operations (JSON_TABLE, read first: eq_ref on the primary key).
+-- 1. One locking read (FOR UPDATE SKIP LOCKED; READ COMMITTED takes no gap
+--    lock on an absent key) locks every row of the batch that no other
+--    transaction holds and decides each operation under its lock, on the
+--    newest committed version: a claim of a key with a record is left
+--    alone; a fenced operation is done (its kind's letter until step 3)
+--    or lost. A row that is absent or held elsewhere is not returned: a
+--    claim of it is inserted; for a fenced operation of it, a plain read
+--    (only then) tells: no committed row, lost; a row another transaction
+--    holds, alone (its single statement waits for the holder).
+-- 2. One statement per kind present: the INSERT of the claims, the UPDATE
+--    of the completions, the DELETE of the releases, the UPDATE of the
+--    extensions, each of exactly the rows it decided (the row count is
+--    checked). The updates and the delete touch only rows the batch has
+--    locked. The INSERT runs with the session's innodb_lock_wait_timeout
+--    at its minimum (0 on MariaDB: no wait; MySQL 8 raises it to 1
+--    second), so that an insert that meets a row another transaction
+--    inserted since the read (or holds) fails instead of waiting: the
+--    batch is then rolled back whole ("A"). (Not during the locking read:
+--    on MariaDB 10.11 a row skipped by SKIP LOCKED under a timeout of 0
+--    makes the COMMIT fail, error 1180.)
+-- 3. The letters, COMMIT, and the final SELECT of a variable: an error in
+--    the COMMIT is passed on (RESIGNAL) and the store takes the batch's
+--    outcome as unknown. Any error before it rolls the transaction back
+--    and answers "A". The session's innodb_lock_wait_timeout and
+--    group_concat_max_len (raised so that one letter per operation
+--    always fits) are put back either way.
 CREATE PROCEDURE {{batch_proc}}(IN p_ops LONGTEXT)
     MODIFIES SQL DATA
     SQL SECURITY INVOKER
     COMMENT 'retrysafe batch (github.com/retrysafe/retrysafe/store/mysql)'
 BEGIN
-    DECLARE v_end BOOLEAN DEFAULT FALSE;
-    DECLARE v_found BOOLEAN;
-    DECLARE v_locked BOOLEAN DEFAULT FALSE;
-    DECLARE v_dup BOOLEAN DEFAULT FALSE;
     DECLARE v_committing BOOLEAN DEFAULT FALSE;
-    DECLARE v_out LONGTEXT DEFAULT '';
-    DECLARE v_letter CHAR(1);
-    DECLARE v_kind CHAR(1);
-    DECLARE v_scope, v_key, v_fingerprint, v_route VARBINARY(1024);
-    DECLARE v_token VARBINARY(255);
-    DECLARE v_now, v_until BIGINT;
-    DECLARE v_status INT;
-    DECLARE v_header MEDIUMBLOB;
-    DECLARE v_body LONGBLOB;
-    DECLARE v_abandon BOOLEAN;
-    DECLARE v_cp_name VARBINARY(64);
-    DECLARE v_cp_data MEDIUMBLOB;
-    DECLARE v_has_cp BOOLEAN;
-    DECLARE v_row_token VARBINARY(255);
-    DECLARE v_row_state VARBINARY(16);
+    DECLARE v_out, v_plain LONGTEXT;
     DECLARE v_wait BIGINT DEFAULT @@SESSION.innodb_lock_wait_timeout;
-    DECLARE c_ops CURSOR FOR
-        SELECT kind, FROM_BASE64(scope), FROM_BASE64(idem_key), FROM_BASE64(fingerprint), FROM_BASE64(token),
-               now_ns, until_ns, FROM_BASE64(route), status, FROM_BASE64(header), FROM_BASE64(body),
-               abandon, FROM_BASE64(cp_name), FROM_BASE64(cp_data), cp_name IS NOT NULL
-          FROM JSON_TABLE(p_ops, '$[*]' COLUMNS (
-               kind VARCHAR(1) PATH '$[0]', scope TEXT PATH '$[1]', idem_key TEXT PATH '$[2]',
-               fingerprint TEXT PATH '$[3]', token TEXT PATH '$[4]', now_ns BIGINT PATH '$[5]',
-               until_ns BIGINT PATH '$[6]', route TEXT PATH '$[7]', status INT PATH '$[8]',
-               header LONGTEXT PATH '$[9]', body LONGTEXT PATH '$[10]', abandon BOOLEAN PATH '$[11]',
-               cp_name TEXT PATH '$[12]', cp_data LONGTEXT PATH '$[13]')) AS ops;
-    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = FALSE;
-    -- ER_LOCK_WAIT_TIMEOUT: the row is held by another transaction.
-    DECLARE CONTINUE HANDLER FOR 1205 SET v_locked = TRUE;
-    -- ER_DUP_ENTRY: a concurrent claimant inserted the key meanwhile.
-    DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = TRUE;
+    DECLARE v_concat BIGINT DEFAULT @@SESSION.group_concat_max_len;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
-        SET SESSION innodb_lock_wait_timeout = v_wait;
+        SET SESSION innodb_lock_wait_timeout = v_wait, SESSION group_concat_max_len = v_concat;
         IF v_committing THEN
             RESIGNAL;
         END IF;
         SELECT 'A';
     END;
 
-    SET SESSION innodb_lock_wait_timeout = 0;
+    SET SESSION group_concat_max_len = GREATEST(v_concat, LENGTH(p_ops));
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
-    OPEN c_ops;
-    ops: LOOP
-        SET v_found = TRUE;
-        FETCH c_ops INTO v_kind, v_scope, v_key, v_fingerprint, v_token, v_now, v_until, v_route, v_status,
-            v_header, v_body, v_abandon, v_cp_name, v_cp_data, v_has_cp;
-        IF NOT v_found THEN
-            LEAVE ops;
+    SELECT GROUP_CONCAT(CASE
+               WHEN o.kind IS NULL OR o.kind NOT IN ('c', 'd', 'r', 'e') THEN NULL
+               WHEN r.scope IS NULL THEN IF(o.kind = 'c', 'c', '?')
+               WHEN o.kind = 'c' THEN 'a'
+               WHEN r.state = 'processing' AND r.token = FROM_BASE64(o.token) THEN o.kind
+               ELSE 'l' END ORDER BY o.ord SEPARATOR '')
+      INTO v_out
+      FROM JSON_TABLE(p_ops, '$[*]' COLUMNS (
+               ord FOR ORDINALITY, kind VARCHAR(1) PATH '$[0]', scope TEXT PATH '$[1]', idem_key TEXT PATH '$[2]',
+               fingerprint TEXT PATH '$[3]', token TEXT PATH '$[4]', now_ns BIGINT PATH '$[5]',
+               until_ns BIGINT PATH '$[6]', route TEXT PATH '$[7]', status INT PATH '$[8]',
+               header LONGTEXT PATH '$[9]', body LONGTEXT PATH '$[10]', abandon BOOLEAN PATH '$[11]',
+               cp_name TEXT PATH '$[12]', cp_data LONGTEXT PATH '$[13]')) AS o
+      LEFT JOIN {{records}} AS r ON r.scope = FROM_BASE64(o.scope) AND r.idem_key = FROM_BASE64(o.idem_key)
+      FOR UPDATE SKIP LOCKED;
+    IF v_out IS NULL OR LENGTH(v_out) <> JSON_LENGTH(p_ops) THEN
+        -- An unknown kind is NULL, which GROUP_CONCAT leaves out.
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe batch: an operation did not decode';
+    END IF;
+    IF LOCATE('?', v_out) > 0 THEN
+        -- A fenced operation whose row is absent or held: the newest
+        -- committed version (a plain read) tells which.
+        SELECT GROUP_CONCAT(IF(SUBSTRING(v_out, o.ord, 1) <> '?', SUBSTRING(v_out, o.ord, 1), IF(r.scope IS NULL, 'l', 'a'))
+               ORDER BY o.ord SEPARATOR '')
+          INTO v_plain
+          FROM JSON_TABLE(p_ops, '$[*]' COLUMNS (
+               ord FOR ORDINALITY, kind VARCHAR(1) PATH '$[0]', scope TEXT PATH '$[1]', idem_key TEXT PATH '$[2]',
+               fingerprint TEXT PATH '$[3]', token TEXT PATH '$[4]', now_ns BIGINT PATH '$[5]',
+               until_ns BIGINT PATH '$[6]', route TEXT PATH '$[7]', status INT PATH '$[8]',
+               header LONGTEXT PATH '$[9]', body LONGTEXT PATH '$[10]', abandon BOOLEAN PATH '$[11]',
+               cp_name TEXT PATH '$[12]', cp_data LONGTEXT PATH '$[13]')) AS o
+          LEFT JOIN {{records}} AS r ON r.scope = FROM_BASE64(o.scope) AND r.idem_key = FROM_BASE64(o.idem_key);
+        SET v_out = v_plain;
+    END IF;
+    IF LOCATE('c', v_out) > 0 THEN
+        SET SESSION innodb_lock_wait_timeout = 0;
+        INSERT INTO {{records}} (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route)
+            SELECT FROM_BASE64(o.scope), FROM_BASE64(o.idem_key), FROM_BASE64(o.fingerprint), 'processing', FROM_BASE64(o.token),
+                   1, o.now_ns, o.now_ns, o.until_ns, FROM_BASE64(o.route)
+              FROM JSON_TABLE(p_ops, '$[*]' COLUMNS (
+               ord FOR ORDINALITY, kind VARCHAR(1) PATH '$[0]', scope TEXT PATH '$[1]', idem_key TEXT PATH '$[2]',
+               fingerprint TEXT PATH '$[3]', token TEXT PATH '$[4]', now_ns BIGINT PATH '$[5]',
+               until_ns BIGINT PATH '$[6]', route TEXT PATH '$[7]', status INT PATH '$[8]',
+               header LONGTEXT PATH '$[9]', body LONGTEXT PATH '$[10]', abandon BOOLEAN PATH '$[11]',
+               cp_name TEXT PATH '$[12]', cp_data LONGTEXT PATH '$[13]')) AS o
+             WHERE SUBSTRING(v_out, o.ord, 1) = 'c';
+        IF ROW_COUNT() <> LENGTH(v_out) - LENGTH(REPLACE(v_out, 'c', '')) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe batch: a claim was not inserted';
         END IF;
-        SET v_found = TRUE, v_locked = FALSE, v_dup = FALSE, v_row_token = NULL, v_row_state = NULL;
-        SELECT token, state INTO v_row_token, v_row_state
-          FROM {{records}} WHERE scope = v_scope AND idem_key = v_key FOR UPDATE;
-        IF v_locked THEN
-            IF @@GLOBAL.innodb_rollback_on_timeout THEN
-                -- The lock error may have rolled back the transaction.
-                SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe batch: a row was locked';
-            END IF;
-            SET v_letter = 'a';
-        ELSEIF v_kind = 'c' THEN
-            IF v_found THEN
-                SET v_letter = 'a';
-            ELSE
-                INSERT INTO {{records}} (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route)
-                    VALUES (v_scope, v_key, v_fingerprint, 'processing', v_token, 1, v_now, v_now, v_until, v_route);
-                IF v_dup OR v_locked THEN
-                    IF v_locked AND @@GLOBAL.innodb_rollback_on_timeout THEN
-                        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe batch: a row was locked';
-                    END IF;
-                    SET v_letter = 'a';
-                ELSE
-                    SET v_letter = 'c';
-                END IF;
-            END IF;
-        ELSEIF NOT v_found OR v_row_state <> 'processing' OR v_row_token <> v_token THEN
-            SET v_letter = 'l';
-        ELSEIF v_kind = 'd' THEN
-            UPDATE {{records}} SET state = 'completed', updated_at_ns = v_now, expires_at_ns = v_until,
-                    status = v_status, header = v_header, body = v_body, abandoned = FALSE, revision = revision + 1
-                WHERE scope = v_scope AND idem_key = v_key;
-            SET v_letter = 'd';
-        ELSEIF v_kind = 'r' THEN
-            DELETE FROM {{records}} WHERE scope = v_scope AND idem_key = v_key;
-            SET v_letter = 'd';
-        ELSEIF v_kind = 'e' THEN
-            UPDATE {{records}} SET lease_until_ns = IF(v_abandon, lease_until_ns, v_until), updated_at_ns = v_now,
-                    abandoned = abandoned OR v_abandon,
-                    checkpoint_name = IF(v_has_cp, v_cp_name, checkpoint_name),
-                    checkpoint_data = IF(v_has_cp, v_cp_data, checkpoint_data),
-                    checkpoint_at_ns = IF(v_has_cp, v_now, checkpoint_at_ns), revision = revision + 1
-                WHERE scope = v_scope AND idem_key = v_key;
-            SET v_letter = 'd';
-        ELSE
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe batch: unknown operation';
+        SET SESSION innodb_lock_wait_timeout = v_wait;
+    END IF;
+    IF LOCATE('d', v_out) > 0 THEN
+        UPDATE JSON_TABLE(p_ops, '$[*]' COLUMNS (
+               ord FOR ORDINALITY, kind VARCHAR(1) PATH '$[0]', scope TEXT PATH '$[1]', idem_key TEXT PATH '$[2]',
+               fingerprint TEXT PATH '$[3]', token TEXT PATH '$[4]', now_ns BIGINT PATH '$[5]',
+               until_ns BIGINT PATH '$[6]', route TEXT PATH '$[7]', status INT PATH '$[8]',
+               header LONGTEXT PATH '$[9]', body LONGTEXT PATH '$[10]', abandon BOOLEAN PATH '$[11]',
+               cp_name TEXT PATH '$[12]', cp_data LONGTEXT PATH '$[13]')) AS o
+          JOIN {{records}} AS r ON r.scope = FROM_BASE64(o.scope) AND r.idem_key = FROM_BASE64(o.idem_key)
+           SET r.state = 'completed', r.updated_at_ns = o.now_ns, r.expires_at_ns = o.until_ns, r.status = o.status,
+               r.header = FROM_BASE64(o.header), r.body = FROM_BASE64(o.body), r.abandoned = FALSE, r.revision = r.revision + 1
+         WHERE SUBSTRING(v_out, o.ord, 1) = 'd';
+        IF ROW_COUNT() <> LENGTH(v_out) - LENGTH(REPLACE(v_out, 'd', '')) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe batch: a completion matched no row';
         END IF;
-        SET v_out = CONCAT(v_out, v_letter);
-    END LOOP;
-    CLOSE c_ops;
-    SET SESSION innodb_lock_wait_timeout = v_wait;
+    END IF;
+    IF LOCATE('r', v_out) > 0 THEN
+        DELETE r FROM JSON_TABLE(p_ops, '$[*]' COLUMNS (
+               ord FOR ORDINALITY, kind VARCHAR(1) PATH '$[0]', scope TEXT PATH '$[1]', idem_key TEXT PATH '$[2]',
+               fingerprint TEXT PATH '$[3]', token TEXT PATH '$[4]', now_ns BIGINT PATH '$[5]',
+               until_ns BIGINT PATH '$[6]', route TEXT PATH '$[7]', status INT PATH '$[8]',
+               header LONGTEXT PATH '$[9]', body LONGTEXT PATH '$[10]', abandon BOOLEAN PATH '$[11]',
+               cp_name TEXT PATH '$[12]', cp_data LONGTEXT PATH '$[13]')) AS o
+          JOIN {{records}} AS r ON r.scope = FROM_BASE64(o.scope) AND r.idem_key = FROM_BASE64(o.idem_key)
+         WHERE SUBSTRING(v_out, o.ord, 1) = 'r';
+        IF ROW_COUNT() <> LENGTH(v_out) - LENGTH(REPLACE(v_out, 'r', '')) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe batch: a release matched no row';
+        END IF;
+        SET v_out = REPLACE(v_out, 'r', 'd');
+    END IF;
+    IF LOCATE('e', v_out) > 0 THEN
+        -- An abandon leaves the lease as it is; without a checkpoint the
+        -- stored one stays. Each assignment reads only its own column.
+        UPDATE JSON_TABLE(p_ops, '$[*]' COLUMNS (
+               ord FOR ORDINALITY, kind VARCHAR(1) PATH '$[0]', scope TEXT PATH '$[1]', idem_key TEXT PATH '$[2]',
+               fingerprint TEXT PATH '$[3]', token TEXT PATH '$[4]', now_ns BIGINT PATH '$[5]',
+               until_ns BIGINT PATH '$[6]', route TEXT PATH '$[7]', status INT PATH '$[8]',
+               header LONGTEXT PATH '$[9]', body LONGTEXT PATH '$[10]', abandon BOOLEAN PATH '$[11]',
+               cp_name TEXT PATH '$[12]', cp_data LONGTEXT PATH '$[13]')) AS o
+          JOIN {{records}} AS r ON r.scope = FROM_BASE64(o.scope) AND r.idem_key = FROM_BASE64(o.idem_key)
+           SET r.lease_until_ns = IF(o.abandon, r.lease_until_ns, o.until_ns), r.updated_at_ns = o.now_ns,
+               r.abandoned = r.abandoned OR o.abandon,
+               r.checkpoint_name = IF(o.cp_name IS NULL, r.checkpoint_name, FROM_BASE64(o.cp_name)),
+               r.checkpoint_data = IF(o.cp_name IS NULL, r.checkpoint_data, FROM_BASE64(o.cp_data)),
+               r.checkpoint_at_ns = IF(o.cp_name IS NULL, r.checkpoint_at_ns, o.now_ns), r.revision = r.revision + 1
+         WHERE SUBSTRING(v_out, o.ord, 1) = 'e';
+        IF ROW_COUNT() <> LENGTH(v_out) - LENGTH(REPLACE(v_out, 'e', '')) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe batch: an extension matched no row';
+        END IF;
+        SET v_out = REPLACE(v_out, 'e', 'd');
+    END IF;
+    SET SESSION group_concat_max_len = v_concat;
     SET v_committing = TRUE;
     COMMIT;
     SELECT v_out;

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/batchtest"
 	"github.com/retrysafe/retrysafe/store/postgres"
 )
 
@@ -73,32 +74,6 @@ func plug(t *testing.T, s *postgres.Store, schema string) (<-chan error, int32) 
 	return errc, waitForBlockedBackend(t, sharedPool(t), schema)
 }
 
-// waitQueuedOps waits until n operations are queued for the next batch.
-func waitQueuedOps(t *testing.T, s *postgres.Store, n int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for s.QueuedOps() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %d queued operations (have %d)", n, s.QueuedOps())
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// sendInOrder starts each call on its own goroutine, one after another,
-// each queued before the next is sent (so they queue in this order), and
-// returns a function that waits for their errors.
-func sendInOrder(t *testing.T, s *postgres.Store, calls []func() error) (wait func() []error) {
-	t.Helper()
-	errs := make([]error, len(calls))
-	var wg sync.WaitGroup
-	for i, call := range calls {
-		wg.Go(func() { errs[i] = call() })
-		waitQueuedOps(t, s, i+1)
-	}
-	return func() []error { wg.Wait(); return errs }
-}
-
 // TestBatchSameKeyOperations: operations of one key in one batch behave
 // as if run one after another, in the order they were sent: of twenty
 // claims of an absent key the first wins and the others see its record; a
@@ -144,7 +119,7 @@ func TestBatchSameKeyOperations(t *testing.T) {
 			return nil
 		},
 	)
-	wait := sendInOrder(t, s, calls)
+	wait := batchtest.SendInOrder(t, s, calls)
 	release()
 	if err := <-plugErr; err != nil {
 		t.Fatalf("plug: %v", err)
@@ -216,7 +191,7 @@ WHEN (NEW.key = 'poison' AND NEW.state = 'completed') EXECUTE FUNCTION "`+schema
 	})
 	release := holdKeys(t, schema, "plug")
 	plugErr, _ := plug(t, s, schema)
-	wait := sendInOrder(t, s, calls)
+	wait := batchtest.SendInOrder(t, s, calls)
 	release()
 	if err := <-plugErr; err != nil {
 		t.Fatalf("plug: %v", err)
@@ -265,7 +240,7 @@ func TestBatchBackendKilled(t *testing.T) {
 		// it blocks on "held".
 		func() error { _, err := s.Claim(ctx, claimP("held", fpA, at(0))); return err },
 	}
-	wait := sendInOrder(t, s, calls)
+	wait := batchtest.SendInOrder(t, s, calls)
 
 	terminate := func(pid int32) {
 		t.Helper()
@@ -337,7 +312,7 @@ func TestBatchDoesNotWaitForHeldRow(t *testing.T) {
 	go func() {
 		extendErr <- s.Extend(ctx, &retrysafe.ExtendParams{Scope: scope, Key: "held", Token: p.Token, Now: at(0), Lease: lease})
 	}()
-	waitQueuedOps(t, s, 1)
+	batchtest.WaitQueued(t, s, 1)
 	var calls []func() error
 	for i := range 5 {
 		calls = append(calls, func() error {
@@ -351,7 +326,7 @@ func TestBatchDoesNotWaitForHeldRow(t *testing.T) {
 	errs := make(chan error, len(calls))
 	for i, call := range calls {
 		go func() { errs <- call() }()
-		waitQueuedOps(t, s, i+2)
+		batchtest.WaitQueued(t, s, i+2)
 	}
 	release()
 	if err := <-plugErr; err != nil {
@@ -551,7 +526,7 @@ func testBatchEveryOutcome(t *testing.T, pool *pgxpool.Pool) {
 	for _, op := range fencedOps {
 		calls = append(calls, op.call)
 	}
-	wait := sendInOrder(t, s, calls)
+	wait := batchtest.SendInOrder(t, s, calls)
 	release()
 	if err := <-plugErr; err != nil {
 		t.Fatalf("plug: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
+	"github.com/retrysafe/retrysafe/internal/batchtest"
 	"github.com/retrysafe/retrysafe/store/postgres"
 )
 
@@ -197,7 +198,7 @@ func testBatchUnknownOutcomes(t *testing.T, pool *pgxpool.Pool) {
 				Response: &retrysafe.Response{Status: 200}})
 		},
 	)
-	wait := sendInOrder(t, s, calls)
+	wait := batchtest.SendInOrder(t, s, calls)
 	release()
 	if err := <-plugErr; err != nil {
 		t.Fatalf("plug: %v", err)

@@ -153,7 +153,7 @@ func PgBouncer(t testing.TB) *postgres.Store {
 
 // MySQLTableURL returns a mysql:// URL of the test server whose
 // retrysafe_table parameter names a fresh table (dropped at the end of the
-// test with its migrations table and claim procedure), and the table's
+// test with its migrations table and procedures), and the table's
 // name.
 func MySQLTableURL(t testing.TB) (string, string) {
 	t.Helper()
@@ -162,8 +162,7 @@ func MySQLTableURL(t testing.TB) (string, string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
-			"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
+		for _, stmt := range testenv.MySQLDropStatements(table) {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				t.Errorf("%s: %v", stmt, err)
 			}
