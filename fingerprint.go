@@ -70,30 +70,14 @@ func validatePointer(p string) error {
 // error: the middleware fingerprints under the request's context, so the
 // work on a large body ends when the client goes away.
 func fingerprint(ctx context.Context, method, path, rawQuery string, body []byte, ignore []string) (string, error) {
-	// Room for the framed fields and a canonical body no longer than
-	// body, as it usually is: the input is written without growing.
-	buf := fingerprintBuffer{b: make([]byte, 0, 160+len(method)+len(path)+2*len(rawQuery)+len(body))}
-	return buf.fingerprint(ctx, method, path, rawQuery, body, ignore)
-}
-
-// fingerprintBuffer holds a fingerprint's input while it is hashed, kept
-// by the middleware for its next request.
-type fingerprintBuffer struct {
-	b []byte
-}
-
-// trim reports whether buf may be kept for reuse: not when it grew large
-// for one unusual body.
-func (buf *fingerprintBuffer) trim() bool {
-	return cap(buf.b) <= 1<<20
-}
-
-// hashChunk is how many bytes are hashed between checks of the context.
-const hashChunk = 64 << 10
-
-// fingerprint is the package's fingerprint, its input framed in buf.
-func (buf *fingerprintBuffer) fingerprint(ctx context.Context, method, path, rawQuery string, body []byte, ignore []string) (string, error) {
-	b := buf.b[:0]
+	// The input is framed in one buffer, on the stack when the framed
+	// fields and a canonical body no longer than body (as it usually is)
+	// fit in it.
+	var small [512]byte
+	b := small[:0]
+	if n := 160 + len(method) + len(path) + 2*len(rawQuery) + len(body); n > len(small) {
+		b = make([]byte, 0, n)
+	}
 	b = appendField(b, fingerprintVersion)
 	b = appendField(b, httpmethod.Canonical(method))
 	b = appendField(b, path)
@@ -117,7 +101,6 @@ func (buf *fingerprintBuffer) fingerprint(ctx context.Context, method, path, raw
 			binary.BigEndian.PutUint64(canon[lenAt:], uint64(len(canon)-lenAt-8))
 			b = canon
 		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-			buf.b = b
 			return "", err
 		default: // not JSON as canonicaljson reads it
 			b = appendField(b[:frame], "body-raw")
@@ -125,29 +108,40 @@ func (buf *fingerprintBuffer) fingerprint(ctx context.Context, method, path, raw
 			raw = body
 		}
 	}
-	buf.b = b
 
 	var sum [sha256.Size]byte
 	if len(b)+len(raw) <= hashChunk {
-		buf.b = append(b, raw...)
-		sum = sha256.Sum256(buf.b)
+		sum = sha256.Sum256(append(b, raw...))
 	} else {
-		h := sha256.New()
-		for _, part := range [][]byte{b, raw} {
-			for len(part) > 0 {
-				n := min(len(part), hashChunk)
-				h.Write(part[:n])
-				part = part[n:]
-				if err := ctx.Err(); err != nil {
-					return "", err
-				}
-			}
+		var err error
+		if sum, err = hashLong(ctx, b, raw); err != nil {
+			return "", err
 		}
-		h.Sum(sum[:0])
 	}
 	var hexSum [2 * sha256.Size]byte
 	hex.Encode(hexSum[:], sum[:])
 	return string(hexSum[:]), nil
+}
+
+// hashChunk is how many bytes are hashed between checks of the context.
+const hashChunk = 64 << 10
+
+// hashLong returns the SHA-256 of head followed by tail, checking ctx
+// after every hashChunk bytes.
+func hashLong(ctx context.Context, head, tail []byte) (sum [sha256.Size]byte, err error) {
+	h := sha256.New()
+	for _, part := range [][]byte{head, tail} {
+		for len(part) > 0 {
+			n := min(len(part), hashChunk)
+			h.Write(part[:n])
+			part = part[n:]
+			if err := ctx.Err(); err != nil {
+				return sum, err
+			}
+		}
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }
 
 // appendQuery appends the query's frame: its parameters sorted by name,
