@@ -28,18 +28,17 @@
 //
 // # Atomicity and round trips
 //
-// Claim reads the record with one plain HGETALL and, in the same round
-// trip, runs the claimNew script, which claims the key only if it is
-// absent. A new key is claimed there; a record that blocks the claim (a
-// replay, an in-flight or a mismatching duplicate) is returned from the
-// read, which Lua never copies. Otherwise (an expired result, a takeover)
-// Claim runs the claim script, which re-checks the record atomically.
-// Extend, Complete and Release are Lua scripts, one round trip each. All of them run with EVALSHA (falling back to EVAL,
+// Claim first reads the record with one plain HGETALL; a record that
+// blocks the claim (a replay, an in-flight or a mismatching duplicate) is
+// returned from that read, without a script. Otherwise (an absent key, an
+// expired result, a takeover) Claim runs the claim script, which re-checks
+// the record atomically. Extend, Complete and Release are Lua scripts, one
+// round trip each. All of them run with EVALSHA (falling back to EVAL,
 // which caches the script, when the server answers NOSCRIPT). Complete,
 // Release and Extend are fenced by the owner token inside the script. Get
 // is one HGETALL. With a *redis.Client, concurrent calls share round trips
 // through the client's autopipeliner (see [Config.DisableAutoPipeline]).
-// The scripts only use HGETALL, HGET, HMGET, HSET, DEL, EXISTS, PEXPIRE and
+// The scripts only use HGETALL, HGET, HMGET, HSET, DEL, PEXPIRE and
 // PUBLISH, and nothing a real Redis 7 rejects. See docs/redis.md for the
 // round trips of each path.
 //

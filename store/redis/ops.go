@@ -17,23 +17,17 @@ import (
 // Claim claims (params.Scope, params.Key). See [retrysafe.Store] for the
 // rules.
 //
-// It sends, in one round trip, a plain HGETALL of the record and the
-// claimNew script, which creates a fresh record only if the key is
-// absent. A new key is then claimed in that round trip. When the key
-// exists, the script writes nothing and the plain read holds the record:
-// when that record blocks the claim (completed and unexpired, processing
-// with a live lease, or processing with an expired lease and another
-// fingerprint or a takeover that params.NoTakeover or
-// params.TakeoverToken forbids) Claim returns it, so a replay or an
-// in-flight answer is still one round trip whose record Lua never copies.
-// A blocking outcome writes nothing, so it is exactly what the claim
-// script would have answered at the moment of the read. Otherwise (an
-// expired result, a takeover, or a record that changed between the two
-// commands) the claim script decides: it checks everything atomically,
-// so the read is only a shortcut, and a record that changed since cannot
-// make it claim wrongly. The loser of the script gets the blocking record
-// in the same reply. With [Config.WaitReplicas] the read goes alone and
-// the claim script, followed by WAIT, decides.
+// It first reads the record with one plain HGETALL. When that record
+// blocks the claim (completed and unexpired, processing with a live lease,
+// or processing with an expired lease and another fingerprint or a
+// takeover that params.NoTakeover or params.TakeoverToken forbids) Claim
+// returns it without a write: a replay or an in-flight answer is one cheap
+// round trip. A blocking outcome writes nothing, so it is exactly what the
+// claim script would have answered at the moment of the read. Otherwise
+// the claim script decides: it checks everything atomically, so the read
+// is only a shortcut, and a record that changed since cannot make it
+// claim wrongly. The loser of the script gets the blocking record in the
+// same reply.
 func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -48,27 +42,8 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		return nil, err
 	}
 	k := s.recordKey(params.Scope, params.Key)
-	px := pxMillis(params.Lease) + pxMillis(s.retention)
-	nonce := newNonce()
-	newArgs := func() []any {
-		noTakeover := ""
-		if params.NoTakeover {
-			noTakeover = "1"
-		}
-		return []any{params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, nonce, params.Route,
-			noTakeover, params.TakeoverToken}
-	}
-	var h map[string]string
-	if s.waitReplicas == 0 {
-		var created bool
-		if h, created, err = s.readOrCreate(ctx, k, newArgs()); err != nil {
-			return nil, s.fail(ctx, "claim", err)
-		}
-		if created {
-			rec := params.ProcessingRecord(1, exactTime(params.Now), exactTime(params.Now), exactTime(leaseUntil))
-			return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
-		}
-	} else if h, err = s.pipe.HGetAll(ctx, k).Result(); err != nil && !errors.Is(err, goredis.Nil) {
+	h, err := s.pipe.HGetAll(ctx, k).Result()
+	if err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, s.fail(ctx, "claim", err)
 	}
 	if len(h) > 0 {
@@ -76,16 +51,20 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 		if err != nil {
 			return nil, retrysafe.Unavailable("claim", err)
 		}
-		// A record with this call's token is its own: a go-redis retry of
-		// the round trip that created it. The claim script recognises it.
-		if rec.Token != params.Token && blocksClaim(rec, params) {
+		if blocksClaim(rec, params) {
 			return &retrysafe.ClaimResult{Record: rec}, nil
 		}
 	}
 	if s.afterRead != nil {
 		s.afterRead()
 	}
-	args := newArgs()
+	px := pxMillis(params.Lease) + pxMillis(s.retention)
+	noTakeover := ""
+	if params.NoTakeover {
+		noTakeover = "1"
+	}
+	args := []any{params.Scope, params.Key, params.Fingerprint, params.Token, now, lease, px, newNonce(), params.Route,
+		noTakeover, params.TakeoverToken}
 	var reply []any
 	acked := 0
 	if s.waitReplicas == 0 {
@@ -133,36 +112,6 @@ func (s *Store) Claim(ctx context.Context, params *retrysafe.ClaimParams) (*retr
 	rec := params.ProcessingRecord(attempt, created, exactTime(params.Now), exactTime(leaseUntil))
 	rec.Checkpoint = cp
 	return &retrysafe.ClaimResult{Claimed: true, Record: rec}, nil
-}
-
-// readOrCreate sends HGETALL of k and the claimNew script with args in
-// one pipelined round trip. It returns the record as read, and whether
-// the script created a fresh record because k was absent. After a
-// NOSCRIPT answer (a SCRIPT FLUSH, a restart, a failover) it sends the
-// script once more with EVAL, which loads it again.
-func (s *Store) readOrCreate(ctx context.Context, k string, args []any) (map[string]string, bool, error) {
-	var read *goredis.MapStringStringCmd
-	var create *goredis.Cmd
-	_, _ = s.pipe.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		read = p.HGetAll(ctx, k)
-		create = claimNewScript.EvalSha(ctx, p, []string{k}, args...)
-		return nil
-	})
-	if err := create.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		create = claimNewScript.Eval(ctx, s.pipe, []string{k}, args...)
-	}
-	n, err := create.Int64()
-	if err != nil {
-		return nil, false, err
-	}
-	if n == 1 {
-		return nil, true, nil
-	}
-	h, err := read.Result()
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, false, err
-	}
-	return h, false, nil
 }
 
 // decodeClaimed reads the claim script's {1, attempt, created} reply,

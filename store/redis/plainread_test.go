@@ -41,11 +41,10 @@ func (n *commandCounts) reset() { n.scripts.Store(0); n.reads.Store(0) }
 func (n *commandCounts) counts() [2]int64 { return [2]int64{n.reads.Load(), n.scripts.Load()} }
 
 // TestClaimEveryState claims a record in every state: the answer is the
-// record as stored (response byte for byte). Every claim sends the plain
-// read with the claimNew script in one round trip, which claims an absent
-// key and writes nothing otherwise; a record that blocks (a replay, an
-// in-flight duplicate, a mismatch on an expired lease) is answered from the
-// read, and an expired result or a takeover adds the claim script.
+// record as stored (response byte for byte). A claim that a record blocks
+// (a replay, an in-flight duplicate, a mismatch on an expired lease) sends
+// only the plain read; an absent key, an expired result or a takeover adds
+// the claim script.
 func TestClaimEveryState(t *testing.T) {
 	t.Parallel()
 	s, c, _ := newStore(t)
@@ -139,12 +138,10 @@ func TestClaimEveryState(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, rec) {
 			t.Errorf("%s: Get = %+v, %v; Claim returned %+v", tc.name, got, err, rec)
 		}
-		// reads, scripts: the plain read and the claimNew script in one
-		// round trip, which claims an absent key; the claim script only
-		// for a record that exists and does not block.
+		// reads, scripts
 		want := [2]int64{1, 1}
-		if tc.claimed && tc.key != "new" {
-			want = [2]int64{1, 2}
+		if !tc.claimed {
+			want = [2]int64{1, 0}
 		}
 		cnt := n.counts()
 		cnt[0]-- // the Get above
@@ -165,9 +162,8 @@ func TestClaimEveryState(t *testing.T) {
 }
 
 // TestClaimStaleRead: a record that changes between Claim's plain read and
-// its claim script cannot make the claim win wrongly: the script decides
-// on the record as it is then. (An absent key has no such window: the
-// claimNew script that goes with the read claims it atomically.)
+// its script cannot make the claim win wrongly: the script decides on the
+// record as it is then.
 func TestClaimStaleRead(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -179,7 +175,11 @@ func TestClaimStaleRead(t *testing.T) {
 		between func(t *testing.T, other *redisstore.Store, key, token string)
 		state   retrysafe.State
 	}{
-		{"expired result, then claimed and completed", expiredResult,
+		{"absent, then claimed", nil,
+			func(t *testing.T, other *redisstore.Store, key, _ string) {
+				mustClaim(t, other, claimParams("scope", key, now, time.Minute))
+			}, retrysafe.StateProcessing},
+		{"absent, then completed", nil,
 			func(t *testing.T, other *redisstore.Store, key, _ string) {
 				p := claimParams("scope", key, now, time.Minute)
 				mustClaim(t, other, p)
@@ -202,7 +202,13 @@ func TestClaimStaleRead(t *testing.T) {
 			func(t *testing.T, other *redisstore.Store, key, _ string) {
 				mustClaim(t, other, claimParams("scope", key, now, time.Minute))
 			}, retrysafe.StateProcessing},
-		{"expired result, then claimed again", expiredResult,
+		{"expired result, then claimed again",
+			func(t *testing.T, other *redisstore.Store, key string) string {
+				p := claimParams("scope", key, now.Add(-time.Minute), time.Minute)
+				mustClaim(t, other, p)
+				mustComplete(t, other, p, now.Add(-time.Minute), time.Second)
+				return ""
+			},
 			func(t *testing.T, other *redisstore.Store, key, _ string) {
 				mustClaim(t, other, claimParams("scope", key, now, time.Minute))
 			}, retrysafe.StateProcessing},
@@ -304,17 +310,6 @@ func TestClaimReadRacesCompletion(t *testing.T) {
 		}
 	}
 	t.Logf("%d keys completed by their owner, %d taken over", completed, takenOver)
-}
-
-// expiredResult leaves key completed two minutes ago with a result that
-// expired a second later, and returns "".
-func expiredResult(t *testing.T, other *redisstore.Store, key string) string {
-	t.Helper()
-	at := time.Now().Add(-2 * time.Minute)
-	p := claimParams("scope", key, at, time.Minute)
-	mustClaim(t, other, p)
-	mustComplete(t, other, p, at, time.Second)
-	return ""
 }
 
 func mustClaim(t *testing.T, s *redisstore.Store, p *retrysafe.ClaimParams) {

@@ -82,10 +82,8 @@ func TestOpen(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	// The claim is the claimNew script; the takeover claimNew, which finds
-	// the key, then the claim script.
-	if got := strings.Join(names, ","); got != "evalsha,evalsha,evalsha,evalsha" {
-		t.Errorf("a claim, a takeover and a Complete after Open sent %q, want \"evalsha,evalsha,evalsha,evalsha\"", got)
+	if got := strings.Join(names, ","); got != "evalsha,evalsha,evalsha" {
+		t.Errorf("a claim, a takeover and a Complete after Open sent %q, want \"evalsha,evalsha,evalsha\"", got)
 	}
 }
 
@@ -623,17 +621,7 @@ func (r replyLoser) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 }
 
 func (r replyLoser) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		for _, cmd := range cmds {
-			if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && r.armed.CompareAndSwap(true, false) {
-				// As above, for the whole pipeline (Claim's read and
-				// claimNew script), which go-redis resends as a whole.
-				_ = next(ctx, cmds)
-				break
-			}
-		}
-		return next(ctx, cmds)
-	}
+	return next
 }
 
 // TestSubscribeReconnect: when the shared pub/sub connection is killed,

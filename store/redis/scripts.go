@@ -22,38 +22,6 @@ local function le(a, b)
 end
 `
 
-// luaCreate is shared by the claim scripts: create(attempt, created) writes
-// KEYS[1] as a processing record of the claim arguments (ARGV as in
-// claimSrc) and sets its expiry.
-const luaCreate = `
-local function create(attempt, created)
-  if ARGV[9] == '' then
-    redis.call('HSET', KEYS[1],
-      'scope', ARGV[1], 'key', ARGV[2], 'fp', ARGV[3], 'state', 'processing',
-      'token', ARGV[4], 'attempt', attempt, 'created', created,
-      'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8])
-  else
-    redis.call('HSET', KEYS[1],
-      'scope', ARGV[1], 'key', ARGV[2], 'fp', ARGV[3], 'state', 'processing',
-      'token', ARGV[4], 'attempt', attempt, 'created', created,
-      'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8], 'route', ARGV[9])
-  end
-  redis.call('PEXPIRE', KEYS[1], ARGV[7])
-end
-`
-
-// claimNewSrc claims KEYS[1] only if it is absent: it writes a fresh
-// record (attempt 1, created now) and returns 1, or returns 0 and writes
-// nothing when the key exists. ARGV as in claimSrc. Claim sends it in one
-// round trip with its plain read, so that a new key costs one round trip
-// and a replay still gets the record from the plain read, which Lua never
-// copies; a key that exists but does not block goes on to claimSrc.
-const claimNewSrc = luaCreate + `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-create('1', ARGV[5])
-return 1
-`
-
 // claimSrc claims KEYS[1].
 //
 // ARGV: 1 scope, 2 key, 3 fingerprint, 4 token, 5 now, 6 lease until,
@@ -70,10 +38,7 @@ return 1
 // mark of the record it replaces (see markSrc) and its checkpoint, and
 // drops its abandoned mark. A fresh record costs three calls: HGETALL
 // (empty), one HSET of every field, PEXPIRE.
-//
-// Claim runs it only after claimNewSrc found the key present, or when it
-// waits for replicas.
-const claimSrc = luaLE + luaCreate + `
+const claimSrc = luaLE + `
 local cur = redis.call('HGETALL', KEYS[1])
 local attempt, created, notify, h = 1, ARGV[5], nil, nil
 if #cur > 0 then
@@ -99,8 +64,19 @@ if #cur > 0 then
   end
   redis.call('DEL', KEYS[1])
 end
-create(tostring(attempt), created)
+if ARGV[9] == '' then
+  redis.call('HSET', KEYS[1],
+    'scope', ARGV[1], 'key', ARGV[2], 'fp', ARGV[3], 'state', 'processing',
+    'token', ARGV[4], 'attempt', tostring(attempt), 'created', created,
+    'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8])
+else
+  redis.call('HSET', KEYS[1],
+    'scope', ARGV[1], 'key', ARGV[2], 'fp', ARGV[3], 'state', 'processing',
+    'token', ARGV[4], 'attempt', tostring(attempt), 'created', created,
+    'updated', ARGV[5], 'lease', ARGV[6], 'nonce', ARGV[8], 'route', ARGV[9])
+end
 if notify then redis.call('HSET', KEYS[1], 'notify', notify) end
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
 if attempt == 1 then return {1} end
 -- a takeover: the new owner resumes from the last checkpoint
 local r = {1, tostring(attempt), created}
@@ -208,7 +184,6 @@ return n
 `
 
 var (
-	claimNewScript = goredis.NewScript(claimNewSrc)
 	claimScript    = goredis.NewScript(claimSrc)
 	extendScript   = goredis.NewScript(extendSrc)
 	completeScript = goredis.NewScript(completeSrc)
@@ -216,5 +191,5 @@ var (
 	deleteScript   = goredis.NewScript(deleteSrc)
 	markScript     = goredis.NewScript(markSrc)
 
-	allScriptSources = []string{claimNewSrc, claimSrc, extendSrc, completeSrc, releaseSrc, deleteSrc, markSrc}
+	allScriptSources = []string{claimSrc, extendSrc, completeSrc, releaseSrc, deleteSrc, markSrc}
 )

@@ -92,7 +92,7 @@ type Store struct {
 	ownsClient bool
 	notify     *notifier
 	// afterRead, when set by a test, runs in Claim between the plain read
-	// (with the claimNew script) and the claim script.
+	// and the claim script.
 	afterRead func()
 	// lastScope caches the key prefix of the last scope (scopePrefix).
 	lastScope atomic.Pointer[scopedPrefix]
@@ -111,7 +111,6 @@ type Store struct {
 type pipe interface {
 	goredis.Scripter
 	HGetAll(ctx context.Context, key string) *goredis.MapStringStringCmd
-	Pipelined(ctx context.Context, fn func(goredis.Pipeliner) error) ([]goredis.Cmder, error)
 }
 
 var (

@@ -178,8 +178,8 @@ func TestClaimTakeoverPolicies(t *testing.T) {
 	if err != nil || res.Claimed || !res.Record.Abandoned || res.Record.Token != gaveup.Token {
 		t.Fatalf("claim of an abandoned record in its lease: %+v, %v; want it unclaimed, abandoned", res, err)
 	}
-	if cnt := n.counts(); cnt != [2]int64{1, 1} {
-		t.Errorf("claim of an abandoned record in its lease: %d reads, %d scripts; want the plain read and the claimNew script only", cnt[0], cnt[1])
+	if cnt := n.counts(); cnt != [2]int64{1, 0} {
+		t.Errorf("claim of an abandoned record in its lease: %d reads, %d scripts; want the plain read only", cnt[0], cnt[1])
 	}
 	for _, tc := range []struct {
 		name       string
@@ -197,8 +197,8 @@ func TestClaimTakeoverPolicies(t *testing.T) {
 		if err != nil || res.Claimed || !reflect.DeepEqual(res.Record, before) {
 			t.Fatalf("%s: %+v, %v; want the record unclaimed and unchanged %+v", tc.name, res, err, before)
 		}
-		if cnt := n.counts(); cnt != [2]int64{1, 1} {
-			t.Errorf("%s: %d reads, %d scripts; want the plain read and the claimNew script only", tc.name, cnt[0], cnt[1])
+		if cnt := n.counts(); cnt != [2]int64{1, 0} {
+			t.Errorf("%s: %d reads, %d scripts; want the plain read only", tc.name, cnt[0], cnt[1])
 		}
 		if got := mustGet(t, s, "stale", now); !reflect.DeepEqual(got, before) {
 			t.Fatalf("%s: the record changed: %+v", tc.name, got)
@@ -238,8 +238,7 @@ func exact(t time.Time) time.Time { return time.Unix(0, t.UnixNano()).UTC() }
 
 // TestClaimPoliciesInScript: the claim script itself honours NoTakeover
 // and TakeoverToken when the record changed after the plain read (which
-// saw nothing to block on: an expired result, which the claimNew script
-// does not replace).
+// saw nothing to block on).
 func TestClaimPoliciesInScript(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -255,9 +254,9 @@ func TestClaimPoliciesInScript(t *testing.T) {
 		token   string
 		claimed bool
 	}{
-		{"expired result, then an expired lease: no takeover", expiredResultK, expiredClaim, true, "", false},
-		{"expired result, then an expired lease: token of another attempt", expiredResultK, expiredClaim, false, "another", false},
-		{"expired result, then an expired lease: its token", expiredResultK, expiredClaim, false, "between", true},
+		{"absent, then an expired lease: no takeover", nil, expiredClaim, true, "", false},
+		{"absent, then an expired lease: token of another attempt", nil, expiredClaim, false, "another", false},
+		{"absent, then an expired lease: its token", nil, expiredClaim, false, "between", true},
 		{"expired lease, then taken over by another (lease expired again)", expiredClaim, retakenClaim, false, "before", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,9 +280,8 @@ func TestClaimPoliciesInScript(t *testing.T) {
 			redisstore.SetAfterRead(s, func() {
 				tokens["between"] = tc.between(t, other)
 				if tc.token == "between" {
-					// Claim builds the claim script's arguments after
-					// this window, and the plain read saw no record
-					// that blocks.
+					// Claim builds the script's arguments after this
+					// window, and the plain read saw no record.
 					p.TakeoverToken = tokens["between"]
 				}
 			})
@@ -303,11 +301,6 @@ func TestClaimPoliciesInScript(t *testing.T) {
 			}
 		})
 	}
-}
-
-// expiredResultK leaves "k" with an expired result (see expiredResult).
-func expiredResultK(t *testing.T, other *redisstore.Store) string {
-	return expiredResult(t, other, "k")
 }
 
 // expiredClaim claims "k" a minute ago with a lease that has run out and
