@@ -132,7 +132,7 @@ func ScopeFromPeerCertificate(ctx context.Context) (string, error) {
 	if !ok || len(ti.State.PeerCertificates) == 0 {
 		return "", nil
 	}
-	return scopehash.Sum(string(ti.State.PeerCertificates[0].Raw)), nil
+	return scopehash.Sum(ti.State.PeerCertificates[0].Raw), nil
 }
 
 // ScopeFromMetadata returns a Scope function that identifies the caller

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/examples/grpcpayments/paymentspb"
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	retrysafegrpc "github.com/retrysafe/retrysafe/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
