@@ -8,8 +8,8 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/examples/grpcpayments/paymentspb"
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
-	"github.com/retrysafe/retrysafe/internal/scopehash"
 	retrysafegrpc "github.com/retrysafe/retrysafe/grpc"
+	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
