@@ -36,11 +36,9 @@ const (
 	// same body.
 	MutationSharedScope = "shared-scope"
 	// MutationDishonestResolver makes the upstream's resolve URL answer
-	// not_done about every key, effect or not (resolve mode), and keeps
-	// no fence: takeovers, and retries after the completer's release, then
-	// run operations that already ran. (With the fence kept, a release's
-	// next claim restarts at attempt 1, which the fence refuses: the lie
-	// would hide behind that limit, docs/gateway.md.)
+	// not_done about every key, effect or not (resolve mode); its fence
+	// stays: the takeovers it lets run (attempt N+1, after a retry's or
+	// the completer's not_done) run operations that already ran.
 	MutationDishonestResolver = "dishonest-resolver"
 	// MutationSilentCut makes the upstream drop 3% of its answers after
 	// acting, by closing the connection, with no fault injected: the
@@ -135,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	}
 
 	ucfg := upstreamConfig{ErrorRate: 0.15, Delay: 150 * time.Millisecond, SlowRate: slowRate(cfg.Faults), Slow: upstreamTimeout + 500*time.Millisecond,
-		Fence: cfg.Resolve && cfg.Mutation != MutationDishonestResolver, Dishonest: cfg.Mutation == MutationDishonestResolver}
+		Fence: cfg.Resolve, Dishonest: cfg.Mutation == MutationDishonestResolver}
 	if cfg.Mutation == MutationSilentCut {
 		ucfg.SilentCutRate = 0.03
 	}
