@@ -143,7 +143,7 @@ func (u *fencingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"fenced":true}`)
 	case a == 1:
 		u.mu.Unlock()
-		time.Sleep(time.Second) // answers after the gateway gave up
+		time.Sleep(1500 * time.Millisecond) // answers after the gateway gave up
 	default:
 		u.effects[key]++
 		u.mu.Unlock()
@@ -171,8 +171,8 @@ func TestCompleterNotDoneAwaitsRetry(t *testing.T) {
 				resolves: map[string][]int{}, attempts: map[string][]string{}, effects: map[string]int{}}
 			up := httptest.NewServer(u)
 			t.Cleanup(up.Close)
-			gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: st, UpstreamTimeout: 300 * time.Millisecond,
-				Defaults: gateway.Policy{Lease: time.Second, OnUnknown: policy, ResolveURL: mustURL(t, up.URL+"/resolve")}})
+			gw := startGateway(t, gateway.Config{Upstream: mustURL(t, up.URL), Store: st, UpstreamTimeout: time.Second,
+				Defaults: gateway.Policy{Lease: 2 * time.Second, OnUnknown: policy, ResolveURL: mustURL(t, up.URL+"/resolve")}})
 			for _, k := range []string{key, other} {
 				if res := send(t, gw.URL, "POST", "/pay", k, `{"amount":1}`); res.Status != http.StatusGatewayTimeout {
 					t.Fatalf("first attempt of %s = %s, want 504", k, res)
