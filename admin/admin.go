@@ -262,8 +262,9 @@ type Stats struct {
 	Processing, Completed int64
 	// LeaseExpired counts the processing records whose lease ran out by
 	// Now (LeaseUntil <= Now) or that their owner abandoned
-	// ([StatusUnknown]): attempts whose outcome is unknown. They
-	// are part of Processing.
+	// ([StatusUnknown]): attempts whose outcome is unknown, and those
+	// a resolver found not done since ([StatusAwaitingRetry]: a store
+	// counts by lease, not by checkpoint). They are part of Processing.
 	LeaseExpired int64
 	// Failed counts the completed records of [StatusFailed] (a
 	// stored status of 400 or more, not expired); Expired those whose
@@ -274,8 +275,9 @@ type Stats struct {
 	// > Now) created first (ties broken by scope, then key), or nil.
 	OldestInFlight *retrysafe.Record
 	// Unknown are up to StatsParams.Unknown processing records of
-	// [StatusUnknown] (lease ran out by Now, or abandoned), by
-	// LeaseUntil (the longest expired first), then scope, then key.
+	// [StatusUnknown] or [StatusAwaitingRetry] (lease ran out by Now,
+	// or abandoned), by LeaseUntil (the longest expired first), then
+	// scope, then key.
 	Unknown []*retrysafe.Record
 }
 
@@ -299,7 +301,7 @@ func StatsOf(recs []*retrysafe.Record, p *StatsParams) *Stats {
 			st.Failed++
 		case StatusExpired:
 			st.Expired++
-		case StatusUnknown:
+		case StatusUnknown, StatusAwaitingRetry:
 			st.LeaseExpired++
 			st.Unknown = append(st.Unknown, rec)
 		case StatusProcessing:

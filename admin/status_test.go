@@ -14,23 +14,55 @@ func TestStatusOf(t *testing.T) {
 	completed := func(status int, expires time.Duration) retrysafe.Record {
 		return retrysafe.Record{State: retrysafe.StateCompleted, ExpiresAt: now.Add(expires), Response: &retrysafe.Response{Status: status}}
 	}
+	notDone := func(attempt, marked int, leaseUntil time.Time, abandoned ...bool) retrysafe.Record {
+		return retrysafe.Record{State: retrysafe.StateProcessing, Attempt: attempt, LeaseUntil: leaseUntil, Abandoned: len(abandoned) > 0,
+			Checkpoint: &retrysafe.Checkpoint{Name: admin.NotDoneCheckpointName(marked, "cause=timeout")}}
+	}
 	for name, tc := range map[string]struct {
 		rec  retrysafe.Record
 		want admin.Status
 	}{
-		"processing":          {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now.Add(time.Nanosecond)}, admin.StatusProcessing},
-		"lease ends now":      {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now}, admin.StatusUnknown},
-		"lease ran out":       {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now.Add(-time.Hour)}, admin.StatusUnknown},
-		"completed 201":       {completed(201, time.Hour), admin.StatusCompleted},
-		"completed 399":       {completed(399, time.Hour), admin.StatusCompleted},
-		"failed 400":          {completed(400, time.Hour), admin.StatusFailed},
-		"failed 503":          {completed(503, time.Hour), admin.StatusFailed},
-		"expires now":         {completed(201, 0), admin.StatusExpired},
-		"expired and failed":  {completed(500, -time.Hour), admin.StatusExpired},
-		"completed, no reply": {retrysafe.Record{State: retrysafe.StateCompleted, ExpiresAt: now.Add(time.Hour)}, admin.StatusCompleted},
+		"processing":           {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now.Add(time.Nanosecond)}, admin.StatusProcessing},
+		"lease ends now":       {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now}, admin.StatusUnknown},
+		"lease ran out":        {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now.Add(-time.Hour)}, admin.StatusUnknown},
+		"resolved not done":    {notDone(3, 3, now.Add(-time.Hour)), admin.StatusAwaitingRetry},
+		"not done, abandoned":  {notDone(3, 3, now.Add(time.Hour), true), admin.StatusAwaitingRetry},
+		"not done earlier":     {notDone(3, 2, now.Add(-time.Hour)), admin.StatusUnknown},
+		"not done, taken over": {notDone(3, 2, now.Add(time.Hour)), admin.StatusProcessing},
+		"completed 201":        {completed(201, time.Hour), admin.StatusCompleted},
+		"completed 399":        {completed(399, time.Hour), admin.StatusCompleted},
+		"failed 400":           {completed(400, time.Hour), admin.StatusFailed},
+		"failed 503":           {completed(503, time.Hour), admin.StatusFailed},
+		"expires now":          {completed(201, 0), admin.StatusExpired},
+		"expired and failed":   {completed(500, -time.Hour), admin.StatusExpired},
+		"completed, no reply":  {retrysafe.Record{State: retrysafe.StateCompleted, ExpiresAt: now.Add(time.Hour)}, admin.StatusCompleted},
 	} {
 		if got := admin.StatusOf(&tc.rec, now); got != tc.want {
 			t.Errorf("%s: StatusOf = %q, want %q", name, got, tc.want)
+		}
+	}
+}
+
+func TestNotDoneCheckpoint(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		cp      *retrysafe.Checkpoint
+		attempt int
+		suffix  string
+		ok      bool
+	}{
+		"nil":         {nil, 0, "", false},
+		"bare":        {&retrysafe.Checkpoint{Name: admin.NotDoneCheckpointName(7, "")}, 7, "", true},
+		"suffix":      {&retrysafe.Checkpoint{Name: admin.NotDoneCheckpointName(2, "cause=timeout")}, 2, "cause=timeout", true},
+		"other":       {&retrysafe.Checkpoint{Name: "charge-requested"}, 0, "", false},
+		"cause":       {&retrysafe.Checkpoint{Name: "gateway-unknown attempt=1 cause=timeout"}, 0, "", false},
+		"zero":        {&retrysafe.Checkpoint{Name: "gateway-not-done attempt=0"}, 0, "", false},
+		"leading 0":   {&retrysafe.Checkpoint{Name: "gateway-not-done attempt=01"}, 0, "", false},
+		"not numeric": {&retrysafe.Checkpoint{Name: "gateway-not-done attempt=x"}, 0, "", false},
+	} {
+		attempt, suffix, ok := admin.NotDoneCheckpoint(tc.cp)
+		if attempt != tc.attempt || suffix != tc.suffix || ok != tc.ok {
+			t.Errorf("%s: NotDoneCheckpoint = %d, %q, %v; want %d, %q, %v", name, attempt, suffix, ok, tc.attempt, tc.suffix, tc.ok)
 		}
 	}
 }

@@ -40,7 +40,7 @@ const MetricPrefix = "retrysafe_"
 // outcome is unknown in the store (when it implements admin.Admin);
 // the resolve URL's answers are counted by source (request, completer)
 // and outcome (done, not_done, unknown), and what the completer did with
-// each stranded record by result (completed, released, blocked, skipped).
+// each stranded record by result (completed, awaiting_retry, blocked, skipped).
 // retrysafe_unknown_takeovers_total counts the requests that took over an
 // attempt whose outcome was unknown and went upstream again
 // (Idempotency-Attempt above 1), by route and by what the earlier attempt
@@ -133,7 +133,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"source", "outcome"}),
 		completerRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricPrefix + "completer_records_total",
-			Help: "Stranded records the completer handled, by result: completed (the resolve URL said done), released (not_done: the next retry runs), blocked (unknown or a failure), skipped (changed meanwhile).",
+			Help: "Stranded records the completer handled, by result: completed (the resolve URL said done), awaiting_retry (not_done: marked, left for the next retry, which takes it over as the next attempt), blocked (unknown or a failure), skipped (changed meanwhile).",
 		}, []string{"result"}),
 		unknownTakeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricPrefix + "unknown_takeovers_total",
@@ -232,9 +232,9 @@ func (m *Metrics) replayed(status int) {
 func (m *Metrics) InFlight(delta int) { m.inFlight.Add(float64(delta)) }
 
 // completed counts what one completer pass did.
-func (m *Metrics) completed(n retrysafe.Stranded) {
+func (m *Metrics) completed(n retrysafe.Stranded, awaitingRetry int) {
 	m.completerRecords.WithLabelValues("completed").Add(float64(n.Completed))
-	m.completerRecords.WithLabelValues("released").Add(float64(n.Released))
+	m.completerRecords.WithLabelValues("awaiting_retry").Add(float64(awaitingRetry))
 	m.completerRecords.WithLabelValues("blocked").Add(float64(n.Blocked))
 	m.completerRecords.WithLabelValues("skipped").Add(float64(n.Skipped))
 }

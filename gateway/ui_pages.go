@@ -153,19 +153,28 @@ func (u *UI) overviewData(r *http.Request) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	unknown := make([]uiRecord, len(st.Unknown))
-	for i, rec := range st.Unknown {
-		unknown[i] = u.view(rec, now)
+	// The store counts by lease: the records resolved not done (awaiting
+	// their retry) are left out of the list, and out of the count as far
+	// as the list shows them (all of them when it holds every one).
+	unknown := make([]uiRecord, 0, len(st.Unknown))
+	var awaiting int64
+	for _, rec := range st.Unknown {
+		if admin.StatusOf(rec, now) == admin.StatusAwaitingRetry {
+			awaiting++
+			continue
+		}
+		unknown = append(unknown, u.view(rec, now))
 	}
 	data := map[string]any{
-		"Stats":      st,
-		"Unknown":    unknown,
-		"Rates":      u.rates(now),
-		"ChartW":     chartWidth,
-		"ChartH":     chartHeight,
-		"Standalone": u.cfg.rates == nil,
-		"Updated":    now.UTC(),
-		"Now":        now.UTC(),
+		"Stats":        st,
+		"Unknown":      unknown,
+		"UnknownCount": st.LeaseExpired - awaiting,
+		"Rates":        u.rates(now),
+		"ChartW":       chartWidth,
+		"ChartH":       chartHeight,
+		"Standalone":   u.cfg.rates == nil,
+		"Updated":      now.UTC(),
+		"Now":          now.UTC(),
 	}
 	if st.OldestInFlight != nil {
 		v := u.view(st.OldestInFlight, now)

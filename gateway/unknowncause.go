@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/webhook"
 )
 
@@ -95,8 +96,14 @@ func (g *Gateway) abandon(op *retrysafe.Operation, cause string, err error) {
 func (g *Gateway) takeover(rh *routeHandler, op *retrysafe.Operation) {
 	cause := causeLeaseExpired
 	if name, _, ok := op.Resumed(); ok {
-		if attempt, c, ok := parseCause(&retrysafe.Checkpoint{Name: name}); ok && attempt == op.Attempt()-1 {
+		cp := &retrysafe.Checkpoint{Name: name}
+		if attempt, c, ok := parseCause(cp); ok && attempt == op.Attempt()-1 {
 			cause = c
+		} else if attempt, suffix, ok := admin.NotDoneCheckpoint(cp); ok && attempt == op.Attempt()-1 {
+			// Resolved not done by the completer, which kept the cause.
+			if c, found := strings.CutPrefix(suffix, "cause="); found && causeText[c] != "" {
+				cause = c
+			}
 		}
 	}
 	g.metrics.unknownTakeovers.WithLabelValues(routeLabel(rh.pattern), cause).Inc()

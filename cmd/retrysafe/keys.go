@@ -654,7 +654,11 @@ func printJSON(w io.Writer, v any) error {
 // keysState is the record's status (admin.StatusOf), with an
 // unknown outcome shown as "processing (lease expired)".
 func keysState(r *retrysafe.Record, now time.Time) string {
-	if st := admin.StatusOf(r, now); st != admin.StatusUnknown {
+	switch st := admin.StatusOf(r, now); st {
+	case admin.StatusAwaitingRetry:
+		return "processing (resolved not done: awaiting retry)"
+	case admin.StatusUnknown:
+	default:
 		return string(st)
 	}
 	if r.Abandoned {

@@ -114,12 +114,16 @@ type Repeat struct {
 // no call decided; the attempt's own gateway finished after all, or a
 // later decision settled the key). Unresolved ones are anomalies.
 type Unknowns struct {
-	Total      int `json:"total"`
-	Resolver   int `json:"resolver"`
-	Retry      int `json:"retry"`
-	Completer  int `json:"completer"`
-	Owner      int `json:"owner"`
-	Unresolved int `json:"unresolved"`
+	Total     int `json:"total"`
+	Resolver  int `json:"resolver"`
+	Retry     int `json:"retry"`
+	Completer int `json:"completer"`
+	Owner     int `json:"owner"`
+	// AwaitingRetry ones were found not done (by the completer, which
+	// leaves the record for a retry that takes it over as the next
+	// attempt) and no retry came back before the run ended.
+	AwaitingRetry int `json:"awaiting_retry"`
+	Unresolved    int `json:"unresolved"`
 	// Calls counts the resolve calls by "source/outcome"; Refused the
 	// requests the upstream refused because of its not_done fence.
 	Calls   map[string]int `json:"calls"`
@@ -335,11 +339,25 @@ func Check(h *History, opt CheckOptions) *Result {
 	if opt.Resolve {
 		res.Unknowns = unknowns(h)
 		for _, st := range h.Stranded {
+			if st.AwaitingRetry && notDone(h, st.Key, st.Attempt) {
+				continue // resolved not done; no retry came back for it
+			}
 			res.Anomalies = append(res.Anomalies, Anomaly{Kind: AnomalyUnresolved, Key: st.Key,
 				Detail: fmt.Sprintf("key %q attempt %d still processing after the run settled (lease until %s, abandoned %v)", st.Key, st.Attempt, st.LeaseUntil.Format(time.StampMilli), st.Abandoned)})
 		}
 	}
 	return res
+}
+
+// notDone reports whether a resolve call answered not_done for attempt of
+// key (the resolve mode's keys are unique across tenants).
+func notDone(h *History, key string, attempt int) bool {
+	for _, v := range h.Resolves {
+		if v.Key == key && v.Attempt == attempt && v.Outcome == ResolveNotDone {
+			return true
+		}
+	}
+	return false
 }
 
 // unknowns counts the unknown outcomes of a resolve-mode history by what
@@ -378,10 +396,14 @@ func unknowns(h *History) *Unknowns {
 			decided[ak] = "retry"
 		}
 	}
-	stranded := map[attemptKey]bool{}
+	stranded, awaiting := map[attemptKey]bool{}, map[attemptKey]bool{}
 	for _, st := range h.Stranded {
 		ak := attemptKey{st.Key, st.Attempt}
-		stranded[ak] = true
+		if st.AwaitingRetry && decided[ak] != "" && notDone(h, st.Key, st.Attempt) {
+			awaiting[ak] = true
+		} else {
+			stranded[ak] = true
+		}
 		if !seen[ak] {
 			seen[ak] = true
 			order = append(order, ak)
@@ -392,6 +414,8 @@ func unknowns(h *History) *Unknowns {
 		switch {
 		case stranded[ak]:
 			u.Unresolved++
+		case awaiting[ak]:
+			u.AwaitingRetry++
 		case decided[ak] == "completer":
 			u.Completer++
 		case decided[ak] == "resolver":

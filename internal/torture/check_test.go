@@ -109,18 +109,21 @@ func TestUnknowns(t *testing.T) {
 			{Source: SourceCompleter, Key: "c", Attempt: 2, At: at(100), Outcome: ResolveNotDone},
 			{Source: SourceCompleter, Key: "d", Attempt: 1, At: at(100), Outcome: ResolveUnknown}, // its owner finished
 			{Source: SourceCompleter, Key: "e", Attempt: 1, At: at(100), Outcome: ResolveUnknown},
+			{Source: SourceCompleter, Key: "g", Attempt: 2, At: at(100), Outcome: ResolveNotDone}, // no retry came
+			{Source: SourceCompleter, Key: "h", Attempt: 1, At: at(100), Outcome: ResolveUnknown},
 		},
 		Refusals: []Refusal{{Key: "b", Attempt: 1, Fence: 1}},
-		Stranded: []Stranded{{Key: "e", Attempt: 1}, {Key: "f", Attempt: 3}},
+		Stranded: []Stranded{{Key: "e", Attempt: 1}, {Key: "f", Attempt: 3}, {Key: "g", Attempt: 2, AwaitingRetry: true},
+			{Key: "h", Attempt: 1, AwaitingRetry: true}}, // marked, but nobody said not_done: unresolved
 	}
 	u := unknowns(h)
-	want := Unknowns{Total: 6, Resolver: 1, Retry: 1, Completer: 1, Owner: 1, Unresolved: 2, Refused: 1}
+	want := Unknowns{Total: 8, Resolver: 1, Retry: 1, Completer: 1, Owner: 1, AwaitingRetry: 1, Unresolved: 3, Refused: 1}
 	got := *u
 	got.Calls = nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("unknowns %+v, want %+v", got, want)
 	}
-	if u.Calls["retry/done"] != 1 || u.Calls["completer/unknown"] != 2 || u.Calls["retry/unknown"] != 1 {
+	if u.Calls["retry/done"] != 1 || u.Calls["completer/unknown"] != 3 || u.Calls["retry/unknown"] != 1 {
 		t.Errorf("calls %v", u.Calls)
 	}
 }
@@ -238,6 +241,17 @@ func TestCheck(t *testing.T) {
 		"a record left stranded in the resolve mode": {build: func() *synth {
 			s := clean()
 			s.h.Stranded = []Stranded{{Scope: "s", Key: "k7", Attempt: 2}}
+			return s
+		}, resolve: true, want: map[string]int{AnomalyUnresolved: 1}},
+		"a record resolved not done that no retry came back for": {build: func() *synth {
+			s := clean()
+			s.h.Resolves = append(s.h.Resolves, Resolve{Source: SourceCompleter, Key: "k7", Attempt: 2, At: at(9000), Outcome: ResolveNotDone})
+			s.h.Stranded = []Stranded{{Scope: "s", Key: "k7", Attempt: 2, AwaitingRetry: true}}
+			return s
+		}, resolve: true, want: map[string]int{}},
+		"a record marked not done that no resolve call found not done": {build: func() *synth {
+			s := clean()
+			s.h.Stranded = []Stranded{{Scope: "s", Key: "k7", Attempt: 2, AwaitingRetry: true}}
 			return s
 		}, resolve: true, want: map[string]int{AnomalyUnresolved: 1}},
 		"the other body ran": {build: func() *synth {

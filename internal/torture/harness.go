@@ -36,11 +36,9 @@ const (
 	// same body.
 	MutationSharedScope = "shared-scope"
 	// MutationDishonestResolver makes the upstream's resolve URL answer
-	// not_done about every key, effect or not (resolve mode), and keeps
-	// no fence: takeovers, and retries after the completer's release, then
-	// run operations that already ran. (With the fence kept, a release's
-	// next claim restarts at attempt 1, which the fence refuses: the lie
-	// would hide behind that limit, docs/gateway.md.)
+	// not_done about every key, effect or not (resolve mode); its fence
+	// stays: the takeovers it lets run (attempt N+1, after a retry's or
+	// the completer's not_done) run operations that already ran.
 	MutationDishonestResolver = "dishonest-resolver"
 	// MutationSilentCut makes the upstream drop 3% of its answers after
 	// acting, by closing the connection, with no fault injected: the
@@ -135,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	}
 
 	ucfg := upstreamConfig{ErrorRate: 0.15, Delay: 150 * time.Millisecond, SlowRate: slowRate(cfg.Faults), Slow: upstreamTimeout + 500*time.Millisecond,
-		Fence: cfg.Resolve && cfg.Mutation != MutationDishonestResolver, Dishonest: cfg.Mutation == MutationDishonestResolver}
+		Fence: cfg.Resolve, Dishonest: cfg.Mutation == MutationDishonestResolver}
 	if cfg.Mutation == MutationSilentCut {
 		ucfg.SilentCutRate = 0.03
 	}
@@ -252,8 +250,9 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 const sweepInterval = time.Second
 
 // settleStranded waits, up to wait, until the store holds no processing
-// record (every unknown outcome resolved, every lease over), and returns
-// the processing records left.
+// record (every unknown outcome resolved, every lease over) but those
+// resolved not done that await a retry (no client comes back once the
+// run is over), and returns the processing records left.
 func settleStranded(ctx context.Context, storeURL string, wait time.Duration, logf func(string, ...any)) ([]Stranded, error) {
 	s, closeStore, err := storeurl.Open(ctx, storeURL)
 	if err != nil {
@@ -267,6 +266,7 @@ func settleStranded(ctx context.Context, storeURL string, wait time.Duration, lo
 	deadline := time.Now().Add(wait)
 	for {
 		var left []Stranded
+		waiting := 0 // records that may still change
 		p := &admin.ListParams{State: retrysafe.StateProcessing, Limit: 500}
 		for {
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -276,17 +276,22 @@ func settleStranded(ctx context.Context, storeURL string, wait time.Duration, lo
 				return nil, fmt.Errorf("torture: listing processing records: %w", err)
 			}
 			for _, r := range recs {
-				left = append(left, Stranded{Scope: r.Scope, Key: r.Key, Attempt: r.Attempt, LeaseUntil: r.LeaseUntil, Abandoned: r.Abandoned})
+				st := Stranded{Scope: r.Scope, Key: r.Key, Attempt: r.Attempt, LeaseUntil: r.LeaseUntil, Abandoned: r.Abandoned,
+					AwaitingRetry: admin.ResolvedNotDone(r) && r.LeaseExpired(time.Now())}
+				if !st.AwaitingRetry {
+					waiting++
+				}
+				left = append(left, st)
 			}
 			if len(recs) < p.PageSize() {
 				break
 			}
 			p.AfterScope, p.AfterKey = recs[len(recs)-1].Scope, recs[len(recs)-1].Key
 		}
-		if len(left) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+		if waiting == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			return left, ctx.Err()
 		}
-		logf("torture: %d processing records left; waiting for the completer", len(left))
+		logf("torture: %d processing records left; waiting for the completer", waiting)
 		sleep(ctx, sweepInterval)
 	}
 }

@@ -140,13 +140,16 @@ type Refusal struct {
 }
 
 // Stranded is a record the store still held as processing, its lease
-// run out, when the run had settled: an unknown outcome never resolved.
+// run out, when the run had settled: an unknown outcome never resolved,
+// unless AwaitingRetry (admin.ResolvedNotDone: the completer found the
+// attempt not done and left the record for a retry that never came).
 type Stranded struct {
-	Scope      string    `json:"scope"`
-	Key        string    `json:"key"`
-	Attempt    int       `json:"attempt"`
-	LeaseUntil time.Time `json:"lease_until"`
-	Abandoned  bool      `json:"abandoned,omitempty"`
+	Scope         string    `json:"scope"`
+	Key           string    `json:"key"`
+	Attempt       int       `json:"attempt"`
+	LeaseUntil    time.Time `json:"lease_until"`
+	Abandoned     bool      `json:"abandoned,omitempty"`
+	AwaitingRetry bool      `json:"awaiting_retry,omitempty"`
 }
 
 // Fault is one injected fault and the window in which it was active.

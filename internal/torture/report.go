@@ -150,8 +150,8 @@ func (r *Report) Markdown() string {
 	}
 	if u := res.Unknowns; u != nil {
 		fmt.Fprintf(&b, "\n## Unknown outcomes: %d\n\n", u.Total)
-		fmt.Fprintf(&b, "| resolved by | count |\n| --- | --- |\n| the resolver (a retry's resolve call: done, answer stored and replayed) | %d |\n| a retry (its resolve call: not_done, the retry ran it) | %d |\n| the completer | %d |\n| no decision needed (the owner finished, or the key was settled otherwise) | %d |\n| **unresolved** | %d |\n",
-			u.Resolver, u.Retry, u.Completer, u.Owner, u.Unresolved)
+		fmt.Fprintf(&b, "| resolved by | count |\n| --- | --- |\n| the resolver (a retry's resolve call: done, answer stored and replayed) | %d |\n| a retry (its resolve call: not_done, the retry ran it) | %d |\n| the completer | %d |\n| no decision needed (the owner finished, or the key was settled otherwise) | %d |\n| not done, awaiting a retry that never came (the completer's not_done; nothing ran) | %d |\n| **unresolved** | %d |\n",
+			u.Resolver, u.Retry, u.Completer, u.Owner, u.AwaitingRetry, u.Unresolved)
 		b.WriteString("\n| resolve calls (source/outcome) | count |\n| --- | --- |\n")
 		for _, k := range slices.Sorted(maps.Keys(u.Calls)) {
 			fmt.Fprintf(&b, "| %s | %d |\n", k, u.Calls[k])
