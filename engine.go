@@ -54,7 +54,7 @@ func (e *engine) endStep(ctx context.Context, info StepInfo, start time.Time) {
 
 // timed runs one store operation under StoreTimeout and reports it to the
 // observer. A timeout of the store call itself (not of ctx) is turned into
-// a StoreError, so it matches ErrStoreUnavailable.
+// a storeError, so it matches ErrStoreUnavailable.
 //
 // The StoreTimeout context is left out when it could not change the
 // outcome: for a store that never blocks ([NonBlocking]), and when ctx's
@@ -73,7 +73,7 @@ func (e *engine) timed(ctx context.Context, op string, f func(ctx context.Contex
 		err = f(cctx)
 		cancel()
 		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-			err = &StoreError{Op: op, Err: fmt.Errorf("no answer within %s: %w", e.cfg.StoreTimeout, err)}
+			err = &storeError{Op: op, Err: fmt.Errorf("no answer within %s: %w", e.cfg.StoreTimeout, err)}
 		}
 	}
 	if !e.observed {

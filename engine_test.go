@@ -38,7 +38,7 @@ func newTestEngine(t *testing.T, s Store) *engine {
 }
 
 // TestCallStoreTimeout: a store call that outlives StoreTimeout fails with
-// a StoreError matching ErrStoreUnavailable, while one cut short by the
+// a storeError matching ErrStoreUnavailable, while one cut short by the
 // caller's own (earlier) deadline fails with the context's error; a store
 // that never blocks gets no StoreTimeout deadline of its own.
 func TestCallStoreTimeout(t *testing.T) {
@@ -47,9 +47,9 @@ func TestCallStoreTimeout(t *testing.T) {
 		t.Parallel()
 		s := &stallingStore{deadline: make(chan bool, 1)}
 		_, err := newTestEngine(t, s).claim(context.Background(), "", "k", "fp", "")
-		var se *StoreError
+		var se *storeError
 		if !errors.As(err, &se) || !errors.Is(err, ErrStoreUnavailable) || !<-s.deadline {
-			t.Fatalf("err = %v, want a StoreError matching ErrStoreUnavailable", err)
+			t.Fatalf("err = %v, want a storeError matching ErrStoreUnavailable", err)
 		}
 	})
 	t.Run("caller's earlier deadline", func(t *testing.T) {

@@ -105,24 +105,24 @@ func (e *InProgressError) Error() string {
 // Is reports whether target is ErrInProgress.
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
 
-// StoreError wraps a backend failure; it matches ErrStoreUnavailable and
+// storeError wraps a backend failure; it matches ErrStoreUnavailable and
 // unwraps to the backend's own error. Stores construct it with
-// [Unavailable].
-type StoreError struct {
+// [Unavailable]; callers match it with errors.Is(err, ErrStoreUnavailable).
+type storeError struct {
 	Op  string // the store operation, e.g. "claim"
 	Err error
 }
 
 // Error names the failed store operation and the backend error.
-func (e *StoreError) Error() string {
+func (e *storeError) Error() string {
 	return "retrysafe: store unavailable: " + e.Op + ": " + e.Err.Error()
 }
 
 // Unwrap returns the backend error.
-func (e *StoreError) Unwrap() error { return e.Err }
+func (e *storeError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrStoreUnavailable.
-func (e *StoreError) Is(target error) bool { return target == ErrStoreUnavailable }
+func (e *storeError) Is(target error) bool { return target == ErrStoreUnavailable }
 
 // Unavailable wraps a backend error err from operation op (such as
 // "claim") so that it matches ErrStoreUnavailable and unwraps to err; its
@@ -138,7 +138,7 @@ func Unavailable(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &StoreError{Op: op, Err: err}
+	return &storeError{Op: op, Err: err}
 }
 
 // fullError wraps a store's capacity failure; it matches ErrStoreFull (and

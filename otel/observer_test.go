@@ -234,7 +234,7 @@ func TestRequestSpans(t *testing.T) {
 type failingStore struct{ retrysafe.Store }
 
 func (failingStore) Claim(_ context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
-	return nil, &retrysafe.StoreError{Op: "claim", Err: fmt.Errorf("duplicate key (key)=(%s) violates constraint", p.Key)}
+	return nil, retrysafe.Unavailable("claim", fmt.Errorf("duplicate key (key)=(%s) violates constraint", p.Key))
 }
 
 // TestStoreErrorSpan checks that a failed store call marks its span and

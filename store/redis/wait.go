@@ -16,8 +16,8 @@ var ErrNotReplicated = fmt.Errorf("retrysafe/redis: write not acknowledged by en
 
 // ReplicationError reports that a write was acknowledged by fewer
 // replicas than [Config.WaitReplicas] within [Config.WaitTimeout]. It
-// matches [ErrNotReplicated]. Claim returns it wrapped in a
-// [retrysafe.StoreError] (so it matches [retrysafe.ErrStoreUnavailable]),
+// matches [ErrNotReplicated]. Claim returns it wrapped by
+// [retrysafe.Unavailable] (so it matches [retrysafe.ErrStoreUnavailable]),
 // after releasing the claim; Complete returns it as is.
 type ReplicationError struct {
 	Op      string        // "claim" or "complete"
