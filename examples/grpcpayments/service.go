@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"time"
 
@@ -9,7 +11,6 @@ import (
 	"github.com/retrysafe/retrysafe/examples/grpcpayments/paymentspb"
 	"github.com/retrysafe/retrysafe/examples/payments/repo"
 	retrysafegrpc "github.com/retrysafe/retrysafe/grpc"
-	"github.com/retrysafe/retrysafe/internal/scopehash"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -32,7 +33,8 @@ func opKey(ctx context.Context) string {
 	if op == nil {
 		return ""
 	}
-	return scopehash.Sum(op.Scope() + "\n" + op.Key())
+	sum := sha256.Sum256([]byte(op.Scope() + "\n" + op.Key()))
+	return hex.EncodeToString(sum[:])
 }
 
 func (s *service) CreateOrder(ctx context.Context, req *paymentspb.CreateOrderRequest) (*paymentspb.Order, error) {
