@@ -24,8 +24,7 @@ type captureWriter struct {
 	status int
 	body   bytes.Buffer
 	limit  int64
-	resp   Response  // what response returns, made with the writer
-	length [1]string // the Content-Length value flush sends, made with the writer
+	resp   Response // what response returns, made with the writer
 
 	wroteHeader bool
 	overflow    bool // passing through to w; body is no longer kept
@@ -142,15 +141,7 @@ func (c *captureWriter) flush() {
 	for k, v := range c.header {
 		dst[k] = v
 	}
-	status, body := c.statusCode(), c.body.Bytes()
-	if hasLength(status) {
-		c.length[0] = strconv.Itoa(len(body))
-		dst["Content-Length"] = c.length[:]
-	}
-	c.w.WriteHeader(status)
-	if len(body) > 0 {
-		_, _ = c.w.Write(body)
-	}
+	writeBody(c.w, c.statusCode(), c.body.Bytes())
 }
 
 // copyHeader sets dst's values to copies of src's, all in one backing
@@ -166,6 +157,17 @@ func copyHeader(dst, src http.Header) {
 		copy(c, v)
 		values = values[len(v):]
 		dst[k] = c
+	}
+}
+
+// writeBody writes status and body with their Content-Length.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	if hasLength(status) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	w.WriteHeader(status)
+	if len(body) > 0 {
+		_, _ = w.Write(body)
 	}
 }
 

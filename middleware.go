@@ -240,12 +240,7 @@ const storeFullRetryAfter = 5 * time.Second
 // result, then answers the client.
 func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *Record, body []byte) Outcome {
 	c := h.cfg
-	// The capture and the handler's body reader: one allocation.
-	x := &struct {
-		cw   captureWriter
-		body requestBody
-	}{cw: captureWriter{w: w, header: make(http.Header), limit: c.MaxResponseBody}}
-	cw := &x.cw
+	cw := &captureWriter{w: w, header: make(http.Header), limit: c.MaxResponseBody}
 	var panicked any
 	outcome, err := h.e.run(r.Context(), rec, true, func(ctx context.Context, op *Operation) (resp *Response) {
 		defer func() {
@@ -268,7 +263,7 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 				op.Release() // as if the process had crashed, without the wait for the lease
 			}
 		}()
-		h.next.ServeHTTP(cw, negotiated(withBodyIn(r, ctx, body, &x.body)))
+		h.next.ServeHTTP(cw, negotiated(withBody(r, ctx, body)))
 		switch status := cw.statusCode(); {
 		case op.Disposition() != DispositionComplete, !c.StoreStatus(status):
 			return nil
@@ -343,12 +338,6 @@ func readBody(r *http.Request, limit int64) (body []byte, err error) {
 // withBody returns a shallow copy of r with ctx and a re-readable body
 // (GetBody set, so that a Transport may resend it).
 func withBody(r *http.Request, ctx context.Context, body []byte) *http.Request {
-	return withBodyIn(r, ctx, body, new(requestBody))
-}
-
-// withBodyIn is withBody with the body reader in b, which the caller
-// allocated along with what else it needs for the request.
-func withBodyIn(r *http.Request, ctx context.Context, body []byte, b *requestBody) *http.Request {
 	r2 := r.WithContext(ctx)
 	r2.ContentLength = int64(len(body))
 	if len(body) == 0 {
@@ -356,7 +345,7 @@ func withBodyIn(r *http.Request, ctx context.Context, body []byte, b *requestBod
 		r2.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
 		return r2
 	}
-	b.body = body
+	b := &requestBody{body: body}
 	b.Reset(body)
 	r2.Body, r2.GetBody = b, b.reopen
 	return r2
