@@ -146,7 +146,8 @@ func Do[T any](ctx context.Context, store Store, key, fingerprint string, fn fun
 //     run before). With DoConfig.OnUnknown block it returns a blocked
 //     *InProgressError instead, and a DoConfig.Resolver decides (re-run,
 //     complete, keep blocked); [Doer.ResolveStranded] resolves such keys
-//     in the background.
+//     in the background (a key it finds not done is left for the next
+//     call, which runs fn as the next attempt without asking again).
 //   - fn returns an error marked [Permanent]: stored and returned again.
 //     Any other error releases the key: a redelivery runs fn again. A
 //     failed attempt is never marked done.

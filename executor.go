@@ -11,7 +11,8 @@ import (
 // adapters in other modules (a gRPC interceptor, say) that map their own
 // transport onto a [Response] (status, metadata as Header, body). Of
 // Config it uses Store, TTL, Lease, InFlight, WaitTimeout, StoreTimeout,
-// RouteName, Now, Logger and Observer. Make one with [NewExecutor]; it is
+// OnUnknown, Resolver, ResolveTimeout, RouteName, Now, Logger and
+// Observer; with a Resolver, [Executor.ResolveStranded] is its completer. Make one with [NewExecutor]; it is
 // safe for concurrent use.
 type Executor struct {
 	e *engine

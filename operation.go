@@ -161,8 +161,9 @@ func (o *Operation) abandonNote() *Checkpoint {
 // Record.Checkpoint. Write it after a side effect was requested and before
 // the next one.
 //
-// name is 1 to [MaxCheckpointName] printable ASCII bytes (space to '~').
-// The store keeps a copy of data. The error wraps [ErrLeaseLost] when the
+// name is 1 to [MaxCheckpointName] printable ASCII bytes (space to '~'),
+// not starting with "retrysafe-not-done" (the engine's own mark, see
+// [Record.ResolvedNotDone]). The store keeps a copy of data. The error wraps [ErrLeaseLost] when the
 // lease was lost (the operation's context is then cancelled too, as by a
 // heartbeat that finds it lost), or is a store error: the checkpoint may
 // then not have been recorded.
@@ -198,6 +199,9 @@ func checkCheckpointName(name string) error {
 	if name == "" || len(name) > MaxCheckpointName {
 		return fmt.Errorf("retrysafe: checkpoint name %q must be 1 to %d bytes", name, MaxCheckpointName)
 	}
+	if err := checkNotReserved(name); err != nil {
+		return err
+	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c < ' ' || c > '~' {
 			return fmt.Errorf("retrysafe: checkpoint name %q holds byte %#02x: use printable ASCII", name, c)
@@ -213,10 +217,11 @@ func checkCheckpointName(name string) error {
 // beginning.
 func (o *Operation) Resumed() (name string, data []byte, ok bool) {
 	rec := o.record()
-	if rec.Attempt <= 1 || rec.Checkpoint == nil {
+	cp := unmarked(rec.Checkpoint) // through the completer's not-done mark
+	if rec.Attempt <= 1 || cp == nil {
 		return "", nil, false
 	}
-	return rec.Checkpoint.Name, bytes.Clone(rec.Checkpoint.Data), true
+	return cp.Name, bytes.Clone(cp.Data), true
 }
 
 // Disposition returns what the engine will do with the record.

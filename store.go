@@ -83,6 +83,9 @@ type Record struct {
 // reads it and resumes.
 type Checkpoint struct {
 	// Name says which step was reached: 1 to 64 printable ASCII bytes.
+	// Names starting with "retrysafe-not-done" are the engine's own mark
+	// of an attempt resolved not done ([Record.ResolvedNotDone]), which
+	// keeps the attempt's checkpoint in its Data.
 	Name string
 	// Data is the step's own state, at most MaxCheckpointData bytes; it
 	// may be empty.

@@ -34,6 +34,9 @@ const (
 	ResolveKeepBlocked ResolutionAction = iota
 	// ResolveRerun runs the operation again: the retry takes the record
 	// over (Attempt+1, the checkpoint kept) if nobody else did meanwhile.
+	// From the completer ([Executor.ResolveStranded]) it marks the record
+	// resolved not done ([Record.ResolvedNotDone]) for the next retry to
+	// take over the same way.
 	ResolveRerun
 	// ResolveComplete stores Resolution.Response as the operation's result
 	// (fenced by the record's token), and every retry gets it.
@@ -74,7 +77,10 @@ var (
 // the Resolver on its own goroutine, so that one which ignores its
 // context cannot hold the request (its late answer is dropped), and
 // recovers its panic. Any failure is returned as an error: keep blocked.
+// The Resolver reads the checkpoint the attempt stands on, never a
+// not-done mark (see unmarked).
 func (e *engine) resolve(ctx context.Context, rec *Record) (Resolution, error) {
+	rec = unmarkedRecord(rec)
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.ResolveTimeout)
 	defer cancel()
 	type answer struct {
@@ -122,8 +128,12 @@ func (e *engine) resolved(resp *Response) *Response {
 // the completed record to replay (the Resolver completed it), or a token
 // to claim with as TakeoverToken (the Resolver let the attempt re-run), or
 // neither and no error when the record changed under the decision (read it
-// again), or the refusal.
+// again), or the refusal. A record the completer resolved not done is
+// decided: it is taken over, under either policy, without asking again.
 func (e *engine) unknownOutcome(ctx context.Context, rec *Record) (replay *Record, takeover string, err error) {
+	if rec.ResolvedNotDone() {
+		return nil, rec.Token, nil
+	}
 	if e.cfg.Resolver == nil {
 		return nil, "", e.blocked(rec)
 	}
@@ -154,25 +164,43 @@ func (e *engine) unknownOutcome(ctx context.Context, rec *Record) (replay *Recor
 	return nil, "", e.blocked(rec)
 }
 
-// Stranded counts what a [Executor.ResolveStranded] pass did.
+// Stranded counts what a [Executor.ResolveStranded] pass did; each
+// record it was given is counted once.
 type Stranded struct {
-	// Completed records got the Resolver's response; Released ones were
-	// deleted so that the next retry runs the operation (the Resolver said
-	// re-run); Blocked ones stay as they were (the Resolver kept them
-	// blocked, failed, or gave no answer in time).
-	Completed, Released, Blocked int
-	// Skipped records were not stranded (not processing, or their lease
-	// still live), or changed before the decision was written (another
-	// process completed, released or took them over).
+	// Completed records got the Resolver's response (ResolveComplete).
+	// AwaitingRetry ones were found not done (ResolveRerun) and marked so
+	// at their attempt ([Record.ResolvedNotDone]): they stay processing
+	// until a retry takes them over as the next attempt. Blocked ones stay
+	// as they were (the Resolver kept them blocked, failed, or gave no
+	// answer in time, or writing the decision failed).
+	Completed, AwaitingRetry, Blocked int
+	// Skipped records were not stranded (nil, not processing, their lease
+	// still live, or resolved not done already), or changed before the
+	// decision was written (another process completed, released or took
+	// them over).
 	Skipped int
 }
 
 // ResolveStranded is the completer: it asks the Resolver about each of
 // recs that is stranded (a processing record whose lease ran out at
-// Config.Now), and writes its decision fenced by the record's own token:
-// ResolveComplete completes it with the response, ResolveRerun releases
-// it (the next retry runs the operation), ResolveKeepBlocked leaves it.
-// So a record that changed since it was listed is never overwritten.
+// Config.Now, not resolved not done already), and writes its decision
+// fenced by the record's own token: ResolveComplete completes it with the
+// response; ResolveRerun marks it resolved not done at its attempt
+// ([Record.ResolvedNotDone]: a checkpoint that keeps the attempt's own,
+// written with Abandon, the expired lease left as it is), so the next
+// retry takes it over as the next attempt and runs the operation without
+// asking again; ResolveKeepBlocked leaves it. So a record that changed
+// since it was listed is never overwritten. (One listed before another
+// pass marked it is asked about again: the token is the same, and the
+// same answer writes the same mark.)
+//
+// ResolveRerun does not release the record: a released key's next claim
+// would start again at Attempt 1, and a downstream that, having been told
+// attempt N did not happen, refuses attempts up to N of the key (the
+// fence of docs/gateway.md) would refuse it and every retry after it. A
+// marked record no retry comes back for stays until a sweep retires it
+// (the store's sweeper, admin.SweepParams.ProcessingRetention after its
+// lease's end).
 //
 // recs are records as the store returns them, with the callers' scopes:
 // list them with the store's Admin (ListParams.LeaseExpiredBy and Route
@@ -200,7 +228,7 @@ func (e *engine) resolveStranded(ctx context.Context, recs []*Record) (Stranded,
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		if rec == nil || !rec.LeaseExpired(e.cfg.Now()) {
+		if rec == nil || !rec.LeaseExpired(e.cfg.Now()) || rec.ResolvedNotDone() {
 			n.Skipped++
 			continue
 		}
@@ -214,7 +242,7 @@ func (e *engine) resolveStranded(ctx context.Context, recs []*Record) (Stranded,
 		case ResolveComplete:
 			err = e.complete(ctx, rec, e.resolved(res.Response))
 		case ResolveRerun:
-			err = e.release(ctx, rec)
+			err = e.abandon(ctx, rec, notDoneMark(rec))
 		default:
 			n.Blocked++
 			continue
@@ -230,7 +258,7 @@ func (e *engine) resolveStranded(ctx context.Context, recs []*Record) (Stranded,
 		case res.Action == ResolveComplete:
 			n.Completed++
 		default:
-			n.Released++
+			n.AwaitingRetry++
 		}
 	}
 	return n, first

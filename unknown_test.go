@@ -542,7 +542,7 @@ func TestResolverCompleteRace(t *testing.T) {
 	}
 }
 
-// TestResolveStranded: the completer completes, releases or leaves each
+// TestResolveStranded: the completer completes, marks not done or leaves each
 // stranded record as the Resolver says, fenced by the token it was given,
 // and skips records that are not stranded or changed meanwhile.
 func TestResolveStranded(t *testing.T) {
@@ -576,14 +576,14 @@ func TestResolveStranded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (retrysafe.Stranded{Completed: 1, Released: 1, Blocked: 2, Skipped: 3}); n != want {
+	if want := (retrysafe.Stranded{Completed: 1, AwaitingRetry: 1, Blocked: 2, Skipped: 3}); n != want {
 		t.Errorf("ResolveStranded = %+v, want %+v", n, want)
 	}
 	if rec := u.record(t, "done"); rec.State != retrysafe.StateCompleted || string(rec.Response.Body) != "done by the completer" {
 		t.Errorf("done: %+v", rec)
 	}
-	if _, err := u.store.Get(context.Background(), &retrysafe.GetParams{Scope: "s", Key: "not-done", Now: u.clock.Now()}); !errors.Is(err, retrysafe.ErrNotFound) {
-		t.Errorf("not-done: %v, want released", err)
+	if rec := u.record(t, "not-done"); rec.State != retrysafe.StateProcessing || rec.Attempt != 1 || !rec.ResolvedNotDone() {
+		t.Errorf("not-done: %+v, want it kept at attempt 1, resolved not done", rec)
 	}
 	for _, key := range []string{"unknown", "failing", "live"} {
 		if rec := u.record(t, key); rec.State != retrysafe.StateProcessing || rec.Attempt != 1 {

@@ -156,7 +156,7 @@ func (g *Gateway) completeStranded(ctx context.Context, adm admin.Admin) {
 		switch {
 		case err != nil:
 			lvl = slog.LevelWarn
-		case n.Completed+n.Released+awaiting > 0:
+		case n.Completed+n.AwaitingRetry+awaiting > 0:
 			lvl = slog.LevelInfo
 		}
 		g.logger.Log(ctx, lvl, "completer: stranded records resolved", "route", routeLabel(rh.pattern),

@@ -45,8 +45,8 @@ type Mismatch struct {
 type Report struct {
 	// Stranded counts what the completer did first, with
 	// Config.ResolveWithProvider: idempotency records whose attempt died
-	// completed from the provider's record, released for a re-run, or
-	// left blocked.
+	// completed from the provider's record, marked not done for the
+	// retry to re-run (AwaitingRetry), or left blocked.
 	Stranded   *retrysafe.Stranded `json:"stranded,omitempty"`
 	Checked    int                 `json:"checked"`
 	Settled    []Settlement        `json:"settled"`

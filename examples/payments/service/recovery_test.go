@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -255,32 +254,39 @@ func TestFailureAfterChargeAbandons(t *testing.T) {
 // TestCompleterResolvesStrandedRecords: with the Resolver, a
 // reconciliation run first completes stranded records with no retry
 // waiting: the one whose charge the provider holds is completed with the
-// succeeded payment (its retry then gets that answer as a replay), the
-// one whose attempt died before phase 1 is released (its retry runs as
-// new), and no charge is made.
+// succeeded payment (its retry then gets that answer as a replay); the
+// ones the provider holds no charge for (the attempt died before phase 1,
+// or after it but before the charge) are marked resolved not done, not
+// released: each one's retry takes it over as attempt 2 without asking
+// again, the second resuming from its checkpoint (the same payment, which
+// the reconciliation settled meanwhile), and nothing is charged twice.
 func TestCompleterResolvesStrandedRecords(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, provider.Config{}, func(c *service.Config) { c.ResolveWithProvider = true })
 		ctx := context.Background()
-		charged, claimed := e.createOrder(4200, "EUR"), e.createOrder(4300, "EUR")
-		chargedKey, claimedKey := randomHex(16), randomHex(16)
+		charged, claimed, recorded := e.createOrder(4200, "EUR"), e.createOrder(4300, "EUR"), e.createOrder(4400, "EUR")
+		chargedKey, claimedKey, recordedKey := randomHex(16), randomHex(16), randomHex(16)
 		pay := deadAttempt(t, e, chargedKey, charged, 4200, diedCharged)
 		deadAttempt(t, e, claimedKey, claimed, 4300, diedClaimed)
+		recordedPay := deadAttempt(t, e, recordedKey, recorded, 4400, diedRecorded)
 
 		rep, err := e.service().Reconcile(ctx, time.Hour)
 		if err != nil || len(rep.Errors) != 0 {
 			t.Fatalf("reconcile: %+v %v", rep, err)
 		}
-		if rep.Stranded == nil || rep.Stranded.Completed != 1 || rep.Stranded.Released != 1 || rep.Stranded.Blocked != 0 {
-			t.Fatalf("completer: %+v, want 1 completed and 1 released", rep.Stranded)
+		if rep.Stranded == nil || *rep.Stranded != (retrysafe.Stranded{Completed: 1, AwaitingRetry: 2}) {
+			t.Fatalf("completer: %+v, want 1 completed and 2 awaiting retry", rep.Stranded)
 		}
 		rec, err := e.database().Store().Get(ctx, &retrysafe.GetParams{Key: chargedKey, Now: time.Now()})
 		if err != nil || rec.State != retrysafe.StateCompleted || rec.Response.Status != http.StatusCreated || !strings.Contains(string(rec.Response.Body), `"succeeded"`) {
 			t.Fatalf("completed record: %+v %v", rec, err)
 		}
-		if _, err := e.database().Store().Get(ctx, &retrysafe.GetParams{Key: claimedKey, Now: time.Now()}); !errors.Is(err, retrysafe.ErrNotFound) {
-			t.Fatalf("released record: %v, want ErrNotFound", err)
+		for _, key := range []string{claimedKey, recordedKey} {
+			rec, err := e.database().Store().Get(ctx, &retrysafe.GetParams{Key: key, Now: time.Now()})
+			if err != nil || rec.State != retrysafe.StateProcessing || rec.Attempt != 1 || !rec.ResolvedNotDone() {
+				t.Fatalf("record found not done: %+v %v, want it kept at attempt 1, resolved not done", rec, err)
+			}
 		}
 		if n := e.psp.ChargeCount(); n != 1 {
 			t.Fatalf("provider charges = %d, want 1", n)
@@ -289,8 +295,25 @@ func TestCompleterResolvesStrandedRecords(t *testing.T) {
 		if a.Status != http.StatusCreated || !a.Replayed || !strings.Contains(string(a.Body), pay.ID) {
 			t.Fatalf("retry of the completed payment: %d replayed=%v %s", a.Status, a.Replayed, a.Body)
 		}
-		if n := e.psp.ChargeCount(); n != 1 {
-			t.Fatalf("provider charges after the retry = %d, want 1", n)
+		if a := e.mustPost("/payments", claimedKey, payBody(claimed, 4300, "EUR")); a.Status != http.StatusCreated || a.Replayed {
+			t.Fatalf("retry of the payment that never got past phase 1: %d replayed=%v %s", a.Status, a.Replayed, a.Body)
 		}
+		a = e.mustPost("/payments", recordedKey, payBody(recorded, 4400, "EUR"))
+		if a.Status != http.StatusCreated || a.Replayed || !strings.Contains(string(a.Body), recordedPay.ID) {
+			t.Fatalf("retry of the recorded payment: %d replayed=%v %s, want payment %s resumed", a.Status, a.Replayed, a.Body, recordedPay.ID)
+		}
+		for _, key := range []string{claimedKey, recordedKey} {
+			rec, err := e.database().Store().Get(ctx, &retrysafe.GetParams{Key: key, Now: time.Now()})
+			if err != nil || rec.State != retrysafe.StateCompleted || rec.Attempt != 2 {
+				t.Fatalf("record after its retry: %+v %v, want it completed at attempt 2", rec, err)
+			}
+		}
+		// The reconciliation after the completer settled the recorded
+		// payment, for which the provider held no charge, as failed: its
+		// resumed retry answers with that payment and charges nothing.
+		if n := e.psp.ChargeCount(); n != 2 {
+			t.Fatalf("provider charges after the retries = %d, want 2 (the first and the unclaimed payment's)", n)
+		}
+
 	})
 }
