@@ -161,9 +161,10 @@ func (o *Operation) abandonNote() *Checkpoint {
 // Record.Checkpoint. Write it after a side effect was requested and before
 // the next one.
 //
-// name is 1 to [MaxCheckpointName] printable ASCII bytes (space to '~'),
-// not starting with "retrysafe-not-done" (the engine's own mark, see
-// [Record.ResolvedNotDone]). The store keeps a copy of data. The error wraps [ErrLeaseLost] when the
+// name is 1 to [MaxCheckpointName] printable ASCII bytes (space to '~').
+// Names starting with "retrysafe-not-done" are the engine's own mark (see
+// [Record.ResolvedNotDone]) and refused.
+// The store keeps a copy of data. The error wraps [ErrLeaseLost] when the
 // lease was lost (the operation's context is then cancelled too, as by a
 // heartbeat that finds it lost), or is a store error: the checkpoint may
 // then not have been recorded.

@@ -263,7 +263,7 @@ type Stats struct {
 	// LeaseExpired counts the processing records whose lease ran out by
 	// Now (LeaseUntil <= Now) or that their owner abandoned
 	// ([StatusUnknown]): attempts whose outcome is unknown, and those
-	// a resolver found not done since ([StatusAwaitingRetry]: a store
+	// the completer found not done since ([StatusAwaitingRetry]: a store
 	// counts by lease, not by checkpoint). They are part of Processing.
 	LeaseExpired int64
 	// Failed counts the completed records of [StatusFailed] (a

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ func TestStatusOf(t *testing.T) {
 	}
 	notDone := func(attempt, marked int, leaseUntil time.Time, abandoned ...bool) retrysafe.Record {
 		return retrysafe.Record{State: retrysafe.StateProcessing, Attempt: attempt, LeaseUntil: leaseUntil, Abandoned: len(abandoned) > 0,
-			Checkpoint: &retrysafe.Checkpoint{Name: admin.NotDoneCheckpointName(marked, "cause=timeout")}}
+			Checkpoint: &retrysafe.Checkpoint{Name: "retrysafe-not-done attempt=" + strconv.Itoa(marked)}}
 	}
 	for name, tc := range map[string]struct {
 		rec  retrysafe.Record
@@ -39,30 +40,6 @@ func TestStatusOf(t *testing.T) {
 	} {
 		if got := admin.StatusOf(&tc.rec, now); got != tc.want {
 			t.Errorf("%s: StatusOf = %q, want %q", name, got, tc.want)
-		}
-	}
-}
-
-func TestNotDoneCheckpoint(t *testing.T) {
-	t.Parallel()
-	for name, tc := range map[string]struct {
-		cp      *retrysafe.Checkpoint
-		attempt int
-		suffix  string
-		ok      bool
-	}{
-		"nil":         {nil, 0, "", false},
-		"bare":        {&retrysafe.Checkpoint{Name: admin.NotDoneCheckpointName(7, "")}, 7, "", true},
-		"suffix":      {&retrysafe.Checkpoint{Name: admin.NotDoneCheckpointName(2, "cause=timeout")}, 2, "cause=timeout", true},
-		"other":       {&retrysafe.Checkpoint{Name: "charge-requested"}, 0, "", false},
-		"cause":       {&retrysafe.Checkpoint{Name: "gateway-unknown attempt=1 cause=timeout"}, 0, "", false},
-		"zero":        {&retrysafe.Checkpoint{Name: "gateway-not-done attempt=0"}, 0, "", false},
-		"leading 0":   {&retrysafe.Checkpoint{Name: "gateway-not-done attempt=01"}, 0, "", false},
-		"not numeric": {&retrysafe.Checkpoint{Name: "gateway-not-done attempt=x"}, 0, "", false},
-	} {
-		attempt, suffix, ok := admin.NotDoneCheckpoint(tc.cp)
-		if attempt != tc.attempt || suffix != tc.suffix || ok != tc.ok {
-			t.Errorf("%s: NotDoneCheckpoint = %d, %q, %v; want %d, %q, %v", name, attempt, suffix, ok, tc.attempt, tc.suffix, tc.ok)
 		}
 	}
 }

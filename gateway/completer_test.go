@@ -153,8 +153,8 @@ func (u *fencingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestCompleterNotDoneAwaitsRetry: when the resolve URL tells the
-// completer an attempt N is not done, the completer leaves the record for
-// its retry instead of releasing it (a released key's next claim starts
+// completer an attempt N is not done, the completer (the engine's
+// ResolveStranded) leaves the record for its retry instead of releasing it (a released key's next claim starts
 // again at Idempotency-Attempt 1, which the upstream's fence refuses for
 // ever). The record reads as awaiting retry, not as an unknown outcome;
 // later passes do not ask about it again; and the client's retry, under
@@ -221,6 +221,11 @@ func TestCompleterNotDoneAwaitsRetry(t *testing.T) {
 			res := send(t, gw.URL, "POST", "/pay", key, `{"amount":1}`)
 			if res.Status != http.StatusCreated || string(res.Body) != `{"charge":"ch_1"}` {
 				t.Errorf("retry after the completer's not_done = %s, want the upstream's 201", res)
+			}
+			// The takeover is counted with the cause attempt 1 recorded,
+			// which the completer's mark keeps.
+			if want := `retrysafe_unknown_takeovers_total{cause="timeout",route="default"} 1`; !strings.Contains(scrape(t, gw.AdminURL), want) {
+				t.Errorf("/metrics lacks %s", want)
 			}
 			u.mu.Lock()
 			defer u.mu.Unlock()

@@ -361,7 +361,6 @@ func (g *Gateway) newRouteHandler(pattern string, p Policy) (*routeHandler, erro
 		rh.resolver = &resolver{url: p.ResolveURL, client: g.resolveClient, timeout: cfg.ResolveTimeout, maxBody: cfg.MaxResponseBody}
 		cc := cfg
 		cc.Store = storedScopes(cfg.Store)
-		cc.Resolver = g.completerResolve(rh, cc.Store, cc.Resolver)
 		if rh.completer, err = retrysafe.NewExecutor(cc); err != nil {
 			return nil, err
 		}

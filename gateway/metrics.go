@@ -232,9 +232,9 @@ func (m *Metrics) replayed(status int) {
 func (m *Metrics) InFlight(delta int) { m.inFlight.Add(float64(delta)) }
 
 // completed counts what one completer pass did.
-func (m *Metrics) completed(n retrysafe.Stranded, awaitingRetry int) {
+func (m *Metrics) completed(n retrysafe.Stranded) {
 	m.completerRecords.WithLabelValues("completed").Add(float64(n.Completed))
-	m.completerRecords.WithLabelValues("awaiting_retry").Add(float64(awaitingRetry))
+	m.completerRecords.WithLabelValues("awaiting_retry").Add(float64(n.AwaitingRetry))
 	m.completerRecords.WithLabelValues("blocked").Add(float64(n.Blocked))
 	m.completerRecords.WithLabelValues("skipped").Add(float64(n.Skipped))
 }

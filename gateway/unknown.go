@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,14 +21,12 @@ import (
 // URL, with the headers of the retry that found the record when there is
 // one (the request path), without when the completer asks.
 //
-// A record the completer found not done at its current attempt
-// (admin.ResolvedNotDone) is decided: the retry takes it over without
-// asking again, whatever the route's on-unknown policy.
+// The engine asks about no record the completer resolved not done
+// (retrysafe.Record.ResolvedNotDone): the completer's not_done for
+// attempt N marks the record instead of releasing it, and the next retry
+// takes it over as attempt N+1, which the upstream's fence admits.
 func (g *Gateway) resolveFor(rh *routeHandler) retrysafe.Resolver {
 	return func(ctx context.Context, rec *retrysafe.Record) (retrysafe.Resolution, error) {
-		if admin.ResolvedNotDone(rec) {
-			return retrysafe.Resolution{Action: retrysafe.ResolveRerun}, nil
-		}
 		var r *http.Request
 		source := "completer"
 		if info := infoFrom(ctx); info != nil && info.req != nil {
@@ -49,56 +45,6 @@ func (g *Gateway) resolveFor(rh *routeHandler) retrysafe.Resolver {
 		return retrysafe.Resolution{}, nil
 	}
 }
-
-// completerResolve is the completer's Resolver for rh: it asks as
-// resolve does, but a not_done does not release the record. The resolve
-// URL's not_done for attempt N binds the upstream to refuse attempts up
-// to N of that key; a released record's next claim would start again at
-// attempt 1, which that fence refuses, so the key could never run.
-// Instead it marks the record resolved not done at its attempt (a
-// checkpoint, admin.NotDoneCheckpointName, written with Abandon so the
-// expired lease stays as it is, fenced by the record's token) and leaves
-// it for the engine as kept: the next retry takes it over as attempt
-// N+1, which the fence admits (see resolveFor), no completer pass asks
-// about it again, and it reads as awaiting retry, not as unknown.
-func (g *Gateway) completerResolve(rh *routeHandler, st retrysafe.Store, resolve retrysafe.Resolver) retrysafe.Resolver {
-	return func(ctx context.Context, rec *retrysafe.Record) (retrysafe.Resolution, error) {
-		if admin.ResolvedNotDone(rec) {
-			return retrysafe.Resolution{}, nil // decided by an earlier pass (of another gateway, listed before it)
-		}
-		res, err := resolve(ctx, rec)
-		if err != nil || res.Action != retrysafe.ResolveRerun {
-			return res, err
-		}
-		suffix := ""
-		if attempt, cause, ok := parseCause(rec.Checkpoint); ok && attempt == rec.Attempt {
-			suffix = "cause=" + cause // kept for retrysafe_unknown_takeovers_total
-		}
-		err = st.Extend(ctx, &retrysafe.ExtendParams{Scope: rec.Scope, Key: rec.Key, Token: rec.Token, Now: g.cfg.Now(),
-			Abandon: true, Checkpoint: &retrysafe.Checkpoint{Name: admin.NotDoneCheckpointName(rec.Attempt, suffix)}})
-		if n, ok := ctx.Value(awaitingRetryKey{}).(*awaitingRetry); ok {
-			switch {
-			case err == nil:
-				n.marked.Add(1)
-			case errors.Is(err, retrysafe.ErrLeaseLost):
-				n.lost.Add(1)
-			}
-		}
-		if err != nil && !errors.Is(err, retrysafe.ErrLeaseLost) {
-			g.logger.WarnContext(ctx, "completer: marking a record not done failed; a later pass asks again",
-				"route", routeLabel(rh.pattern), "attempt", rec.Attempt, "err", err)
-		}
-		return retrysafe.Resolution{}, nil
-	}
-}
-
-// awaitingRetry counts, for one completer pass, the not_done records
-// completerResolve marked (awaiting their retry) and those that changed
-// before it could (skipped); the engine counted both as blocked.
-type awaitingRetry struct{ marked, lost atomic.Int64 }
-
-// awaitingRetryKey is the context key of a pass's *awaitingRetry.
-type awaitingRetryKey struct{}
 
 // storedScopes returns the store that writes back records listed with
 // s's Admin: they carry their scopes as stored, which an encrypting
@@ -133,7 +79,10 @@ func (g *Gateway) completers() []*routeHandler {
 // completeStranded is one completer pass: for each route with a resolve
 // URL, it lists the processing records of that route whose lease ran out
 // (up to completerMax) and lets the engine ask the resolver about each and
-// write its decision, fenced by the record's token.
+// write its decision, fenced by the record's token: done completes it,
+// not_done marks it resolved not done for its retry (never a release: the
+// retry would start again at attempt 1, which the upstream's fence
+// refuses), anything else leaves it.
 func (g *Gateway) completeStranded(ctx context.Context, adm admin.Admin) {
 	for _, rh := range g.completers() {
 		recs, err := g.stranded(ctx, adm, rh.pattern)
@@ -146,21 +95,17 @@ func (g *Gateway) completeStranded(ctx context.Context, adm admin.Admin) {
 		if len(recs) == 0 {
 			continue
 		}
-		var counted awaitingRetry
-		n, err := rh.completer.ResolveStranded(context.WithValue(ctx, awaitingRetryKey{}, &counted), recs)
-		awaiting, lost := int(counted.marked.Load()), int(counted.lost.Load())
-		n.Blocked -= awaiting + lost
-		n.Skipped += lost
-		g.metrics.completed(n, awaiting)
+		n, err := rh.completer.ResolveStranded(ctx, recs)
+		g.metrics.completed(n)
 		lvl := slog.LevelDebug
 		switch {
 		case err != nil:
 			lvl = slog.LevelWarn
-		case n.Completed+n.AwaitingRetry+awaiting > 0:
+		case n.Completed+n.AwaitingRetry > 0:
 			lvl = slog.LevelInfo
 		}
 		g.logger.Log(ctx, lvl, "completer: stranded records resolved", "route", routeLabel(rh.pattern),
-			"completed", n.Completed, "awaiting_retry", awaiting, "blocked", n.Blocked, "skipped", n.Skipped, "err", err)
+			"completed", n.Completed, "awaiting_retry", n.AwaitingRetry, "blocked", n.Blocked, "skipped", n.Skipped, "err", err)
 	}
 }
 
@@ -183,7 +128,7 @@ func (g *Gateway) stranded(ctx context.Context, adm admin.Admin, pattern string)
 		}
 		read += len(recs)
 		for _, rec := range recs {
-			if rec.Route == pattern && rec.LeaseExpired(now) && !admin.ResolvedNotDone(rec) {
+			if rec.Route == pattern && rec.LeaseExpired(now) && !rec.ResolvedNotDone() {
 				out = append(out, rec)
 			}
 		}
@@ -262,7 +207,7 @@ func (c *unknownCollector) count() (map[string]int, error) {
 			return counts, err
 		}
 		for _, rec := range recs {
-			if !admin.ResolvedNotDone(rec) { // decided: awaiting its retry
+			if !rec.ResolvedNotDone() { // decided: awaiting its retry
 				counts[routeLabel(rec.Route)]++
 			}
 		}

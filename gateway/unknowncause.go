@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
-	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/webhook"
 )
 
@@ -95,15 +94,11 @@ func (g *Gateway) abandon(op *retrysafe.Operation, cause string, err error) {
 // the cause its predecessor recorded.
 func (g *Gateway) takeover(rh *routeHandler, op *retrysafe.Operation) {
 	cause := causeLeaseExpired
+	// Resumed reads through the completer's not-done mark, which keeps
+	// the checkpoint that recorded the cause.
 	if name, _, ok := op.Resumed(); ok {
-		cp := &retrysafe.Checkpoint{Name: name}
-		if attempt, c, ok := parseCause(cp); ok && attempt == op.Attempt()-1 {
+		if attempt, c, ok := parseCause(&retrysafe.Checkpoint{Name: name}); ok && attempt == op.Attempt()-1 {
 			cause = c
-		} else if attempt, suffix, ok := admin.NotDoneCheckpoint(cp); ok && attempt == op.Attempt()-1 {
-			// Resolved not done by the completer, which kept the cause.
-			if c, found := strings.CutPrefix(suffix, "cause="); found && causeText[c] != "" {
-				cause = c
-			}
 		}
 	}
 	g.metrics.unknownTakeovers.WithLabelValues(routeLabel(rh.pattern), cause).Inc()

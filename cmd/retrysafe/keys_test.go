@@ -481,7 +481,7 @@ func TestKeysStateName(t *testing.T) {
 		"lease expired": {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now.Add(-time.Second)}, "processing (lease expired)"},
 		"abandoned":     {retrysafe.Record{State: retrysafe.StateProcessing, LeaseUntil: now.Add(time.Second), Abandoned: true}, "processing (abandoned: outcome unknown)"},
 		"resolved not done": {retrysafe.Record{State: retrysafe.StateProcessing, Attempt: 2, LeaseUntil: now.Add(-time.Second), Abandoned: true,
-			Checkpoint: &retrysafe.Checkpoint{Name: admin.NotDoneCheckpointName(2, "")}}, "processing (resolved not done: awaiting retry)"},
+			Checkpoint: &retrysafe.Checkpoint{Name: "retrysafe-not-done attempt=2"}}, "processing (resolved not done: awaiting retry)"},
 		"completed 201":      {retrysafe.Record{State: retrysafe.StateCompleted, ExpiresAt: now.Add(time.Hour), Response: &retrysafe.Response{Status: 201}}, "completed"},
 		"completed 399":      {retrysafe.Record{State: retrysafe.StateCompleted, ExpiresAt: now.Add(time.Hour), Response: &retrysafe.Response{Status: 399}}, "completed"},
 		"failed 400":         {retrysafe.Record{State: retrysafe.StateCompleted, ExpiresAt: now.Add(time.Hour), Response: &retrysafe.Response{Status: 400}}, "failed"},

@@ -277,7 +277,7 @@ func settleStranded(ctx context.Context, storeURL string, wait time.Duration, lo
 			}
 			for _, r := range recs {
 				st := Stranded{Scope: r.Scope, Key: r.Key, Attempt: r.Attempt, LeaseUntil: r.LeaseUntil, Abandoned: r.Abandoned,
-					AwaitingRetry: admin.ResolvedNotDone(r) && r.LeaseExpired(time.Now())}
+					AwaitingRetry: r.ResolvedNotDone() && r.LeaseExpired(time.Now())}
 				if !st.AwaitingRetry {
 					waiting++
 				}

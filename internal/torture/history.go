@@ -141,7 +141,7 @@ type Refusal struct {
 
 // Stranded is a record the store still held as processing, its lease
 // run out, when the run had settled: an unknown outcome never resolved,
-// unless AwaitingRetry (admin.ResolvedNotDone: the completer found the
+// unless AwaitingRetry (Record.ResolvedNotDone: the completer found the
 // attempt not done and left the record for a retry that never came).
 type Stranded struct {
 	Scope         string    `json:"scope"`
