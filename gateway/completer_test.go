@@ -24,6 +24,24 @@ import (
 	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
+// encrypted returns st wrapped in store/sealed under a new key ring.
+func encrypted(t *testing.T, st retrysafe.Store) retrysafe.Store {
+	t.Helper()
+	keys := []sealed.Key{{ID: sealed.HMACKeyID, Secret: make([]byte, sealed.KeySize)}, {ID: "k1", Secret: make([]byte, sealed.KeySize)}}
+	for _, k := range keys {
+		_, _ = rand.Read(k.Secret)
+	}
+	ring, err := sealed.NewKeyRing(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sealed.New(st, ring, sealed.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestCompleterEncrypted: the completer resolves a stranded record of an
 // encrypted store, which lists records under the HMAC of their scope:
 // it writes under that stored scope, so the caller's retry then gets the
@@ -162,10 +180,21 @@ func (u *fencingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // admits, and gets the upstream's answer.
 func TestCompleterNotDoneAwaitsRetry(t *testing.T) {
 	t.Parallel()
-	for _, policy := range []retrysafe.UnknownPolicy{retrysafe.OnUnknownTakeover, retrysafe.OnUnknownBlock} {
-		t.Run(string(policy), func(t *testing.T) {
+	for _, tc := range []struct {
+		policy    retrysafe.UnknownPolicy
+		encrypted bool // the mark keeps a sealed checkpoint, sealed again
+	}{{retrysafe.OnUnknownTakeover, false}, {retrysafe.OnUnknownBlock, false}, {retrysafe.OnUnknownBlock, true}} {
+		policy := tc.policy
+		name := string(policy)
+		if tc.encrypted {
+			name += " encrypted"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			st := testenv.Memory(t)
+			var st retrysafe.Store = testenv.Memory(t)
+			if tc.encrypted {
+				st = encrypted(t, st)
+			}
 			key, other := newKey(), newKey()
 			u := &fencingUpstream{undecided: map[string]bool{other: true}, fence: map[string]int{},
 				resolves: map[string][]int{}, attempts: map[string][]string{}, effects: map[string]int{}}
