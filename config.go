@@ -55,10 +55,12 @@ const (
 
 	// MaxKeyLength is the longest Idempotency-Key accepted, in characters.
 	MaxKeyLength = 255
-	// MaxCheckpointData is the largest Checkpoint.Data the engine writes,
-	// in bytes: it refuses a larger one before calling the store. A store
-	// must accept CheckpointStoreLimit bytes, which leaves room for a
-	// wrapper's own overhead (store/sealed encrypts the data).
+	// MaxCheckpointData is the largest Checkpoint.Data an operation
+	// records, in bytes: the engine refuses a larger one before calling
+	// the store. A store must accept CheckpointStoreLimit bytes, which
+	// leaves room for a wrapper's own overhead (store/sealed encrypts the
+	// data) and for the completer's not-done mark, which keeps the
+	// attempt's checkpoint with its name (see [Record.ResolvedNotDone]).
 	MaxCheckpointData = 64 << 10
 	// CheckpointStoreLimit is the largest Checkpoint.Data every store must
 	// accept, in bytes: MaxCheckpointData plus 1 KiB for wrappers

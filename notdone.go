@@ -72,10 +72,14 @@ func (rec *Record) ResolvedNotDone() bool {
 
 // notDoneMark returns the mark of rec's attempt resolved not done,
 // keeping the checkpoint the attempt stands on (unmarked, so that marks
-// never nest).
+// never nest) when it is within the engine's limits (MaxCheckpointName,
+// MaxCheckpointData): the mark's data then stays within the room
+// CheckpointStoreLimit leaves for wrappers. One larger (written by a
+// store's CheckpointTx, say) is not kept: the retry starts from the
+// beginning, as after a release, but as the next attempt.
 func notDoneMark(rec *Record) *Checkpoint {
 	mark := &Checkpoint{Name: notDonePrefix + strconv.Itoa(rec.Attempt)}
-	if cp := unmarked(rec.Checkpoint); cp != nil {
+	if cp := unmarked(rec.Checkpoint); cp != nil && len(cp.Name) <= MaxCheckpointName && len(cp.Data) <= MaxCheckpointData {
 		mark.Data = binary.AppendUvarint(mark.Data, uint64(len(cp.Name)))
 		mark.Data = append(mark.Data, cp.Name...)
 		mark.Data = append(mark.Data, cp.Data...)

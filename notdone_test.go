@@ -239,3 +239,44 @@ func TestNotDoneMarkFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNotDoneMarkBounded: the mark keeps a checkpoint within the engine's
+// limits, so its data stays within the room CheckpointStoreLimit leaves
+// for wrappers; a larger one (written through a store directly) is not
+// kept, and the retry starts from the beginning.
+func TestNotDoneMarkBounded(t *testing.T) {
+	t.Parallel()
+	for name, size := range map[string]int{"at the limit": retrysafe.MaxCheckpointData, "over it": retrysafe.MaxCheckpointData + 1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			u := newUnknownSetup(t, retrysafe.Config{Resolver: func(context.Context, *retrysafe.Record) (retrysafe.Resolution, error) {
+				return retrysafe.Resolution{Action: retrysafe.ResolveRerun}, nil
+			}})
+			u.strand(t, "k", "", nil)
+			rec := u.record(t, "k")
+			big := &retrysafe.Checkpoint{Name: strings.Repeat("n", retrysafe.MaxCheckpointName), Data: make([]byte, size)}
+			if err := u.store.Extend(context.Background(), &retrysafe.ExtendParams{Scope: "s", Key: "k", Token: rec.Token, Now: u0, Abandon: true, Checkpoint: big}); err != nil {
+				t.Fatal(err)
+			}
+			u.clock.Set(u0.Add(uLease))
+			if n, err := u.x.ResolveStranded(context.Background(), []*retrysafe.Record{u.record(t, "k")}); err != nil || n.AwaitingRetry != 1 {
+				t.Fatalf("ResolveStranded = %+v, %v", n, err)
+			}
+			mark := u.record(t, "k").Checkpoint
+			if len(mark.Data) > retrysafe.MaxCheckpointData+retrysafe.MaxCheckpointName+1 {
+				t.Errorf("the mark holds %d bytes of data, more than MaxCheckpointData + MaxCheckpointName + 1 (the name's length)", len(mark.Data))
+			}
+			var resumed bool
+			if _, _, err := u.x.Execute(context.Background(), "s", "k", "fp", func(ctx context.Context) *retrysafe.Response {
+				name, data, ok := retrysafe.OperationFromContext(ctx).Resumed()
+				resumed = ok && name == big.Name && len(data) == size
+				return created("ok")
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if want := size <= retrysafe.MaxCheckpointData; resumed != want {
+				t.Errorf("the retry resumed from the checkpoint: %v, want %v", resumed, want)
+			}
+		})
+	}
+}
