@@ -165,7 +165,7 @@ func (e *engine) unknownOutcome(ctx context.Context, rec *Record) (replay *Recor
 }
 
 // Stranded counts what a [Executor.ResolveStranded] pass did; each
-// record it was given is counted once.
+// record it looked at is counted once.
 type Stranded struct {
 	// Completed records got the Resolver's response (ResolveComplete).
 	// AwaitingRetry ones were found not done (ResolveRerun) and marked so
