@@ -101,6 +101,8 @@ byte expiresAt;		/* Record.ExpiresAt (completed) */
 bool abandoned;		/* Record.Abandoned */
 byte checkpoint;	/* Record.Checkpoint: the token of the attempt that wrote it, 0 = nil */
 byte response;		/* Record.Response: the token of the attempt whose upstream answered */
+byte marked;		/* the attempt a not-done mark is about (the checkpoint
+			 * "retrysafe-not-done attempt=N", Record.ResolvedNotDone), 0 = none */
 
 /* Ghost state: what the properties speak of; no code reads it. */
 byte life;			/* the record's life: +1 when a claim creates the record */
@@ -198,12 +200,16 @@ inline post() {
 
 inline snap() {
 	rst = st; rtok = tok; ratt = att; rlease = leaseUntil;
-	rab = abandoned; rresp = response; rlife = life
+	rab = abandoned; rresp = response; rlife = life; rmark = marked
 }
+
+/* What was read is a record whose current attempt a resolver found not
+ * done (Record.ResolvedNotDone): decided, so a retry takes it over. */
+#define rmarked (rmark != 0 && rmark == ratt)
 
 inline fresh(t) {
 	st = PROCESSING; tok = t; att = 1; leaseUntil = now + LEASE;
-	expiresAt = 0; abandoned = 0; checkpoint = 0; response = 0
+	expiresAt = 0; abandoned = 0; checkpoint = 0; response = 0; marked = 0
 }
 
 /* Store.Claim: an absent (or expired) key is claimed; an expired lease is
@@ -268,12 +274,28 @@ inline extend(t, ab, ck) {
 		:: owns(t) ->
 			P4_FENCED(t);
 			if :: ab -> abandoned = 1 :: else -> leaseUntil = now + LEASE fi;
-			if :: ck -> checkpoint = t :: else -> skip fi;
+			if :: ck -> checkpoint = t; marked = 0 :: else -> skip fi;
 			res = OK
 		:: else -> res = LEASELOST
 		fi;
 		post();
 		show(OP_EXTEND, t, 0, 0, ab, ck, 0)
+	}
+}
+
+/* The completer's not-done mark: Store.Extend with Abandon and the
+ * checkpoint "retrysafe-not-done attempt=a", fenced by the token read (the
+ * lease stays expired, the attempt number stays). To the store it is an
+ * Extend with Abandon and a checkpoint. */
+inline markNotDone(t, a) {
+	d_step {
+		pre();
+		if
+		:: owns(t) -> P4_FENCED(t); abandoned = 1; checkpoint = t; marked = a; res = OK
+		:: else -> res = LEASELOST
+		fi;
+		post();
+		show(OP_EXTEND, t, 0, 0, 1, 1, 0)
 	}
 }
 
@@ -298,7 +320,7 @@ inline complete(t, r) {
 
 inline clear() {
 	st = ABSENT; tok = 0; att = 0; leaseUntil = 0; expiresAt = 0;
-	abandoned = 0; checkpoint = 0; response = 0
+	abandoned = 0; checkpoint = 0; response = 0; marked = 0
 }
 
 /* Store.Release */
@@ -417,7 +439,7 @@ proctype Client(byte c) {
 /* engine.acquire, engine.run, settle, and the gateway's abandon. */
 proctype Owner(byte m) {
 	byte c, t, l, a, r, res, tt, loops, verdict;
-	byte rst, rtok, ratt, rlease, rresp, rlife;
+	byte rst, rtok, ratt, rlease, rresp, rlife, rmark;
 	bool rab, claimed, sent, counted, waited, nt, cp, lost, seen;
 
 	up[m] = 1;
@@ -447,14 +469,17 @@ acquire:
 			l = rlife; a = ratt; holding[m] = 1; beatDue[m] = now + HEARTBEAT;
 			goto running
 		:: !claimed && rst == COMPLETED -> goto replaying
-		:: !claimed && rst == PROCESSING && rab -> goto retrying	/* 409 outcome-unknown */
-		:: !claimed && rst == PROCESSING && !rab && now >= rlease ->
+		:: !claimed && rst == PROCESSING && rmarked && loops < 2 ->	/* decided not done: take it over */
+			loops++; tt = rtok; goto acquire
+		:: !claimed && rst == PROCESSING && rmarked && loops >= 2 -> goto retrying
+		:: !claimed && rst == PROCESSING && !rmarked && rab -> goto retrying	/* 409 outcome-unknown */
+		:: !claimed && rst == PROCESSING && !rmarked && !rab && now >= rlease ->
 #if POLICY == RESOLVER
 			goto resolving
 #else
 			goto retrying	/* block: 409 outcome-unknown */
 #endif
-		:: !claimed && rst == PROCESSING && !rab && now < rlease -> goto waiting
+		:: !claimed && rst == PROCESSING && !rmarked && !rab && now < rlease -> goto waiting
 		fi
 		};
 
@@ -505,7 +530,8 @@ running:	/* engine.run: the heartbeat, the upstream call, crashes, outages */
 		:: !sent -> atomic {
 			sent = 1;
 			if
-			:: effect(); r = t; break			/* the upstream answered */
+			:: upstreamTakes(l, a) -> effect(); r = t; break	/* the upstream answered */
+			:: !upstreamTakes(l, a) -> goto abandoning	/* fenced off by a not_done: it hangs up, nothing done */
 			:: cuts > 0 -> cuts--; effect(); unknown(); goto abandoning	/* cut after it was sent */
 			:: fails > 0 -> fails--; goto releasing	/* failed before it was sent */
 			fi }
@@ -553,7 +579,7 @@ finished:
 			up[m] = 1; holding[m] = 0; beatDue[m] = 0;
 			c = 0; t = 0; l = 0; a = 0; r = 0; res = 0; tt = 0; loops = 0; verdict = 0;
 			rst = 0; rtok = 0; ratt = 0; rlease = 0; rresp = 0; rlife = 0;
-			rab = 0; claimed = 0; sent = 0; counted = 0; waited = 0; nt = 0; cp = 0; lost = 0
+			rab = 0; claimed = 0; sent = 0; counted = 0; waited = 0; nt = 0; cp = 0; lost = 0; rmark = 0
 		}
 	od
 }
@@ -561,23 +587,25 @@ finished:
 #if POLICY == RESOLVER
 /* The background completer ((*Executor).ResolveStranded, the gateway's
  * sweeper): stranded records are resolved; done → Complete with their
- * token, not_done → Release with their token, unknown → nothing. */
+ * token, not_done → the not-done mark with their token (the retry then
+ * takes the record over as the next attempt, which the upstream admits),
+ * unknown → nothing. A record already marked is skipped. */
 active proctype Completer() {
-	byte runs, res, r, verdict, rst, rtok, ratt, rlease, rresp, rlife;
+	byte runs, res, r, verdict, rst, rtok, ratt, rlease, rresp, rlife, rmark;
 	bool rab, claimed, counted;
 	byte l;
 end:	do
 	:: d_step {	/* Admin's list of stranded records: one read */
-		runs < COMPLETER_RUNS && st == PROCESSING && now >= leaseUntil ->
+		runs < COMPLETER_RUNS && st == PROCESSING && now >= leaseUntil && marked != att ->
 		runs++; snap()
 	};
 		resolve();
 		if
 		:: verdict == 1 -> complete(rtok, r)
-		:: verdict == 2 -> release(rtok)
+		:: verdict == 2 -> markNotDone(rtok, ratt)
 		:: else -> skip
 		fi;
-		d_step { res = 0; r = 0; verdict = 0; rst = 0; rtok = 0; ratt = 0; rlease = 0; rresp = 0; rlife = 0; rab = 0 }
+		d_step { res = 0; r = 0; verdict = 0; rst = 0; rtok = 0; ratt = 0; rlease = 0; rresp = 0; rlife = 0; rab = 0; rmark = 0 }
 	od
 }
 #endif
