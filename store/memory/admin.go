@@ -25,14 +25,10 @@ func (s *Store) List(ctx context.Context, p *admin.ListParams) ([]*retrysafe.Rec
 	after := id{p.AfterScope, p.AfterKey}
 	page := []*retrysafe.Record{}
 	s.each(func(i id, e entry) {
-		if compareID(i, after) <= 0 {
+		if compareID(i, after) <= 0 || !p.Matches(&e.decode(false).rec) { // the filters read no header
 			return
 		}
-		rec := decode(e, p.WithBodies)
-		if !p.Matches(rec) {
-			return
-		}
-		page = append(page, rec)
+		page = append(page, decode(e, p.WithBodies))
 		if len(page) == 2*limit { // keep the first limit: memory bounded by the page, not the store
 			slices.SortFunc(page, compareRecords)
 			page = page[:limit]

@@ -190,14 +190,13 @@ func (e *entry) id() id {
 // token returns the owner token of e.
 func (e *entry) token() string { return e.fields()[fieldToken] }
 
-// view is a record decoded from an entry, as a read returns it: the record,
-// its response and checkpoint, and the claim result that carries it, in
-// one allocation.
+// view is a record decoded from an entry, as a read returns it: the
+// record, its response, and the claim result that carries it, in one
+// allocation.
 type view struct {
 	res  retrysafe.ClaimResult
 	rec  retrysafe.Record
 	resp retrysafe.Response
-	cp   retrysafe.Checkpoint
 }
 
 // decode returns the record e keeps, fresh, in a claim result that did
@@ -206,36 +205,41 @@ type view struct {
 // store returns are read-only. Without withHeader, a completed record's
 // response carries no header (Stats needs none).
 func (e *entry) decode(withHeader bool) *view {
-	v := &view{}
 	t := text{e.text}
 	var f [numFields]string
 	for k := range f {
 		f[k] = t.string()
 	}
-	v.rec = retrysafe.Record{
-		Scope:       f[fieldScope],
-		Key:         f[fieldKey],
-		Fingerprint: f[fieldFingerprint],
-		State:       retrysafe.StateProcessing,
-		Token:       f[fieldToken],
-		Attempt:     e.attempt,
-		Route:       f[fieldRoute],
-		CreatedAt:   at(e.created),
-		UpdatedAt:   at(e.updated),
-		LeaseUntil:  at(e.leaseUntil),
-		ExpiresAt:   at(e.expires),
-		Abandoned:   e.abandoned,
+	state, resp := retrysafe.StateProcessing, retrysafe.Response{}
+	if e.completed {
+		state, resp = retrysafe.StateCompleted, retrysafe.Response{Status: e.status, Body: e.body}
+		if withHeader {
+			resp.Header = t.header()
+		}
 	}
+	var cp *retrysafe.Checkpoint
 	if e.hasCheckpoint {
-		v.cp = retrysafe.Checkpoint{Name: f[fieldCheckpoint], Data: e.checkpoint, At: at(e.checkpointAt)}
-		v.rec.Checkpoint = &v.cp
+		cp = &retrysafe.Checkpoint{Name: f[fieldCheckpoint], Data: e.checkpoint, At: at(e.checkpointAt)}
+	}
+	v := &view{
+		rec: retrysafe.Record{
+			Scope:       f[fieldScope],
+			Key:         f[fieldKey],
+			Fingerprint: f[fieldFingerprint],
+			State:       state,
+			Token:       f[fieldToken],
+			Attempt:     e.attempt,
+			Route:       f[fieldRoute],
+			CreatedAt:   at(e.created),
+			UpdatedAt:   at(e.updated),
+			LeaseUntil:  at(e.leaseUntil),
+			ExpiresAt:   at(e.expires),
+			Abandoned:   e.abandoned,
+			Checkpoint:  cp,
+		},
+		resp: resp,
 	}
 	if e.completed {
-		v.rec.State = retrysafe.StateCompleted
-		v.resp = retrysafe.Response{Status: e.status, Body: e.body}
-		if withHeader {
-			v.resp.Header = t.header()
-		}
 		v.rec.Response = &v.resp
 	}
 	v.res.Record = &v.rec

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -275,4 +276,74 @@ func TestReturnedRecordsNeverChange(t *testing.T) {
 	if extended.LeaseUntil != base.Add(time.Second+time.Hour) || snapshot.LeaseUntil != base.Add(time.Minute) || done.State != retrysafe.StateCompleted {
 		t.Errorf("records: claimed %+v, extended %+v, completed %+v", snapshot, extendedSnapshot, doneSnapshot)
 	}
+}
+
+// TestHeaderRoundTrip: a completed record's header comes back exactly as
+// it was stored: nil as nil and empty as empty, a name's nil values as nil
+// and empty ones as empty, the order of values, strings long enough that
+// their lengths take more than one byte, and a text longer than the
+// buffer newText starts with.
+func TestHeaderRoundTrip(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("v", 300)
+	many := http.Header{}
+	for n := range 40 {
+		many[fmt.Sprintf("X-Name-%d", n)] = []string{fmt.Sprint(n), long[:n]}
+	}
+	for name, header := range map[string]http.Header{
+		"nil":          nil,
+		"empty":        {},
+		"nil values":   {"X-Nil": nil, "Content-Type": {"application/json"}},
+		"empty values": {"X-Empty": {}, "Content-Type": {"application/json"}},
+		"order":        {"X-Two": {"b", "a", "b"}, "X-One": {""}},
+		"long":         {long: {long, "", long + long}},
+		"many":         many,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := quietStore(t)
+			completeKey(t, s, "k", &retrysafe.Response{Status: 200, Header: header, Body: []byte("b")})
+			rec, err := s.Get(t.Context(), &retrysafe.GetParams{Scope: "s", Key: "k", Now: base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Response.Header; !reflect.DeepEqual(got, header) || (got == nil) != (header == nil) {
+				t.Fatalf("header %#v, want %#v", got, header)
+			}
+			for name, vs := range rec.Response.Header {
+				if cap(vs) != len(vs) {
+					t.Errorf("values of %q: capacity %d beyond their %d: an append would reach the next name's", name, cap(vs), len(vs))
+				}
+			}
+		})
+	}
+}
+
+// TestCompletedRecordObjects: a completed record is two objects in the Go
+// heap, its text and its body, whatever its header, so that a garbage
+// collection has little to mark per record. Not parallel: it counts the
+// heap's objects.
+func TestCompletedRecordObjects(t *testing.T) {
+	s := quietStore(t)
+	const n = 10_000
+	keys := make([]string, n)
+	for k := range keys {
+		keys[k] = fmt.Sprint("key-", k)
+	}
+	header := http.Header{"Content-Type": {"application/json"}, "Location": {"/orders/1"}}
+	body := []byte(`{"id":"ord_1"}`)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, key := range keys {
+		completeKey(t, s, key, &retrysafe.Response{Status: 201, Header: header, Body: body})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perRecord := float64(after.HeapObjects-before.HeapObjects) / n
+	t.Logf("%.2f objects, %d bytes live per completed record", perRecord, (after.HeapAlloc-before.HeapAlloc)/n)
+	if perRecord > 2.5 {
+		t.Errorf("a completed record holds %.2f heap objects, want 2 (its text and its body)", perRecord)
+	}
+	runtime.KeepAlive(keys)
 }
