@@ -20,7 +20,7 @@ import (
 
 // entry is one stored record, made once (by newEntry) and never changed.
 // It is 128 bytes, small enough for the map to keep it in its own slots
-// rather than in an object of its own.
+// rather than in an object of its own (TestCompletedRecordObjects counts).
 type entry struct {
 	text       string // see newText
 	body       []byte // the response's body, nil for a nil body (completed records)
@@ -121,14 +121,17 @@ func appendString(b []byte, s string) []byte {
 
 // text reads an entry's text from the start, in the order newText wrote
 // it.
-type text struct{ s string }
+type text struct {
+	s string
+	i int // where the next read starts
+}
 
 // number reads a uvarint.
 func (t *text) number() int {
 	n := 0
 	for shift := 0; ; shift += 7 {
-		c := t.s[0]
-		t.s = t.s[1:]
+		c := t.s[t.i]
+		t.i++
 		n |= int(c&0x7f) << shift
 		if c < 0x80 {
 			return n
@@ -136,12 +139,20 @@ func (t *text) number() int {
 	}
 }
 
+// fields reads the fields.
+func (t *text) fields() [numFields]string {
+	var f [numFields]string
+	for k := range f {
+		f[k] = t.string()
+	}
+	return f
+}
+
 // string reads a string: it shares the text's bytes.
 func (t *text) string() string {
 	n := t.number()
-	s := t.s[:n]
-	t.s = t.s[n:]
-	return s
+	t.i += n
+	return t.s[t.i-n : t.i]
 }
 
 // header reads a header: its names and values share the text's bytes, and
@@ -173,17 +184,13 @@ func (t *text) header() http.Header {
 
 // fields returns the fields of e's text.
 func (e *entry) fields() [numFields]string {
-	t := text{e.text}
-	var f [numFields]string
-	for k := range f {
-		f[k] = t.string()
-	}
-	return f
+	t := text{s: e.text}
+	return t.fields()
 }
 
 // id returns the scope and key of e, which share e's text.
 func (e *entry) id() id {
-	t := text{e.text}
+	t := text{s: e.text}
 	return id{scope: t.string(), key: t.string()}
 }
 
@@ -205,11 +212,8 @@ type view struct {
 // store returns are read-only. Without withHeader, a completed record's
 // response carries no header (Stats needs none).
 func (e *entry) decode(withHeader bool) *view {
-	t := text{e.text}
-	var f [numFields]string
-	for k := range f {
-		f[k] = t.string()
-	}
+	t := text{s: e.text}
+	f := t.fields()
 	state, resp := retrysafe.StateProcessing, retrysafe.Response{}
 	if e.completed {
 		state, resp = retrysafe.StateCompleted, retrysafe.Response{Status: e.status, Body: e.body}

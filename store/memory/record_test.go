@@ -321,8 +321,9 @@ func TestHeaderRoundTrip(t *testing.T) {
 
 // TestCompletedRecordObjects: a completed record is two objects in the Go
 // heap, its text and its body, whatever its header, so that a garbage
-// collection has little to mark per record. Not parallel: it counts the
-// heap's objects.
+// collection has little to mark per record (an entry larger than a map
+// keeps in its slots would be a third). Not parallel: it counts the heap's
+// objects.
 func TestCompletedRecordObjects(t *testing.T) {
 	s := quietStore(t)
 	const n = 10_000
