@@ -11,7 +11,7 @@ import (
 
 // The operator's view ([admin.Admin]). Each call reads one shard at a
 // time under its lock, so a record written during the call may or may not
-// be seen; it returns copies, never the stored records.
+// be seen. It returns records decoded for the call, as Get does.
 
 // List implements [admin.Admin]. It sorts the matching records on
 // every call, so it costs O(n log n) in the number of stored records:
@@ -23,19 +23,19 @@ func (s *Store) List(ctx context.Context, p *admin.ListParams) ([]*retrysafe.Rec
 	}
 	limit := p.PageSize()
 	after := id{p.AfterScope, p.AfterKey}
-	var page []*retrysafe.Record
-	s.each(func(i id, rec *retrysafe.Record) {
-		if compareID(i, after) <= 0 || !p.Matches(rec) {
+	page := []*retrysafe.Record{}
+	s.each(func(i id, e entry) {
+		if compareID(i, after) <= 0 || !p.Matches(&e.decode(false).rec) { // the filters read no header
 			return
 		}
-		page = append(page, rec)
+		page = append(page, decode(e, p.WithBodies))
 		if len(page) == 2*limit { // keep the first limit: memory bounded by the page, not the store
 			slices.SortFunc(page, compareRecords)
 			page = page[:limit]
 		}
 	})
 	slices.SortFunc(page, compareRecords)
-	return copies(page[:min(len(page), limit)], p.WithBodies), nil
+	return page[:min(len(page), limit)], nil
 }
 
 // Find implements [admin.Admin]. Without a scope it looks at every
@@ -53,19 +53,19 @@ func (s *Store) Find(ctx context.Context, p *admin.FindParams) ([]*retrysafe.Rec
 		if !ok {
 			return []*retrysafe.Record{}, nil // empty, not nil, as every other answer
 		}
-		return copies([]*retrysafe.Record{&e.rec}, p.WithBodies), nil
+		return []*retrysafe.Record{decode(e, p.WithBodies)}, nil
 	}
 	if err := s.open(ctx, "find"); err != nil {
 		return nil, err
 	}
-	var found []*retrysafe.Record
-	s.each(func(i id, rec *retrysafe.Record) {
+	found := []*retrysafe.Record{} // empty, not nil, when nothing matches
+	s.each(func(i id, e entry) {
 		if i.key == p.Key {
-			found = append(found, rec)
+			found = append(found, decode(e, p.WithBodies))
 		}
 	})
 	slices.SortFunc(found, compareRecords)
-	return copies(found, p.WithBodies), nil
+	return found, nil
 }
 
 // Stats implements [admin.Admin]: one pass over every record, O(n).
@@ -74,9 +74,7 @@ func (s *Store) Stats(ctx context.Context, p *admin.StatsParams) (*admin.Stats, 
 		return nil, err
 	}
 	var all []*retrysafe.Record
-	s.each(func(_ id, rec *retrysafe.Record) { all = append(all, rec) })
-	// StatsOf returns some of the processing records as they are: they
-	// carry no response, and they are never modified.
+	s.each(func(_ id, e entry) { all = append(all, &e.decode(false).rec) }) // counting needs no header
 	return admin.StatsOf(all, p), nil
 }
 
@@ -98,33 +96,25 @@ func (s *Store) Delete(ctx context.Context, scope, key string) error {
 
 // each calls f for every record, one shard at a time under the shard's
 // lock. A shard closed meanwhile holds none.
-func (s *Store) each(f func(id, *retrysafe.Record)) {
+func (s *Store) each(f func(id, entry)) {
 	for k := range s.shards {
 		sh := &s.shards[k]
 		sh.mu.Lock()
 		for i, e := range sh.records {
-			f(i, &e.rec)
+			f(i, e)
 		}
 		sh.mu.Unlock()
 	}
 }
 
-// copies returns copies of recs, without response bodies unless
+// decode returns the record e keeps, without its response's body unless
 // withBodies.
-func copies(recs []*retrysafe.Record, withBodies bool) []*retrysafe.Record {
-	out := make([]*retrysafe.Record, len(recs))
-	for n, rec := range recs {
-		c := *rec
-		c.Checkpoint = rec.Checkpoint.Clone()
-		switch {
-		case rec.Response != nil && withBodies:
-			c.Response = rec.Response.Clone()
-		case rec.Response != nil:
-			c.Response = &retrysafe.Response{Status: rec.Response.Status, Header: rec.Response.Header.Clone()}
-		}
-		out[n] = &c
+func decode(e entry, withBodies bool) *retrysafe.Record {
+	rec := &e.decode(true).rec
+	if rec.Response != nil && !withBodies {
+		rec.Response.Body = nil
 	}
-	return out
+	return rec
 }
 
 func compareID(a, b id) int {

@@ -11,10 +11,11 @@
 //     for different keys seldom wait for each other. Every call on one key
 //     runs under that key's shard lock, which is what makes Claim atomic.
 //   - Records are immutable: a change (takeover, renewal, completion)
-//     stores a new entry, so a record handed to a caller is never modified
-//     and can be returned without a copy. An entry is one allocation
-//     holding the record, its response and the two results a claim can
-//     return about it (see entry).
+//     stores a new entry. An entry keeps a record in a form the garbage
+//     collector need not look into (record.go): a completed record is two
+//     objects, one string and its body, whatever its header. Every read
+//     decodes a fresh [retrysafe.Record] from it, whose strings and body
+//     share the entry's, never modified.
 //   - The store is bounded (Config.MaxRecords). When it is full, a claim
 //     of a new key first evicts expired completed records and abandoned
 //     processing records (lease ran out more than
@@ -23,10 +24,9 @@
 //     A janitor goroutine deletes the same records in the background;
 //     expiry is enforced on read regardless.
 //
-// Being plain has a cost: every live record is a few heap objects (the
-// entry, its strings, the response's header map and body) that each
-// garbage collection marks, so with hundreds of thousands of records the
-// collector's work per request grows with them. The other stores keep
+// The records are still in the Go heap: each garbage collection marks two
+// objects per completed record, so with hundreds of thousands of records
+// the collector's work per request grows with them. The other stores keep
 // records outside the Go heap.
 //
 // The store does not survive a restart and is not shared between
@@ -97,32 +97,10 @@ const numShards = 32
 // id identifies a record: scope and key.
 type id struct{ scope, key string }
 
-// entry is one stored record, made once and never changed: the record,
-// the response it points to (a completed record's own copy), and what
-// Claim returns about it, to the claim that stored it (claimed) and to
-// every other claim that finds it (found). Claim then answers a replay
-// without allocating, and the record, its response and both results are
-// one object for the collector.
-type entry struct {
-	rec     retrysafe.Record
-	resp    retrysafe.Response
-	claimed retrysafe.ClaimResult // Claimed: true, Record: &rec
-	found   retrysafe.ClaimResult // Claimed: false, Record: &rec
-}
-
-// newEntry returns an entry holding a copy of rec (whose Response, if
-// any, must already point to the entry's resp: see complete).
-func newEntry(rec retrysafe.Record) *entry {
-	e := &entry{rec: rec}
-	e.claimed = retrysafe.ClaimResult{Claimed: true, Record: &e.rec}
-	e.found = retrysafe.ClaimResult{Record: &e.rec}
-	return e
-}
-
 // shard holds the records whose id hashes to it, behind its own mutex.
 type shard struct {
 	mu      sync.Mutex
-	records map[id]*entry
+	records map[id]entry // see put
 	// peak is the most records the map has held since it was made: Go
 	// maps do not shrink, so a sweep that leaves far fewer makes a new one.
 	peak int
@@ -184,7 +162,7 @@ func New(cfg Config) *Store {
 		s.retention = admin.DefaultProcessingRetention
 	}
 	for k := range s.shards {
-		s.shards[k].records = make(map[id]*entry)
+		s.shards[k].records = make(map[id]entry)
 	}
 	interval := cmp.Or(cfg.JanitorInterval, DefaultJanitorInterval)
 	if interval < 0 {
@@ -238,45 +216,52 @@ func (s *Store) claim(ctx context.Context, p *retrysafe.ClaimParams) (res *retry
 	// Claim is atomic: the read and the write below happen under one
 	// lock, so among concurrent claims of a key exactly one wins.
 	e, ok := sh.records[i]
+	var found *retrysafe.ClaimResult
 	var rec *retrysafe.Record
 	if ok {
-		rec = &e.rec
+		found = &e.decode(true).res
+		rec = found.Record
 	}
 	switch {
 	case ok && rec.State == retrysafe.StateCompleted && !rec.Expired(p.Now):
 		// A live result: replay it.
-		return &e.found, false, nil
+		return found, false, nil
 	case ok && rec.State == retrysafe.StateProcessing && (p.Now.Before(rec.LeaseUntil) || rec.Fingerprint != p.Fingerprint):
 		// In flight, or an expired lease that only the same request may
 		// take over: the caller gets the record, nothing changes.
-		return &e.found, false, nil
+		return found, false, nil
 	case ok && rec.State == retrysafe.StateProcessing && (p.NoTakeover || p.TakeoverToken != "" && p.TakeoverToken != rec.Token):
 		// An expired lease the caller may not take over: its policy
 		// blocks takeovers (NoTakeover), or it may take over only the
 		// attempt it decided about (TakeoverToken). Nothing changes.
-		return &e.found, false, nil
+		return found, false, nil
 	case ok && rec.State == retrysafe.StateProcessing:
 		// Takeover of an expired lease: a new token, one more attempt,
 		// the creation time and the checkpoint kept (so the new owner
 		// can resume), the abandoned mark cleared (ProcessingRecord
 		// starts without one).
-		taken := newEntry(*p.ProcessingRecord(rec.Attempt+1, rec.CreatedAt, p.Now, p.Now.Add(p.Lease)))
-		taken.rec.Checkpoint = rec.Checkpoint // immutable, like the record: shared, not copied
-		sh.records[i] = taken
-		return &taken.claimed, false, nil
+		taken := p.ProcessingRecord(rec.Attempt+1, rec.CreatedAt, p.Now, p.Now.Add(p.Lease))
+		taken.Checkpoint = rec.Checkpoint
+		sh.put(newEntry(taken))
+		return claimed(taken), false, nil
 	case !ok && !s.reserve():
 		return nil, true, nil
 	}
 	// Absent, or completed and expired (expiry is enforced on read, so it
 	// counts as absent whether or not it has been swept): a new record.
-	fresh := newEntry(*p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease)))
-	sh.records[i] = fresh
+	fresh := p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))
+	sh.put(newEntry(fresh))
 	sh.peak = max(sh.peak, len(sh.records))
-	if due := fresh.rec.LeaseUntil.Add(s.retention); due.Before(sh.evictable) {
+	if due := fresh.LeaseUntil.Add(s.retention); due.Before(sh.evictable) {
 		sh.evictable = due
 	}
-	return &fresh.claimed, false, nil
+	return claimed(fresh), false, nil
 }
+
+// put stores e under its own scope and key, strings of its text, so that
+// the map holds no string of the caller's (a Go map that replaces a value
+// replaces its key's strings too).
+func (sh *shard) put(e entry) { sh.records[e.id()] = e }
 
 // reserve counts one more record held and reports whether that is within
 // MaxRecords; when it is not, the count is left as it was. The count is
@@ -299,10 +284,10 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	defer sh.mu.Unlock()
 	e, ok := sh.records[id{p.Scope, p.Key}]
 	// An expired result counts as absent, swept or not.
-	if !ok || e.rec.Expired(p.Now) {
+	if !ok || e.expired(p.Now) {
 		return nil, retrysafe.ErrNotFound
 	}
-	return &e.rec, nil
+	return &e.decode(true).rec, nil
 }
 
 // owned returns the processing record i of sh if token owns it. Extend,
@@ -310,12 +295,12 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 // lease was taken over gets ErrLeaseLost and changes nothing. The lease
 // itself is not checked: an owner whose lease ran out, but was not taken
 // over, may still finish.
-func (sh *shard) owned(i id, token string) (*retrysafe.Record, error) {
+func (sh *shard) owned(i id, token string) (entry, error) {
 	e, ok := sh.records[i]
-	if !ok || e.rec.State != retrysafe.StateProcessing || e.rec.Token != token {
-		return nil, retrysafe.ErrLeaseLost
+	if !ok || e.completed || e.token() != token {
+		return entry{}, retrysafe.ErrLeaseLost
 	}
-	return &e.rec, nil
+	return e, nil
 }
 
 // Extend implements [retrysafe.Store].
@@ -326,26 +311,29 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 		return err
 	}
 	defer sh.mu.Unlock()
-	rec, err := sh.owned(i, p.Token)
+	renewed, err := sh.owned(i, p.Token)
 	if err != nil {
 		return err
 	}
-	renewed := newEntry(*rec)
-	renewed.rec.UpdatedAt = p.Now
+	renewed.updated = nanos(p.Now)
 	if p.Abandon {
 		// The owner gives up: the outcome is unknown from now on, and
 		// the lease runs out when it would have (Lease is ignored).
-		renewed.rec.Abandoned = true
+		renewed.abandoned = true
 	} else {
-		renewed.rec.LeaseUntil = p.Now.Add(p.Lease)
+		renewed.leaseUntil = nanos(p.Now.Add(p.Lease))
 	}
 	if p.Checkpoint != nil {
 		// The store keeps its own copy, stamped with the write's time.
-		renewed.rec.Checkpoint = p.Checkpoint.Clone()
-		renewed.rec.Checkpoint.At = p.Now
+		cp := *p.Checkpoint
+		cp.At = p.Now
+		renewed.setCheckpoint(&cp)
+		fields := renewed.fields()
+		fields[fieldCheckpoint] = cp.Name
+		renewed.text = newText(fields, nil)
 	}
-	sh.records[i] = renewed
-	if due := renewed.rec.LeaseUntil.Add(s.retention); due.Before(sh.evictable) { // Extend may shorten the lease
+	sh.put(renewed)
+	if due := at(renewed.leaseUntil).Add(s.retention); due.Before(sh.evictable) { // Extend may shorten the lease
 		sh.evictable = due
 	}
 	return nil
@@ -359,58 +347,36 @@ func (s *Store) Complete(ctx context.Context, p *retrysafe.CompleteParams) error
 		return err
 	}
 	defer sh.mu.Unlock()
-	rec, err := sh.owned(i, p.Token)
+	done, err := sh.owned(i, p.Token)
 	if err != nil {
 		return err
 	}
 	// Complete keeps Token, Attempt, Fingerprint, Route, CreatedAt,
 	// LeaseUntil and the checkpoint, clears the abandoned mark (the
-	// outcome is known now), and sets UpdatedAt. The response is copied
-	// (see copyResponse): the caller may reuse what it passed once this
-	// returns.
-	done := newEntry(*rec)
-	done.rec.State = retrysafe.StateCompleted
-	done.rec.Abandoned = false
-	done.rec.UpdatedAt = p.Now
-	done.rec.ExpiresAt = p.Now.Add(p.TTL)
-	copyResponse(&done.resp, p.Response)
-	done.rec.Response = &done.resp
+	// outcome is known now), and sets UpdatedAt and ExpiresAt. It keeps a
+	// copy of the response (nil is kept as an empty one): the body's
+	// bytes, and the header's strings in the entry's text. The caller may
+	// reuse what it passed once Complete returns.
+	done.completed = true
+	done.abandoned = false
+	done.updated = nanos(p.Now)
+	done.expires = nanos(p.Now.Add(p.TTL))
+	var header http.Header
+	if resp := p.Response; resp != nil {
+		done.status, header = resp.Status, resp.Header
+		if resp.Body != nil {
+			done.body = append([]byte{}, resp.Body...)
+		}
+	}
+	done.text = newText(done.fields(), header)
 	// One map write: a concurrent Get sees the processing record or the
 	// whole completed one, never a part.
-	sh.records[i] = done
-	if done.rec.ExpiresAt.Before(sh.evictable) {
-		sh.evictable = done.rec.ExpiresAt
+	sh.put(done)
+	if expires := at(done.expires); expires.Before(sh.evictable) {
+		sh.evictable = expires
 	}
 	s.subs.Notify(i)
 	return nil
-}
-
-// copyResponse sets dst to a deep copy of src (an empty response for
-// nil): a header map of its own whose value slices share one backing
-// array, and a copy of the body. Names and values are strings, which
-// cannot change, so they are shared.
-func copyResponse(dst, src *retrysafe.Response) {
-	if src == nil {
-		return
-	}
-	dst.Status = src.Status
-	if src.Header != nil {
-		n := 0
-		for _, v := range src.Header {
-			n += len(v)
-		}
-		values := make([]string, n)
-		dst.Header = make(http.Header, len(src.Header))
-		for k, v := range src.Header {
-			c := values[:len(v):len(v)] // capped: an append never reaches the next name's values
-			copy(c, v)
-			values = values[len(v):]
-			dst.Header[k] = c
-		}
-	}
-	if src.Body != nil {
-		dst.Body = append([]byte{}, src.Body...)
-	}
 }
 
 // Release implements [retrysafe.Store]: the owner gives the key up (nothing
@@ -520,10 +486,10 @@ func (s *Store) sweep(sh *shard, now time.Time, retention time.Duration) int {
 	n := 0
 	next := now.Add(1 << 62) // no record: nothing due for a long time
 	for i, e := range sh.records {
-		rec := &e.rec
-		gone, due := rec.Expired(now), rec.ExpiresAt
-		if rec.State == retrysafe.StateProcessing {
-			gone, due = !now.Before(rec.LeaseUntil.Add(retention)), rec.LeaseUntil.Add(s.retention)
+		gone, due := e.expired(now), at(e.expires)
+		if !e.completed {
+			leaseUntil := at(e.leaseUntil)
+			gone, due = !now.Before(leaseUntil.Add(retention)), leaseUntil.Add(s.retention)
 		}
 		if gone {
 			s.deleteLocked(sh, i)
@@ -545,8 +511,8 @@ func (s *Store) sweep(sh *shard, now time.Time, retention time.Duration) int {
 }
 
 // copyMap returns a map of the size of m holding m's records.
-func copyMap(m map[id]*entry) map[id]*entry {
-	c := make(map[id]*entry, len(m))
+func copyMap(m map[id]entry) map[id]entry {
+	c := make(map[id]entry, len(m))
 	for i, e := range m {
 		c[i] = e
 	}
