@@ -41,9 +41,9 @@ func (r *Response) Clone() *Response {
 // Record is one idempotency record, identified by Scope and Key.
 //
 // Records that a store returns are read-only: they may be shared with the
-// store and with other callers (the memory store hands out the records it
-// holds), so callers must not modify a returned Record or its Response. A
-// store never modifies a record after returning it.
+// store and with other callers (the memory store's records share their strings and
+// body with what it keeps), so callers must not modify a returned Record or
+// its Response. A store never modifies a record after returning it.
 type Record struct {
 	Scope       string
 	Key         string

@@ -404,9 +404,9 @@ func TestDoWithSealedStore(t *testing.T) {
 	}
 }
 
-// TestReplaysLeaveTheStoredRecordSealed: the memory store hands out the
-// records it holds (they are read-only), so opening a replay must not
-// change them: the stored record stays sealed after replays through
+// TestReplaysLeaveTheStoredRecordSealed: a record the memory store returns
+// shares its body with the one it keeps (read-only), so opening a replay
+// must not change it: the stored record stays sealed after replays through
 // Claim, Get and List, and every replay reads the same answer.
 func TestReplaysLeaveTheStoredRecordSealed(t *testing.T) {
 	t.Parallel()

@@ -141,8 +141,8 @@ func (s *store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 
 // opened returns a copy of rec, a record the inner store keeps under
 // rec.Scope, with its response and checkpoint opened and the caller's
-// scope and fingerprint. Records a store returns are read-only (the memory
-// store hands out the record it holds), so rec itself is never changed.
+// scope and fingerprint. Records a store returns are read-only (they may
+// share bytes with what the store keeps), so rec itself is never changed.
 func (s *store) opened(rec *retrysafe.Record, scope string) (*retrysafe.Record, error) {
 	resp, err := s.open(rec.Scope, rec.Key, rec.Response)
 	if err != nil {
