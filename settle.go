@@ -77,7 +77,8 @@ func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx 
 	}()
 	resp := fn(fctx, op)
 	hb.stop()
-	return e.settle(base, rec, op.Disposition(), resp, op.abandonNote())
+	d, note := op.choice()
+	return e.settle(base, rec, d, resp, note)
 }
 
 // settle ends the record rec after its operation's code returned with
