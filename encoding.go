@@ -203,23 +203,22 @@ func isDecodable(coding string) bool {
 	return false
 }
 
-// negotiated returns r, or a copy of it whose Accept-Encoding offers only
-// the codings retrysafe can decode (see [offeredAcceptEncoding]). A
-// request without Accept-Encoding is left without one.
-func negotiated(r *http.Request) *http.Request {
+// negotiate narrows the Accept-Encoding of r, the handler's own copy of
+// the request (see withBody), to the codings retrysafe can decode (see
+// [offeredAcceptEncoding]). When it changes, r gets a header map of its
+// own: the caller's request keeps its header. A request without
+// Accept-Encoding is left without one.
+func negotiate(r *http.Request) {
 	values, present := r.Header["Accept-Encoding"]
 	if !present {
-		return r
+		return
 	}
 	v, changed := offeredAcceptEncoding(values)
 	if !changed {
-		return r
+		return
 	}
-	r2 := new(http.Request)
-	*r2 = *r
-	r2.Header = r.Header.Clone()
-	r2.Header.Set("Accept-Encoding", v)
-	return r2
+	r.Header = r.Header.Clone()
+	r.Header["Accept-Encoding"] = []string{v} // a canonical name: no Set
 }
 
 // contentCodings returns the content codings of a stored response in the
