@@ -163,7 +163,7 @@ func copyHeader(dst, src http.Header) {
 // writeBody writes status and body with their Content-Length.
 func writeBody(w http.ResponseWriter, status int, body []byte) {
 	if hasLength(status) {
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Header()["Content-Length"] = []string{strconv.Itoa(len(body))} // a canonical name: no Set
 	}
 	w.WriteHeader(status)
 	if len(body) > 0 {

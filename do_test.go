@@ -198,3 +198,39 @@ func TestDoLeaseExpiryAfterCrash(t *testing.T) {
 		t.Fatalf("after the lease: v %d err %v attempt %d", v, err, attempt)
 	}
 }
+
+// TestDoCallerCancellationReachesFn: fn runs with the caller's context, not
+// a detached one: its values reach fn, a consumer that shuts down cancels
+// fn, and an fn that returns the context's error releases the key, so the
+// redelivery runs it again.
+func TestDoCallerCancellationReachesFn(t *testing.T) {
+	t.Parallel()
+	s := newMemory(t)
+	type ctxKey struct{}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "consumer"))
+	_, err := retrysafe.Do(ctx, s, "msg-cancel", "fp", func(ctx context.Context) (receipt, error) {
+		if v := ctx.Value(ctxKey{}); v != "consumer" {
+			t.Errorf("caller's value in fn's context = %v", v)
+		}
+		if retrysafe.OperationFromContext(ctx) == nil {
+			t.Error("no operation in fn's context")
+		}
+		cancel() // the consumer shuts down while fn runs: that reaches fn at once
+		if ctx.Err() == nil {
+			t.Error("the caller's cancellation did not reach fn's context")
+			return receipt{}, errors.New("not cancelled")
+		}
+		return receipt{}, ctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	runs := 0
+	got, err := retrysafe.Do(context.Background(), s, "msg-cancel", "fp", func(context.Context) (receipt, error) {
+		runs++
+		return receipt{ID: "r2"}, nil
+	})
+	if err != nil || runs != 1 || got.ID != "r2" {
+		t.Fatalf("redelivery: %+v err %v runs %d, want fn run again", got, err, runs)
+	}
+}

@@ -56,10 +56,11 @@ func sameCoding(a, b string) bool {
 	return norm(a) == norm(b)
 }
 
-// parseAcceptEncoding parses Accept-Encoding field values. Elements that
+// appendAcceptEncoding appends the elements of Accept-Encoding field
+// values to prefs and returns the extended slice (the callers pass a
+// small array of their own, which a usual field fits in). Elements that
 // are empty or carry an invalid weight are skipped.
-func parseAcceptEncoding(values []string) []codingPref {
-	var prefs []codingPref
+func appendAcceptEncoding(prefs []codingPref, values []string) []codingPref {
 	for _, v := range values {
 		for elem := range strings.SplitSeq(v, ",") {
 			name, params, _ := strings.Cut(elem, ";")
@@ -125,7 +126,8 @@ func accepts(values []string, present bool, coding string) bool {
 	if !present {
 		return true
 	}
-	prefs := parseAcceptEncoding(values)
+	var buf [8]codingPref
+	prefs := appendAcceptEncoding(buf[:0], values)
 	for _, match := range []func(string) bool{
 		func(name string) bool { return sameCoding(name, coding) },
 		func(name string) bool { return name == "*" },
@@ -156,7 +158,8 @@ func offeredAcceptEncoding(values []string) (value string, changed bool) {
 			return values[0], false
 		}
 	}
-	prefs := parseAcceptEncoding(values)
+	var buf [8]codingPref
+	prefs := appendAcceptEncoding(buf[:0], values)
 	listed := func(coding string) bool {
 		for _, p := range prefs {
 			if sameCoding(p.name, coding) {
@@ -165,7 +168,7 @@ func offeredAcceptEncoding(values []string) (value string, changed bool) {
 		}
 		return false
 	}
-	var out []string
+	out := make([]string, 0, 8) // joined below: a usual field stays within it
 	add := func(name, q string) {
 		if q != "" {
 			name += ";q=" + q
@@ -203,23 +206,22 @@ func isDecodable(coding string) bool {
 	return false
 }
 
-// negotiated returns r, or a copy of it whose Accept-Encoding offers only
-// the codings retrysafe can decode (see [offeredAcceptEncoding]). A
-// request without Accept-Encoding is left without one.
-func negotiated(r *http.Request) *http.Request {
+// negotiate narrows the Accept-Encoding of r, the handler's own copy of
+// the request (see withBody), to the codings retrysafe can decode (see
+// [offeredAcceptEncoding]). When it changes, r gets a header map of its
+// own: the caller's request keeps its header. A request without
+// Accept-Encoding is left without one.
+func negotiate(r *http.Request) {
 	values, present := r.Header["Accept-Encoding"]
 	if !present {
-		return r
+		return
 	}
 	v, changed := offeredAcceptEncoding(values)
 	if !changed {
-		return r
+		return
 	}
-	r2 := new(http.Request)
-	*r2 = *r
-	r2.Header = r.Header.Clone()
-	r2.Header.Set("Accept-Encoding", v)
-	return r2
+	r.Header = r.Header.Clone()
+	r.Header["Accept-Encoding"] = []string{v} // a canonical name: no Set
 }
 
 // contentCodings returns the content codings of a stored response in the

@@ -7,6 +7,7 @@ import (
 	"compress/zlib"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,5 +245,36 @@ func TestReplayDecodingIsBounded(t *testing.T) {
 	wantProblem(t, r, http.StatusBadGateway, retrysafe.ProblemReplayUndecodable)
 	if !strings.Contains(string(r.body), "longer than 65536 bytes") {
 		t.Errorf("detail does not give the limit: %s", r.body)
+	}
+}
+
+// TestNegotiationLeavesTheCallersRequest: the handler is offered the
+// narrowed Accept-Encoding on its own copy of the request, and the request
+// the middleware was given keeps the header it had (an outer middleware
+// may read it after).
+func TestNegotiationLeavesTheCallersRequest(t *testing.T) {
+	t.Parallel()
+	var offered []string
+	mw, err := retrysafe.NewMiddleware(retrysafe.Config{Store: newMemory(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		offered = r.Header["Accept-Encoding"]
+		w.WriteHeader(http.StatusCreated)
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{"amount":5}`))
+	req.Header.Set("Idempotency-Key", "k")
+	req.Header["Accept-Encoding"] = []string{"br, gzip, zstd"}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("status %d", rec.Code)
+	}
+	if len(offered) != 1 || offered[0] != "gzip" {
+		t.Errorf("handler was offered Accept-Encoding %q, want [gzip]", offered)
+	}
+	if got := req.Header["Accept-Encoding"]; len(got) != 1 || got[0] != "br, gzip, zstd" {
+		t.Errorf("the caller's request has Accept-Encoding %q after the middleware, want it unchanged", got)
 	}
 }

@@ -263,7 +263,9 @@ func (h *protectedHandler) execute(w http.ResponseWriter, r *http.Request, rec *
 				op.Release() // as if the process had crashed, without the wait for the lease
 			}
 		}()
-		h.next.ServeHTTP(cw, negotiated(withBody(r, ctx, body)))
+		hr := withBody(r, ctx, body)
+		negotiate(hr)
+		h.next.ServeHTTP(cw, hr)
 		switch status := cw.statusCode(); {
 		case op.Disposition() != DispositionComplete, !c.StoreStatus(status):
 			return nil

@@ -143,11 +143,12 @@ func (o *Operation) AbandonWith(name string, data []byte) error {
 	return nil
 }
 
-// abandonNote returns what AbandonWith recorded, nil if nothing.
-func (o *Operation) abandonNote() *Checkpoint {
+// choice returns the disposition and what AbandonWith recorded (nil if
+// nothing), read together.
+func (o *Operation) choice() (Disposition, *Checkpoint) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.note
+	return o.disposition, o.note
 }
 
 // Checkpoint records durably how far the operation got: name says which

@@ -49,13 +49,20 @@ func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx 
 	c := e.cfg
 	op := newOperation(rec, c.TTL, c.Now)
 	op.e = e
-	base := context.WithValue(context.WithoutCancel(ctx), operationKey{}, op)
+	// base is ctx without its cancellation, for the renewals and the
+	// settling write; a context that can never be cancelled is already
+	// that.
+	base := ctx
+	if ctx.Done() != nil {
+		base = context.WithoutCancel(ctx)
+	}
 	parent := base
 	if !detach {
-		parent = context.WithValue(ctx, operationKey{}, op)
+		parent = ctx
 	}
 	fctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
+	fctx = context.WithValue(fctx, operationKey{}, op)
 	op.lose = cancel
 	hb := &op.hb
 	e.startHeartbeat(hb, base, rec, cancel)
@@ -70,7 +77,8 @@ func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx 
 	}()
 	resp := fn(fctx, op)
 	hb.stop()
-	return e.settle(base, rec, op.Disposition(), resp, op.abandonNote())
+	d, note := op.choice()
+	return e.settle(base, rec, d, resp, note)
 }
 
 // settle ends the record rec after its operation's code returned with

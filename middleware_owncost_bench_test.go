@@ -1,0 +1,93 @@
+package retrysafe_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/retrysafe/retrysafe"
+)
+
+// keepNothingStore is a Store that keeps nothing: every claim of a new key
+// wins, and every claim of a key that BenchmarkMiddlewareOwnCost's replays
+// use returns one completed record. It isolates the middleware's own cost
+// from a store's.
+type keepNothingStore struct {
+	replay *retrysafe.ClaimResult
+}
+
+func (s *keepNothingStore) Claim(_ context.Context, p *retrysafe.ClaimParams) (*retrysafe.ClaimResult, error) {
+	if s.replay != nil && p.Key == s.replay.Record.Key {
+		return s.replay, nil
+	}
+	return &retrysafe.ClaimResult{Claimed: true, Record: p.ProcessingRecord(1, p.Now, p.Now, p.Now.Add(p.Lease))}, nil
+}
+
+func (*keepNothingStore) Get(context.Context, *retrysafe.GetParams) (*retrysafe.Record, error) {
+	return nil, retrysafe.ErrNotFound
+}
+func (*keepNothingStore) Extend(context.Context, *retrysafe.ExtendParams) error     { return nil }
+func (*keepNothingStore) Complete(context.Context, *retrysafe.CompleteParams) error { return nil }
+func (*keepNothingStore) Release(context.Context, *retrysafe.ReleaseParams) error   { return nil }
+func (*keepNothingStore) NonBlocking() bool                                         { return true }
+
+// BenchmarkMiddlewareOwnCost is BenchmarkMiddleware on a store that keeps
+// nothing: what the root package itself costs per new key and per replay.
+func BenchmarkMiddlewareOwnCost(b *testing.B) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header()["Content-Type"] = []string{"application/json"}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"ord_1"}`))
+	})
+	body := []byte(`{"sku":"abc","qty":1}`)
+	u := &url.URL{Path: "/orders"}
+	serve := func(b *testing.B, h http.Handler, w *benchWriter, key string) {
+		r := (&http.Request{
+			Method: http.MethodPost, URL: u, Header: http.Header{"Idempotency-Key": {key}},
+			Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
+		}).WithContext(context.Background())
+		clear(w.header)
+		h.ServeHTTP(w, r)
+		if w.status != http.StatusCreated {
+			b.Fatalf("status %d", w.status)
+		}
+	}
+	for _, replay := range []bool{false, true} {
+		name := "new"
+		if replay {
+			name = "replay"
+		}
+		b.Run(name, func(b *testing.B) {
+			store := &keepNothingStore{}
+			if replay {
+				now := time.Now()
+				store.replay = &retrysafe.ClaimResult{Record: &retrysafe.Record{
+					Key: "stored", Fingerprint: retrysafe.Fingerprint(http.MethodPost, u.Path, "", body, nil),
+					State: retrysafe.StateCompleted, Token: retrysafe.NewToken(), Attempt: 1,
+					CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour),
+					Response: &retrysafe.Response{Status: http.StatusCreated,
+						Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_1"}`)},
+				}}
+			}
+			mw, err := retrysafe.NewMiddleware(retrysafe.Config{Store: store})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := mw(handler)
+			w := &benchWriter{header: make(http.Header)}
+			key := "fresh"
+			if replay {
+				key = "stored"
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				serve(b, h, w, key)
+			}
+		})
+	}
+}
