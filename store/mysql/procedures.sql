@@ -1,7 +1,8 @@
--- The store's stored routine: the claim procedure. Migrate runs this file
--- with the last migration it applies (statements separated by a line
--- "-- ;"); a change to it ships with a new numbered migration.
--- {{records}} is the records table, {{claim_proc}} the procedure's name.
+-- The store's stored routines: the claim procedure and the batch
+-- procedure. Migrate runs this file with the last migration it applies
+-- (statements separated by a line "-- ;"); a change to it ships with a new
+-- numbered migration. {{records}} is the records table, {{claim_proc}} and
+-- {{batch_proc}} the procedures' names.
 DROP PROCEDURE IF EXISTS {{claim_proc}}
 -- ;
 -- The claim: one CALL, one round trip, one result row:

@@ -213,7 +213,6 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, err
 const (
 	erLockDeadlock = 1213 // ER_LOCK_DEADLOCK: the transaction was rolled back
 	erNoSuchTable  = 1146 // ER_NO_SUCH_TABLE
-	erDupFieldName = 1060 // ER_DUP_FIELDNAME
 )
 
 // isDeadlock reports whether err is InnoDB's deadlock error, after which
