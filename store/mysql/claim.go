@@ -50,15 +50,16 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		return nil, err
 	}
 	rec, err := s.read(ctx, p.Scope, p.Key)
+	absent := errors.Is(err, sql.ErrNoRows)
 	switch {
 	case err == nil:
 		if blocksClaim(rec, p) {
 			return &retrysafe.ClaimResult{Record: rec}, nil
 		}
-	case !errors.Is(err, sql.ErrNoRows):
+	case !absent:
 		return nil, s.wrap(ctx, "claim", err)
 	}
-	res, err := s.submit(ctx, "claim", &batchOp{kind: opClaim, scope: p.Scope, key: p.Key, token: p.Token, now: now, until: until, claim: p})
+	res, err := s.submit(ctx, "claim", &batchOp{kind: opClaim, scope: p.Scope, key: p.Key, token: p.Token, now: now, until: until, claim: p, absent: absent})
 	if err != nil {
 		return nil, err
 	}
