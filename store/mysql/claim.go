@@ -20,11 +20,14 @@ import (
 // is exactly what the claim procedure's own first read would answer.
 //
 // Otherwise the claim is written, group-committed with concurrent
-// operations (see [Store.BatchStats]): a lone claim is one CALL of the
-// claim procedure that [Store.Migrate] creates ("<table>_claim",
-// procedures.sql); claims sent while another batch runs go together, with
-// completions, releases and extensions, into one CALL of the batch
-// procedure ("<table>_batch"): one transaction, one COMMIT. The claim
+// operations (see [Store.BatchStats]): a lone claim of a key the read
+// found absent is one INSERT, autocommitted (a duplicate key, a record
+// committed since the read, sends it on to the claim procedure); any
+// other lone claim is one CALL of the claim procedure that [Store.Migrate]
+// creates ("<table>_claim", procedures.sql); claims sent while another
+// batch runs go together, with completions, releases and extensions,
+// into one CALL of the batch procedure ("<table>_batch"): one
+// transaction, one COMMIT. The claim
 // procedure runs a READ COMMITTED transaction: INSERT … ON DUPLICATE KEY
 // UPDATE inserts a new record, or locks the existing row exclusively
 // (waiting for a concurrent claimant's insert to commit); a locking read
