@@ -54,7 +54,8 @@ type batchOp struct {
 	scope, key, token string
 	now, until        int64 // until: a claim's or an extension's lease end, a completion's expiry
 
-	claim *retrysafe.ClaimParams // claim
+	claim  *retrysafe.ClaimParams // claim
+	absent bool                   // claim: the plain read found no record of the key
 
 	args []any // complete and extend: the arguments of the single statement
 
@@ -133,6 +134,14 @@ func (s *Store) runOne(ctx context.Context, op *batchOp) (opResult, error) {
 		var res *retrysafe.ClaimResult
 		err = s.retryDeadlock(ctx, func() error {
 			var err error
+			if op.absent {
+				res, err = s.insertClaim(ctx, op)
+				if err == nil || !isDuplicateKey(err) {
+					return err
+				}
+				// The key has a record now: the claim procedure decides.
+				op.absent = false
+			}
 			res, err = s.claimOnce(ctx, op.claim, op.now, op.until)
 			return err
 		})
@@ -150,6 +159,21 @@ func (s *Store) runOne(ctx context.Context, op *batchOp) (opResult, error) {
 		return opResult{}, err
 	}
 	return opResult{lost: n == 0}, nil
+}
+
+// insertClaim claims the key of op, which the plain read found absent,
+// with one INSERT, autocommitted: the claim is won once the INSERT's
+// COMMIT returns, as a batch's, and costs one plain statement instead of
+// a CALL of the claim procedure. A record that appeared since the read
+// fails it with a duplicate key (isDuplicateKey), and the claim procedure
+// decides then; a concurrent claimant's uncommitted insert of the key is
+// waited for, as the claim procedure waits.
+func (s *Store) insertClaim(ctx context.Context, op *batchOp) (*retrysafe.ClaimResult, error) {
+	p := op.claim
+	if _, err := s.exec(ctx, s.q.insert, p.Scope, p.Key, p.Fingerprint, p.Token, op.now, op.now, op.until, p.Route); err != nil {
+		return nil, err
+	}
+	return &retrysafe.ClaimResult{Claimed: true, Record: p.ProcessingRecord(1, fromNanosValue(op.now), fromNanosValue(op.now), fromNanosValue(op.until))}, nil
 }
 
 // runBatch is the committer's batch function: one CALL of the batch
@@ -171,6 +195,7 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 			// A second operation on a key of this batch runs alone, once
 			// the batch has committed: as if after it.
 			seen[k] = true
+			op.absent = false
 			b.Set(i, opResult{alone: true}, nil)
 			continue
 		}
@@ -216,6 +241,9 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 		case 'l':
 			b.Set(e.i, opResult{lost: true}, nil)
 		case 'a':
+			// The key has a record, or another transaction holds its row:
+			// the claim procedure decides.
+			op.absent = false
 			if seen[scopeKey{op.scope, op.key}] {
 				// Left undecided, with later operations of its key in
 				// the batch, which run alone once this batch has

@@ -698,3 +698,61 @@ func TestBatchEveryOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestLoneClaimIsOneInsert: a lone claim of a key that the plain read
+// found absent is one INSERT, without the claim procedure: with the
+// procedure dropped, it still claims the key (and a claim that the
+// procedure decides fails).
+func TestLoneClaimIsOneInsert(t *testing.T) {
+	t.Parallel()
+	table := newTable(t)
+	s := newStoreOn(t, sharedDB(t), table)
+	ctx := t.Context()
+	if _, err := sharedDB(t).ExecContext(ctx, "DROP PROCEDURE `"+table+"_claim`"); err != nil {
+		t.Fatal(err)
+	}
+	p := claimP("new", fpA, at(0))
+	p.Route = "POST /payments"
+	res := mustClaim(t, s, p)
+	if !res.Claimed || res.Record.Token != p.Token || res.Record.Attempt != 1 || !res.Record.LeaseUntil.Equal(at(lease)) {
+		t.Fatalf("lone claim of an absent key: %+v", res)
+	}
+	rec := getRec(t, s, "new", at(0))
+	if rec == nil || rec.State != retrysafe.StateProcessing || rec.Token != p.Token || rec.Fingerprint != fpA ||
+		rec.Route != "POST /payments" || !rec.CreatedAt.Equal(at(0)) || !rec.LeaseUntil.Equal(at(lease)) || rec.Abandoned || rec.Checkpoint != nil {
+		t.Fatalf("record of the lone claim: %+v", rec)
+	}
+	// A takeover is the procedure's: it fails without it.
+	if _, err := s.Claim(ctx, claimP("new", fpA, at(lease+time.Second))); err == nil {
+		t.Fatal("takeover without the claim procedure succeeded: the test does not see which path a claim takes")
+	}
+}
+
+// TestLoneClaimMeetsARecord: a lone claim whose key has a record by the
+// time its INSERT runs (the plain read found none) gets the claim
+// procedure's answer: the stored record of a live one, a takeover of an
+// expired lease.
+func TestLoneClaimMeetsARecord(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	done := mustClaim(t, s, claimP("done", fpA, at(0)))
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "done", Token: done.Record.Token, Now: at(0), TTL: ttl,
+		Response: &retrysafe.Response{Status: 201, Body: []byte("created")}}); err != nil {
+		t.Fatal(err)
+	}
+	stale := mustClaim(t, s, claimP("stale", fpA, at(0)))
+
+	res, err := s.ClaimAsAbsent(ctx, claimP("done", fpA, at(time.Second)))
+	if err != nil || res.Claimed || res.Record.State != retrysafe.StateCompleted || string(res.Record.Response.Body) != "created" {
+		t.Fatalf("lone claim of a completed key: %+v, %v; want its record", res, err)
+	}
+	p := claimP("stale", fpA, at(lease+time.Second))
+	res, err = s.ClaimAsAbsent(ctx, p)
+	if err != nil || !res.Claimed || res.Record.Attempt != 2 || res.Record.Token != p.Token {
+		t.Fatalf("lone claim of an expired lease: %+v, %v; want a takeover", res, err)
+	}
+	if rec := getRec(t, s, "stale", p.Now); rec == nil || rec.Token != p.Token || rec.Token == stale.Record.Token || rec.Attempt != 2 {
+		t.Fatalf("record after the takeover: %+v", rec)
+	}
+}

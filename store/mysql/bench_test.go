@@ -233,9 +233,15 @@ func BenchmarkParallel32(b *testing.B) {
 	header := []byte("\x01\x02\x0cContent-Type\x02\x10application/json\x08Location\x02\x11/payments/pay_123")
 
 	b.Run("store/new-request", func(b *testing.B) {
+		before := s.BatchStats()
 		parallel32(b, func(ctx context.Context, w, i int) error {
 			return newRequest(ctx, s, fmt.Sprintf("%s-new-%d", prefix, keySeq.Add(1)), now, resp)
 		})
+		after := s.BatchStats()
+		if n := after.Batches - before.Batches; n > 0 {
+			b.ReportMetric(float64(after.Items-before.Items)/float64(n), "ops/batch")
+			b.ReportMetric(float64(after.Single-before.Single)/float64(n), "single/batch")
+		}
 	})
 	b.Run("raw/insert+update", func(b *testing.B) {
 		parallel32(b, func(ctx context.Context, w, i int) error {

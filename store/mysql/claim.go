@@ -20,11 +20,14 @@ import (
 // is exactly what the claim procedure's own first read would answer.
 //
 // Otherwise the claim is written, group-committed with concurrent
-// operations (see [Store.BatchStats]): a lone claim is one CALL of the
-// claim procedure that [Store.Migrate] creates ("<table>_claim",
-// procedures.sql); claims sent while another batch runs go together, with
-// completions, releases and extensions, into one CALL of the batch
-// procedure ("<table>_batch"): one transaction, one COMMIT. The claim
+// operations (see [Store.BatchStats]): a lone claim of a key the read
+// found absent is one INSERT, autocommitted (a duplicate key, a record
+// committed since the read, sends it on to the claim procedure); any
+// other lone claim is one CALL of the claim procedure that [Store.Migrate]
+// creates ("<table>_claim", procedures.sql); claims sent while another
+// batch runs go together, with completions, releases and extensions,
+// into one CALL of the batch procedure ("<table>_batch"): one
+// transaction, one COMMIT. The claim
 // procedure runs a READ COMMITTED transaction: INSERT … ON DUPLICATE KEY
 // UPDATE inserts a new record, or locks the existing row exclusively
 // (waiting for a concurrent claimant's insert to commit); a locking read
@@ -50,15 +53,16 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 		return nil, err
 	}
 	rec, err := s.read(ctx, p.Scope, p.Key)
+	absent := errors.Is(err, sql.ErrNoRows)
 	switch {
 	case err == nil:
 		if blocksClaim(rec, p) {
 			return &retrysafe.ClaimResult{Record: rec}, nil
 		}
-	case !errors.Is(err, sql.ErrNoRows):
+	case !absent:
 		return nil, s.wrap(ctx, "claim", err)
 	}
-	res, err := s.submit(ctx, "claim", &batchOp{kind: opClaim, scope: p.Scope, key: p.Key, token: p.Token, now: now, until: until, claim: p})
+	res, err := s.submit(ctx, "claim", &batchOp{kind: opClaim, scope: p.Scope, key: p.Key, token: p.Token, now: now, until: until, claim: p, absent: absent})
 	if err != nil {
 		return nil, err
 	}

@@ -35,8 +35,9 @@
 //
 // Claims that get past the read, Completes, Releases and Extends are
 // group-committed (internal/groupcommit): a lone operation is sent at
-// once with its single statement (a CALL of the claim procedure, or one
-// fenced UPDATE or DELETE); operations sent while a batch runs go together
+// once with its single statement (an INSERT for a claim of a key the read
+// found absent, else a CALL of the claim procedure; one fenced UPDATE or
+// DELETE); operations sent while a batch runs go together
 // into one CALL of the batch procedure: one READ COMMITTED transaction,
 // one COMMIT, one round trip. Every caller is answered only after the
 // COMMIT that holds its operation. A second operation on a key of a batch,

@@ -136,7 +136,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			sql += statementBreak + proceduresSQL
 		}
 		for stmt := range strings.SplitSeq(r.Replace(sql), statementBreak) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil && !isDuplicateColumn(err) {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("mysql: migration %s: %w", m.File, s.wrap(ctx, "migrate", err))
 			}
 		}
@@ -187,13 +187,4 @@ func (s *Store) schemaVersion(ctx context.Context, q interface {
 func isNoSuchTable(err error) bool {
 	var me *driver.MySQLError
 	return errors.As(err, &me) && me.Number == erNoSuchTable
-}
-
-// isDuplicateColumn reports whether err is MySQL's "Duplicate column name"
-// (ER_DUP_FIELDNAME): an ALTER TABLE … ADD COLUMN that an earlier Migrate
-// applied before it died, without recording the version (DDL commits on
-// its own). The migration's columns are there; Migrate goes on.
-func isDuplicateColumn(err error) bool {
-	var me *driver.MySQLError
-	return errors.As(err, &me) && me.Number == erDupFieldName
 }

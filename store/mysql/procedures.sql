@@ -1,7 +1,8 @@
--- The store's stored routine: the claim procedure. Migrate runs this file
--- with the last migration it applies (statements separated by a line
--- "-- ;"); a change to it ships with a new numbered migration.
--- {{records}} is the records table, {{claim_proc}} the procedure's name.
+-- The store's stored routines: the claim procedure and the batch
+-- procedure. Migrate runs this file with the last migration it applies
+-- (statements separated by a line "-- ;"); a change to it ships with a new
+-- numbered migration. {{records}} is the records table, {{claim_proc}} and
+-- {{batch_proc}} the procedures' names.
 DROP PROCEDURE IF EXISTS {{claim_proc}}
 -- ;
 -- The claim: one CALL, one round trip, one result row:
@@ -155,11 +156,11 @@ DROP PROCEDURE IF EXISTS {{batch_proc}}
 --    claim of it is inserted; for a fenced operation of it, a plain read
 --    (only then) tells: no committed row, lost; a row another transaction
 --    holds, alone (its single statement waits for the holder).
--- 2. One statement per kind present: the INSERT of the claims, the UPDATE
---    of the completions, the DELETE of the releases, the UPDATE of the
---    extensions, each of exactly the rows it decided (the row count is
---    checked). The updates and the delete touch only rows the batch has
---    locked. The INSERT runs with the session's innodb_lock_wait_timeout
+-- 2. One statement per kind present: the INSERT of the claims, the
+--    INSERT ... ON DUPLICATE KEY UPDATE of the completions (below), the
+--    DELETE of the releases, the UPDATE of the extensions, each of exactly
+--    the rows it decided (the row count is checked). The completions, the
+--    extensions and the releases touch only rows the batch has locked. The INSERT runs with the session's innodb_lock_wait_timeout
 --    at its minimum (0 on MariaDB: no wait; MySQL 8 raises it to 1
 --    second), so that an insert that meets a row another transaction
 --    inserted since the read (or holds) fails instead of waiting: the
@@ -246,17 +247,27 @@ BEGIN
         SET SESSION innodb_lock_wait_timeout = v_wait;
     END IF;
     IF LOCATE('d', v_out) > 0 THEN
-        UPDATE JSON_TABLE(p_ops, '$[*]' COLUMNS (
+        -- The completions: an INSERT whose every row is a duplicate key,
+        -- so that ON DUPLICATE KEY UPDATE completes it. Every 'd' row
+        -- exists and is locked by this transaction (the locking read), so
+        -- none is inserted: the row count, 2 per updated row (revision
+        -- always changes) and 1 per inserted one, is checked, and an
+        -- insert would roll the batch back. (A multi-table UPDATE joined
+        -- to JSON_TABLE updates the records table from a temporary table
+        -- of the new values, which MariaDB writes to disk for the BLOB
+        -- columns: about 0.5 ms per batch of ten on this statement alone.)
+        INSERT INTO {{records}} (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns)
+            SELECT FROM_BASE64(o.scope), FROM_BASE64(o.idem_key), '', 'completed', '', 0, 0, 0, 0
+              FROM JSON_TABLE(p_ops, '$[*]' COLUMNS (
                ord FOR ORDINALITY, kind VARCHAR(1) PATH '$[0]', scope TEXT PATH '$[1]', idem_key TEXT PATH '$[2]',
                fingerprint TEXT PATH '$[3]', token TEXT PATH '$[4]', now_ns BIGINT PATH '$[5]',
                until_ns BIGINT PATH '$[6]', route TEXT PATH '$[7]', status INT PATH '$[8]',
                header LONGTEXT PATH '$[9]', body LONGTEXT PATH '$[10]', abandon BOOLEAN PATH '$[11]',
                cp_name TEXT PATH '$[12]', cp_data LONGTEXT PATH '$[13]')) AS o
-          JOIN {{records}} AS r ON r.scope = FROM_BASE64(o.scope) AND r.idem_key = FROM_BASE64(o.idem_key)
-           SET r.state = 'completed', r.updated_at_ns = o.now_ns, r.expires_at_ns = o.until_ns, r.status = o.status,
-               r.header = FROM_BASE64(o.header), r.body = FROM_BASE64(o.body), r.abandoned = FALSE, r.revision = r.revision + 1
-         WHERE SUBSTRING(v_out, o.ord, 1) = 'd';
-        IF ROW_COUNT() <> LENGTH(v_out) - LENGTH(REPLACE(v_out, 'd', '')) THEN
+             WHERE SUBSTRING(v_out, o.ord, 1) = 'd'
+        ON DUPLICATE KEY UPDATE state = 'completed', updated_at_ns = o.now_ns, expires_at_ns = o.until_ns, status = o.status,
+               header = FROM_BASE64(o.header), body = FROM_BASE64(o.body), abandoned = FALSE, revision = revision + 1;
+        IF ROW_COUNT() <> 2 * (LENGTH(v_out) - LENGTH(REPLACE(v_out, 'd', ''))) THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'retrysafe batch: a completion matched no row';
         END IF;
     END IF;

@@ -213,8 +213,14 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, err
 const (
 	erLockDeadlock = 1213 // ER_LOCK_DEADLOCK: the transaction was rolled back
 	erNoSuchTable  = 1146 // ER_NO_SUCH_TABLE
-	erDupFieldName = 1060 // ER_DUP_FIELDNAME
+	erDupEntry     = 1062 // ER_DUP_ENTRY: a duplicate key
 )
+
+// isDuplicateKey reports whether err is a duplicate key (ER_DUP_ENTRY).
+func isDuplicateKey(err error) bool {
+	var me *driver.MySQLError
+	return errors.As(err, &me) && me.Number == erDupEntry
+}
 
 // isDeadlock reports whether err is InnoDB's deadlock error, after which
 // the whole transaction has been rolled back and may run again.

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
-	"github.com/retrysafe/retrysafe/store/mysql"
 )
 
 // getRec reads a record at now, nil when there is none.
@@ -194,71 +191,5 @@ func TestCheckpointTx(t *testing.T) {
 		if err := s.CheckpointTx(ctx, tx, bad); err == nil || errors.Is(err, retrysafe.ErrLeaseLost) {
 			t.Errorf("CheckpointTx with %s = %v, want an error saying so", what, err)
 		}
-	}
-}
-
-// TestMigrateFromVersion1: a table at schema version 1 with a record (and
-// the claim procedure of version 1's signature) migrates to the current
-// version; the record reads back as it was, and claims run the new
-// procedure. "died" is a Migrate that died after migration 2's ALTER
-// TABLE, before it recorded the version: the next Migrate finishes it.
-func TestMigrateFromVersion1(t *testing.T) {
-	t.Parallel()
-	for _, died := range []bool{false, true} {
-		t.Run(map[bool]string{false: "clean", true: "died"}[died], func(t *testing.T) {
-			t.Parallel()
-			db := sharedDB(t)
-			table := newTable(t)
-			ctx := t.Context()
-			v1, err := os.ReadFile("migrations/0001_initial.sql")
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := func(name string) string { return "`" + name + "`" }
-			stmts := []string{
-				strings.NewReplacer("{{records}}", q(table), "{{expires_index}}", q(table+"_e"), "{{lease_index}}", q(table+"_l"),
-					"{{state_check}}", q(table+"_c")).Replace(string(v1)),
-				"CREATE TABLE " + q(table+"_migrations") + " (version INT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at_ns BIGINT NOT NULL) ENGINE = InnoDB",
-				"INSERT INTO " + q(table+"_migrations") + " VALUES (1, 'initial', 0)",
-				"INSERT INTO " + q(table) + " (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route)" +
-					" VALUES ('" + scope + "', 'old', 'fp-a', 'processing', 'tok', 1, 1, 1, 2, 'POST /x')",
-				"CREATE PROCEDURE " + q(table+"_claim") + "(IN a INT) SELECT a",
-			}
-			if died {
-				v2, err := os.ReadFile("migrations/0002_unknown_outcomes.sql")
-				if err != nil {
-					t.Fatal(err)
-				}
-				stmts = append(stmts, strings.ReplaceAll(string(v2), "{{records}}", q(table)))
-			}
-			for _, stmt := range stmts {
-				if _, err := db.ExecContext(ctx, stmt); err != nil {
-					t.Fatalf("%s: %v", stmt, err)
-				}
-			}
-			s, err := mysql.New(db, mysql.Config{Table: table})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			if v, err := s.SchemaVersion(ctx); err != nil || v != 1 {
-				t.Fatalf("SchemaVersion before = %d, %v; want 1", v, err)
-			}
-			if err := s.Migrate(ctx); err != nil {
-				t.Fatalf("Migrate from version 1: %v", err)
-			}
-			if v, err := s.SchemaVersion(ctx); err != nil || v != mysql.LatestSchemaVersion() || v < 2 {
-				t.Fatalf("SchemaVersion after = %d, %v; want %d", v, err, mysql.LatestSchemaVersion())
-			}
-			rec := getRec(t, s, "old", at(0))
-			if rec == nil || rec.Token != "tok" || rec.Route != "POST /x" || rec.Abandoned || rec.Checkpoint != nil {
-				t.Fatalf("record after Migrate: %+v", rec)
-			}
-			c := claimP("old", fpA, at(0))
-			c.NoTakeover = true
-			if res := mustClaim(t, s, c); res.Claimed {
-				t.Fatal("NoTakeover claim of the migrated, expired record took it over")
-			}
-		})
 	}
 }

@@ -9,6 +9,13 @@
 -- operators; it decides nothing): a claim and a takeover set it, Complete
 -- keeps it.
 --
+-- abandoned is Record.Abandoned: TRUE once the owner gave up without a
+-- result (Extend with Abandon); a takeover and Complete set it back to
+-- FALSE. checkpoint_name, checkpoint_data (up to MaxCheckpointData, 64
+-- KiB: one byte more than a BLOB holds) and checkpoint_at_ns are
+-- Record.Checkpoint, all NULL while there is none: a takeover and Complete
+-- keep them, replacing an expired completed record clears them.
+--
 -- revision counts the changes of a row. Every fenced UPDATE increments it,
 -- so a matched row is always a changed row and the affected-row count
 -- means the same whether or not the connection sets CLIENT_FOUND_ROWS.
@@ -17,8 +24,8 @@
 -- abandoned processing records without a scan (MySQL has no partial
 -- indexes: state leads instead).
 --
--- The claim procedure is in ../procedures.sql, which Migrate runs after
--- this file.
+-- The claim and batch procedures are in ../procedures.sql, which Migrate
+-- runs after this file.
 CREATE TABLE IF NOT EXISTS {{records}} (
     scope          VARBINARY(1024) NOT NULL,
     idem_key       VARBINARY(1024) NOT NULL,
@@ -35,6 +42,10 @@ CREATE TABLE IF NOT EXISTS {{records}} (
     body           LONGBLOB        NULL,
     route          VARBINARY(1024) NOT NULL DEFAULT '',
     revision       BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    abandoned        BOOLEAN       NOT NULL DEFAULT FALSE,
+    checkpoint_name  VARBINARY(64) NULL,
+    checkpoint_data  MEDIUMBLOB    NULL,
+    checkpoint_at_ns BIGINT        NULL,
     PRIMARY KEY (scope, idem_key),
     KEY {{expires_index}} (state, expires_at_ns),
     KEY {{lease_index}} (state, lease_until_ns),
