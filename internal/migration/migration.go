@@ -4,9 +4,11 @@
 // underscores), numbered 1, 2, 3 … without gaps or duplicates.
 //
 // Before v0.1.0 the stores' schemas grew by several migrations each; v0.1.0
-// folded them into one 0001_initial.sql per store. A table migrated by a
-// pre-release build records migrations this build does not have, and
-// [Check] refuses it: such a database must be recreated.
+// folded them into one 0001 migration per store. A table migrated by a
+// pre-release build records migrations this build does not have (another
+// number, or another name under a number), and [Check] refuses it: such a
+// database must be recreated. A folded migration therefore takes a name
+// that no earlier build recorded under its number.
 package migration
 
 import (

@@ -23,7 +23,7 @@
 // under a transaction-level advisory lock, so concurrent Migrate calls from
 // several processes are safe.
 //
-// v0.1.0 starts the schema afresh at migrations/0001_initial.sql. A table
+// v0.1.0 starts the schema afresh at migrations/0001_schema.sql. A table
 // migrated by a pre-release build (which recorded other migrations) is
 // refused by Migrate with an error saying so: drop it (or point the store
 // at a new schema or table) and migrate again.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/batchtest"
-	"github.com/retrysafe/retrysafe/store/postgres"
 )
 
 // getRec reads a record at now, nil when there is none.
@@ -331,67 +328,5 @@ func TestCheckpointTx(t *testing.T) {
 		if err := s.CheckpointTx(ctx, tx, bad); err == nil || errors.Is(err, retrysafe.ErrLeaseLost) {
 			t.Errorf("CheckpointTx with %s = %v, want an error saying so", what, err)
 		}
-	}
-}
-
-// TestMigrateFromVersion1: a table at schema version 1, with a record and
-// the old functions' signatures in place, migrates to the current version;
-// the record reads back as it was, and claims run the new functions.
-func TestMigrateFromVersion1(t *testing.T) {
-	t.Parallel()
-	pool := sharedPool(t)
-	schema := newSchema(t)
-	ctx := t.Context()
-	v1, err := os.ReadFile("migrations/0001_initial.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch := pgx.Identifier{schema}.Sanitize()
-	records := pgx.Identifier{schema, "retrysafe_records"}.Sanitize()
-	claimFn := pgx.Identifier{schema, "retrysafe_records_claim"}.Sanitize()
-	table := strings.NewReplacer("{{records}}", records, "{{schema}}", sch,
-		"{{expires_index}}", "rs_exp", "{{lease_index}}", "rs_lease").Replace(string(v1))
-	for _, stmt := range []string{
-		"CREATE SCHEMA " + sch,
-		table,
-		"CREATE TABLE " + pgx.Identifier{schema, "retrysafe_migrations"}.Sanitize() + " (table_name text NOT NULL, version integer NOT NULL," +
-			" name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))",
-		"INSERT INTO " + pgx.Identifier{schema, "retrysafe_migrations"}.Sanitize() + " (table_name, version, name) VALUES ('retrysafe_records', 1, 'initial')",
-		"INSERT INTO " + records + " (scope, key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route)" +
-			" VALUES ('" + scope + "', 'old', 'fp-a', 'processing', 'tok', 1, 1, 1, 2, 'POST /x')",
-		// A stand-in with version 1's signature: Migrate must drop it.
-		"CREATE FUNCTION " + claimFn + "(text, text, text, text, bigint, bigint, text) RETURNS integer LANGUAGE sql AS 'SELECT 1'",
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	s, err := postgres.New(pool, postgres.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 1 {
-		t.Fatalf("SchemaVersion before = %d, %v; want 1", v, err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatalf("Migrate from version 1: %v", err)
-	}
-	if v, err := s.SchemaVersion(ctx); err != nil || v != postgres.LatestSchemaVersion() || v < 2 {
-		t.Fatalf("SchemaVersion after = %d, %v; want %d", v, err, postgres.LatestSchemaVersion())
-	}
-	var overloads int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_proc WHERE pronamespace = $1::regnamespace AND proname = 'retrysafe_records_claim'",
-		sch).Scan(&overloads); err != nil || overloads != 1 {
-		t.Fatalf("%d claim functions after Migrate (%v), want 1", overloads, err)
-	}
-	rec := getRec(t, s, "old", at(0))
-	if rec == nil || rec.Token != "tok" || rec.Route != "POST /x" || rec.Abandoned || rec.Checkpoint != nil {
-		t.Fatalf("record after Migrate: %+v", rec)
-	}
-	c := claimP("old", fpA, at(0))
-	c.NoTakeover = true
-	if res := mustClaim(t, s, c); res.Claimed {
-		t.Fatal("NoTakeover claim of the migrated, expired record took it over")
 	}
 }

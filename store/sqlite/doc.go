@@ -13,7 +13,7 @@
 //
 // One table (Config.Table, default "retrysafe_records") keyed by
 // (scope, idem_key), created by embedded numbered migrations
-// (migrations/NNNN_*.sql, starting afresh at 0001_initial.sql in v0.1.0)
+// (migrations/NNNN_*.sql, starting afresh at 0001_schema.sql in v0.1.0)
 // recorded in Config.Table+"_migrations". Times are integer Unix
 // nanoseconds and come back in UTC; headers are BLOBs in a length-prefixed
 // binary encoding that keeps every byte; bodies are BLOBs. A database

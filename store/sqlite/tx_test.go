@@ -330,39 +330,95 @@ func TestSchemaVersion(t *testing.T) {
 }
 
 // TestMigrateRefusesPreReleaseDatabase: a database that a pre-release
-// build migrated (three migrations, recorded by file name) is refused with
-// an error that says to recreate it, by Open as by Migrate, and nothing is
-// applied.
+// build migrated is refused with an error that says to recreate it, by
+// Open as by Migrate, and nothing is applied. "three" is the oldest layout
+// (three migrations, recorded by file name); "two" is the one of the
+// builds that had 0001_initial and 0002_unknown_outcomes, folded since
+// into 0001_schema; "one" is the one of the builds before 0002, whose
+// table lacks 0002's columns (and whose version row alone would say "up to
+// date" had the folded migration kept the name initial).
 func TestMigrateRefusesPreReleaseDatabase(t *testing.T) {
 	t.Parallel()
+	for name, tc := range map[string]struct {
+		rows string // the recorded migrations
+		want string // in the error
+	}{
+		"three": {"(1, '0001_records.sql', 0), (2, '0002_processing_lease_index.sql', 0), (3, '0003_route.sql', 0)",
+			"records migration 1 (0001_records.sql), which this build"},
+		"two": {"(1, 'initial', 0), (2, 'unknown_outcomes', 0)", "records migration 1 (initial), which this build"},
+		"one": {"(1, 'initial', 0)", "records migration 1 (initial), which this build"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "old.db")
+			db, err := sql.Open("sqlite", sqlite.DSN(path, sqlite.Config{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			if _, err := db.Exec(`CREATE TABLE retrysafe_records_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+INSERT INTO retrysafe_records_migrations VALUES ` + tc.rows); err != nil {
+				t.Fatal(err)
+			}
+			s, err := sqlite.New(db, sqlite.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Migrate(ctx); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "must be recreated") {
+				t.Fatalf("Migrate of a pre-release database = %v, want an error containing %q saying it must be recreated", err, tc.want)
+			} else if errors.Is(err, retrysafe.ErrStoreUnavailable) {
+				t.Fatalf("Migrate of a pre-release database = %v: not an outage", err)
+			}
+			if s, err := sqlite.Open(ctx, path, sqlite.Config{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				if s != nil {
+					_ = s.Close()
+				}
+				t.Fatalf("Open of a pre-release database = %v, want the same error", err)
+			}
+			if n := countRows(t, db, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'retrysafe_records'`); n != 0 {
+				t.Fatal("Migrate of a pre-release database created the records table")
+			}
+		})
+	}
+}
+
+// TestMigrateFinishesAFailedMigrate: a Migrate that failed half way (here
+// at 0001's second index, after the table was created, because an index
+// of that name is in the way) leaves nothing behind, and the next Migrate
+// does it all. It fails when the migrations do not run in one transaction.
+func TestMigrateFinishesAFailedMigrate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sql.Open("sqlite", sqlite.DSN(path, sqlite.Config{}))
+	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "failed.db"), sqlite.Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.Exec(`CREATE TABLE retrysafe_records_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
-INSERT INTO retrysafe_records_migrations VALUES (1, '0001_records.sql', 0), (2, '0002_processing_lease_index.sql', 0), (3, '0003_route.sql', 0)`); err != nil {
+	if _, err := db.Exec(`CREATE TABLE other (x INTEGER); CREATE INDEX retrysafe_records_processing_lease ON other (x)`); err != nil {
 		t.Fatal(err)
 	}
 	s, err := sqlite.New(db, sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "records migration 1 (0001_records.sql), which this build"
-	if err := s.Migrate(ctx); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "must be recreated") {
-		t.Fatalf("Migrate of a pre-release database = %v, want an error saying it must be recreated", err)
-	} else if errors.Is(err, retrysafe.ErrStoreUnavailable) {
-		t.Fatalf("Migrate of a pre-release database = %v: not an outage", err)
+	if err := s.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "0001_schema.sql") {
+		t.Fatalf("Migrate with an index in the way = %v, want 0001's error", err)
 	}
-	if s, err := sqlite.Open(ctx, path, sqlite.Config{}); err == nil || !strings.Contains(err.Error(), want) {
-		if s != nil {
-			_ = s.Close()
-		}
-		t.Fatalf("Open of a pre-release database = %v, want the same error", err)
+	if n := countRows(t, db, `SELECT COUNT(*) FROM sqlite_master WHERE tbl_name IN ('retrysafe_records', 'retrysafe_records_migrations')`); n != 0 {
+		t.Fatalf("%d of the store's tables and indexes after the failed Migrate, want none", n)
 	}
-	if n := countRows(t, db, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'retrysafe_records'`); n != 0 {
-		t.Fatal("Migrate of a pre-release database created the records table")
+	if v, err := s.SchemaVersion(ctx); err != nil || v != 0 {
+		t.Fatalf("SchemaVersion after the failed Migrate = %d, %v; want 0", v, err)
 	}
+	if _, err := db.Exec(`DROP INDEX retrysafe_records_processing_lease`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate after a failed one: %v", err)
+	}
+	if v, err := s.SchemaVersion(ctx); err != nil || v != sqlite.LatestSchemaVersion() {
+		t.Fatalf("SchemaVersion after = %d, %v; want %d", v, err, sqlite.LatestSchemaVersion())
+	}
+	mustClaim(t, s, claimParams("k", "fp", base))
 }

@@ -3,19 +3,14 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
-	"github.com/retrysafe/retrysafe/store/sqlite"
 )
 
 // TestUnknownOutcomes walks one record through the store contract of
@@ -216,52 +211,6 @@ func TestCheckpointTx(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestMigrateKeepsRecords: a database at schema version 1 with records
-// in it migrates to the current version; its records read back as they
-// were, not abandoned and without a checkpoint.
-func TestMigrateKeepsRecords(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v1.db")
-	db, err := sql.Open("sqlite", sqlite.DSN(path, sqlite.Config{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	v1, err := os.ReadFile("migrations/0001_initial.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(strings.NewReplacer("{{table}}", `"retrysafe_records"`, "{{prefix}}", "retrysafe_records").Replace(string(v1)) + `;
-CREATE TABLE retrysafe_records_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
-INSERT INTO retrysafe_records_migrations VALUES (1, 'initial', 0);
-INSERT INTO retrysafe_records (scope, idem_key, fingerprint, state, token, attempt, created_at, updated_at, lease_until, route)
-VALUES ('tenant', 'old', 'fp', 'processing', 'tok', 1, 1, 1, 2, 'POST /x')`); err != nil {
-		t.Fatal(err)
-	}
-	s, err := sqlite.New(db, sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 1 {
-		t.Fatalf("SchemaVersion before = %d, %v; want 1", v, err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatalf("Migrate from version 1: %v", err)
-	}
-	if v, err := s.SchemaVersion(ctx); err != nil || v != sqlite.LatestSchemaVersion() || v < 2 {
-		t.Fatalf("SchemaVersion after = %d, %v; want %d", v, err, sqlite.LatestSchemaVersion())
-	}
-	rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: "tenant", Key: "old", Now: base})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rec.Token != "tok" || rec.Route != "POST /x" || rec.Abandoned || rec.Checkpoint != nil {
-		t.Fatalf("record after Migrate: %+v", rec)
-	}
 }
 
 // TestBatchTakeoverPolicy: claims of one expired, abandoned record in one

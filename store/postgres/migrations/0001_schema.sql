@@ -11,6 +11,12 @@
 -- route is ClaimParams.Route, the route that handled the request (for
 -- operators; it decides nothing).
 --
+-- abandoned is Record.Abandoned: true once the owner gave up without a
+-- result (Extend with Abandon); a takeover and Complete set it back to
+-- false. checkpoint_name, checkpoint_data and checkpoint_at_ns are
+-- Record.Checkpoint, all NULL while there is none: a takeover and Complete
+-- keep them, replacing an expired completed record clears them.
+--
 -- The claim and batch functions are in ../functions.sql, which Migrate
 -- runs after the migrations.
 CREATE TABLE {{records}} (
@@ -29,6 +35,10 @@ CREATE TABLE {{records}} (
     body           bytea,
     notify         boolean NOT NULL DEFAULT false,
     route          text    NOT NULL DEFAULT '',
+    abandoned        boolean NOT NULL DEFAULT false,
+    checkpoint_name  text,
+    checkpoint_data  bytea,
+    checkpoint_at_ns bigint,
     PRIMARY KEY (scope, key)
 );
 

@@ -6,6 +6,13 @@
 -- processing. Headers are BLOBs in internal/headercodec's binary encoding
 -- (the column's TEXT affinity keeps a BLOB as it is), bodies BLOBs. route is
 -- ClaimParams.Route, the route that handled the request (for operators).
+--
+-- abandoned is Record.Abandoned: 1 once the owner gave up without a result
+-- (Extend with Abandon); a takeover and Complete set it back to 0.
+-- checkpoint_name, checkpoint_data and checkpoint_at (integer Unix
+-- nanoseconds) are Record.Checkpoint, all NULL while there is none; a
+-- takeover and Complete keep them, replacing an expired completed record
+-- clears them.
 CREATE TABLE {{table}} (
     scope       TEXT    NOT NULL,
     idem_key    TEXT    NOT NULL,
@@ -21,6 +28,10 @@ CREATE TABLE {{table}} (
     headers     TEXT,
     body        BLOB,
     route       TEXT    NOT NULL DEFAULT '',
+    abandoned   INTEGER NOT NULL DEFAULT 0,
+    checkpoint_name TEXT,
+    checkpoint_data BLOB,
+    checkpoint_at   INTEGER,
     PRIMARY KEY (scope, idem_key)
 );
 
