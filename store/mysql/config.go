@@ -24,7 +24,7 @@ const (
 	// ("<table>_migrations", "<table>_expires_at_idx", …).
 	maxTable = maxIdentifier - len("_processing_lease_idx")
 
-	// Column sizes (migrations/0001_initial.sql). Longer values are refused
+	// Column sizes (migrations/0001_schema.sql). Longer values are refused
 	// with an error before any statement runs.
 	maxScope       = 1024
 	maxKey         = 1024

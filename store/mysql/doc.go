@@ -21,7 +21,7 @@
 // procedures.sql. It does so under a named lock (GET_LOCK), so concurrent
 // Migrate calls from several processes are safe.
 //
-// v0.1.0 starts the schema afresh at migrations/0001_initial.sql. A table
+// v0.1.0 starts the schema afresh at migrations/0001_schema.sql. A table
 // migrated by a pre-release build (which recorded other migrations) is
 // refused by Migrate with an error saying so: drop it, its migrations
 // table and its procedures (or use another Config.Table) and migrate again.

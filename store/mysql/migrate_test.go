@@ -22,7 +22,10 @@ func TestMigrateRefusesPreReleaseTable(t *testing.T) {
 		want string // in the error
 	}{
 		"old":   {"(1, 'records', 0), (2, 'claim_procedure', 0)", "migration 1 (records)"},
-		"three": {"(1, 'initial', 0), (2, 'unknown_outcomes', 0), (3, 'group_commit', 0)", "migration 2 (unknown_outcomes)"},
+		"three": {"(1, 'initial', 0), (2, 'unknown_outcomes', 0), (3, 'group_commit', 0)", "migration 1 (initial)"},
+		// The first v0.1.0 layout, before the unknown-outcome columns:
+		// it recorded migration 1 under the name the folded one had.
+		"one": {"(1, 'initial', 0)", "migration 1 (initial)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -70,7 +73,7 @@ func TestMigrateFinishesADiedMigrate(t *testing.T) {
 	db := sharedDB(t)
 	table := newTable(t)
 	ctx := t.Context()
-	v1, err := os.ReadFile("migrations/0001_initial.sql")
+	v1, err := os.ReadFile("migrations/0001_schema.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
