@@ -1,11 +1,8 @@
 package retrysafe_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
@@ -38,25 +35,6 @@ func (*keepNothingStore) NonBlocking() bool                                     
 // BenchmarkMiddlewareOwnCost is BenchmarkMiddleware on a store that keeps
 // nothing: what the root package itself costs per new key and per replay.
 func BenchmarkMiddlewareOwnCost(b *testing.B) {
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header()["Content-Type"] = []string{"application/json"}
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id":"ord_1"}`))
-	})
-	body := []byte(`{"sku":"abc","qty":1}`)
-	u := &url.URL{Path: "/orders"}
-	serve := func(b *testing.B, h http.Handler, w *benchWriter, key string) {
-		r := (&http.Request{
-			Method: http.MethodPost, URL: u, Header: http.Header{"Idempotency-Key": {key}},
-			Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
-		}).WithContext(context.Background())
-		clear(w.header)
-		h.ServeHTTP(w, r)
-		if w.status != http.StatusCreated {
-			b.Fatalf("status %d", w.status)
-		}
-	}
 	for _, replay := range []bool{false, true} {
 		name := "new"
 		if replay {
@@ -67,7 +45,7 @@ func BenchmarkMiddlewareOwnCost(b *testing.B) {
 			if replay {
 				now := time.Now()
 				store.replay = &retrysafe.ClaimResult{Record: &retrysafe.Record{
-					Key: "stored", Fingerprint: retrysafe.Fingerprint(http.MethodPost, u.Path, "", body, nil),
+					Key: "stored", Fingerprint: retrysafe.Fingerprint(http.MethodPost, ordersURL.Path, "", ordersBody, nil),
 					State: retrysafe.StateCompleted, Token: retrysafe.NewToken(), Attempt: 1,
 					CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour),
 					Response: &retrysafe.Response{Status: http.StatusCreated,
@@ -78,7 +56,7 @@ func BenchmarkMiddlewareOwnCost(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			h := mw(handler)
+			h := mw(ordersHandler)
 			w := &benchWriter{header: make(http.Header)}
 			key := "fresh"
 			if replay {
@@ -86,7 +64,7 @@ func BenchmarkMiddlewareOwnCost(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				serve(b, h, w, key)
+				serveOrders(b, h, w, key)
 			}
 		})
 	}
