@@ -48,18 +48,7 @@ func encrypted(t *testing.T, st retrysafe.Store) retrysafe.Store {
 // resolve URL's answer, decrypted, and nothing runs again.
 func TestCompleterEncrypted(t *testing.T) {
 	t.Parallel()
-	keys := []sealed.Key{{ID: sealed.HMACKeyID, Secret: make([]byte, sealed.KeySize)}, {ID: "k1", Secret: make([]byte, sealed.KeySize)}}
-	for _, k := range keys {
-		_, _ = rand.Read(k.Secret)
-	}
-	ring, err := sealed.NewKeyRing(keys...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sealed.New(testenv.Memory(t), ring, sealed.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := encrypted(t, testenv.Memory(t))
 	var calls, resolves atomic.Int64
 	answer := `{"charge":"ch_1"}`
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"crypto/rand"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/retrysafe/retrysafe/gateway"
 	"github.com/retrysafe/retrysafe/internal/testenv"
-	"github.com/retrysafe/retrysafe/store/sealed"
 )
 
 // TestUIIdentityEncrypted: with encryption at rest the records are kept
@@ -18,18 +16,7 @@ import (
 // finds a caller's records all the same.
 func TestUIIdentityEncrypted(t *testing.T) {
 	t.Parallel()
-	keys := []sealed.Key{{ID: sealed.HMACKeyID, Secret: make([]byte, sealed.KeySize)}, {ID: "k1", Secret: make([]byte, sealed.KeySize)}}
-	for _, k := range keys {
-		_, _ = rand.Read(k.Secret)
-	}
-	ring, err := sealed.NewKeyRing(keys...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sealed.New(testenv.Memory(t), ring, sealed.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := encrypted(t, testenv.Memory(t))
 	gw := startGateway(t, gateway.Config{Upstream: mustURL(t, newUpstream(t).URL), Store: st})
 	for _, who := range []string{"bob", "eve"} {
 		if res := send(t, gw.URL, "POST", "/payments", "order-"+who, `{"amount":1}`, "Authorization", "Bearer "+who); res.Status != 201 {
