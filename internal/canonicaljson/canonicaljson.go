@@ -396,6 +396,28 @@ func (p *parser) parseObject() (int32, error) {
 // duplicate names.
 func (p *parser) sortMembers(base int) error {
 	m := p.stack[base:]
+	if len(m) <= maxInsertionSort {
+		// Insertion sort: members already in order cost one comparison
+		// each, and a name inserted next to its twin meets it on the way
+		// (the names before it are sorted and distinct).
+		for i := 1; i < len(m); i++ {
+			k := m[i]
+			key := p.text(p.nodes[k].key)
+			j := i
+			for ; j > 0; j-- {
+				c := bytes.Compare(p.text(p.nodes[m[j-1]].key), key)
+				if c == 0 {
+					return p.duplicate(p.nodes[k].key)
+				}
+				if c < 0 {
+					break
+				}
+				m[j] = m[j-1]
+			}
+			m[j] = k
+		}
+		return p.checkFolded(m)
+	}
 	sorted := true
 	for i := 1; i < len(m); i++ {
 		c := bytes.Compare(p.text(p.nodes[m[i-1]].key), p.text(p.nodes[m[i]].key))
@@ -419,6 +441,10 @@ func (p *parser) sortMembers(base int) error {
 	}
 	return p.checkFolded(m)
 }
+
+// maxInsertionSort is the most members sortMembers sorts by insertion;
+// larger objects are checked for order and sorted with slices.SortFunc.
+const maxInsertionSort = 12
 
 // pollSorted polls ctx after sorting n members, which took longer than
 // reading them, when n is large.
@@ -488,7 +514,11 @@ func (p *parser) emit(b []byte, n int32) []byte {
 				}
 				b = append(b, ':')
 			}
-			b = p.emit(b, k)
+			if kn := &p.nodes[k]; kn.kind == kindScalar {
+				b = append(b, p.text(kn.val)...)
+			} else {
+				b = p.emit(b, k)
+			}
 		}
 		return append(b, close)
 	default:
