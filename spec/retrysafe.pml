@@ -12,7 +12,8 @@
  * Options (spin -DNAME=value): N, M, R, MAXT, CRASHES, OUTAGES, CUTS,
  * FAILS, CHECKPOINTS, POLICY (TAKEOVER, BLOCK, RESOLVER), COMPLETER_RUNS,
  * UNFENCED_UPSTREAM, ONLY (check one property), and the mutations
- * MUT_NOFENCE, MUT_CHECKINSERT, MUT_EARLYTAKEOVER, MUT_NOTOKEN, MUT_NORETIRE.
+ * MUT_NOFENCE, MUT_CHECKINSERT, MUT_EARLYTAKEOVER, MUT_NOTOKEN, MUT_NORETIRE,
+ * MUT_ANYMARK.
  */
 
 #ifndef N
@@ -205,7 +206,11 @@ inline snap() {
 
 /* What was read is a record whose current attempt a resolver found not
  * done (Record.ResolvedNotDone): decided, so a retry takes it over. */
+#ifdef MUT_ANYMARK
+#define rmarked (rab)	/* the mutation: any abandoned attempt counts as resolved not done */
+#else
 #define rmarked (rmark != 0 && rmark == ratt)
+#endif
 
 inline fresh(t) {
 	st = PROCESSING; tok = t; att = 1; leaseUntil = now + LEASE;

@@ -167,6 +167,10 @@ var specMutants = []struct {
 	// Not a mutation of retrysafe: a resolver whose not_done answer does
 	// not stop the upstream from doing that attempt later (spec/README.md).
 	{"resolver-unfenced-upstream", []string{"-DPOLICY=RESOLVER", "-DUNFENCED_UPSTREAM", "-DONLY=5"}, false, "assertion violated (effects[l]<=1)", false},
+	// The engine, not the store: a retry that takes any abandoned attempt
+	// for one a resolver found not done (Record.ResolvedNotDone) re-runs
+	// an attempt whose upstream may have done the effect.
+	{"anymark-resolver", []string{"-DMUT_ANYMARK", "-DPOLICY=RESOLVER", "-DONLY=5"}, false, "assertion violated (effects[l]<=1)", false},
 	{"noretire-liveness", []string{"-DMUT_NORETIRE", "-DOUTAGES=0"}, true, "acceptance cycle", false},
 }
 
