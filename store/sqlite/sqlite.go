@@ -38,13 +38,15 @@ const DefaultBusyTimeout = 5 * time.Second
 // DefaultSweepBatch is the number of records one Sweep statement deletes
 // when SweepParams.BatchSize is zero. Each batch is one of the Store's
 // writes, and the sweep queues its next batch only once the last has
-// committed, so it joins at most one group commit in each; the batch size
-// is thus what a sweep takes of the writer's time, and how long the
-// claims and completions committed with a batch wait for it. A sweep of
+// committed, so each group commit holds at most one of its batches: the
+// batch size is what a sweep takes of the writer's time, and how long
+// the claims and completions committed with a batch wait for it. A sweep of
 // 1M expired records under 32 callers of new-key traffic raised their p99
-// 3.6–5.8× with batches of 1000, 1.6–3.3× with 100 (once 11×, on a loaded
-// machine), and 0.96–1.25× with 25, the sweep taking 44–51 s instead of
-// 19–40 s (2026-12-02; docs/performance.md, "As the store grows").
+// (against the p99 just before the sweep) 3.6–5.8× with batches of 1000,
+// 1.6–3.3× with 100 (once 11×, on a loaded machine), and 0.96–1.25× with
+// 25, which also kept 79–85 % of the traffic's rate (100: 23–56 %); the
+// sweep took 44–60 s instead of 16–40 s (2026-12-02; docs/performance.md,
+// "As the store grows").
 const DefaultSweepBatch = 25
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
