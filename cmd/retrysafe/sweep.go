@@ -47,7 +47,7 @@ func sweepCommand(open storeOpener) func(ctx context.Context, args []string, std
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer, open storeOpener) error {
 	fs := newFlagSet("sweep", "--store URL [--batch N] [--processing-retention DURATION] [--json]", sweepDescription, sweepExamples, stdout, stderr)
 	storeURL := fs.String("store", storeurl.Default, "idempotency store `URL`: "+storeurl.Accepted)
-	batch := fs.Int("batch", 0, "records deleted per statement (0: the store's default, 1000)")
+	batch := fs.Int("batch", 0, "records deleted per statement (0: the store's default: 25 on SQLite, 1000 on PostgreSQL and MySQL)")
 	retention := fs.Duration("processing-retention", admin.DefaultProcessingRetention, "how long a processing record whose lease ran out is kept before it is retired")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if err := parseFlags(fs, args); err != nil {

@@ -37,11 +37,17 @@ const DefaultBusyTimeout = 5 * time.Second
 
 // DefaultSweepBatch is the number of records one Sweep statement deletes
 // when SweepParams.BatchSize is zero. Each batch is one of the Store's
-// writes, so the claims and completions group-committed with it wait for
-// it: with 1000, a sweep of 1M expired records under 32 callers raised
-// their p99 3.6–5.8×; with 100, 1.7–2.1× (the sweep took 69–106 s instead
-// of 9–40 s; docs/performance.md, "As the store grows").
-const DefaultSweepBatch = 100
+// writes, and the sweep queues its next batch only once the last has
+// committed, so each group commit holds at most one of its batches: the
+// batch size is what a sweep takes of the writer's time, and how long
+// the claims and completions committed with a batch wait for it. A sweep of
+// 1M expired records under 32 callers of new-key traffic raised their p99
+// (against the p99 just before the sweep) 3.6–5.8× with batches of 1000,
+// 1.6–3.3× with 100 (once 11×, on a loaded machine), and 0.96–1.25× with
+// 25, which also kept 79–85 % of the traffic's rate (100: 23–56 %); the
+// sweep took 44–60 s instead of 16–40 s (2026-12-02; docs/performance.md,
+// "As the store grows").
+const DefaultSweepBatch = 25
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
