@@ -508,12 +508,7 @@ func TestBatchesInFlight(t *testing.T) {
 func TestReplayIsOneRead(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	ctx := t.Context()
-	done := mustClaim(t, s, claimP("done", fpA, at(0)))
-	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "done", Token: done.Record.Token, Now: at(0), TTL: ttl,
-		Response: &retrysafe.Response{Status: 201, Body: []byte("created")}}); err != nil {
-		t.Fatal(err)
-	}
+	mustComplete(t, s, "done", "created")
 	live := mustClaim(t, s, claimP("live", fpA, at(0)))
 	before := s.BatchStats()
 	if r := mustClaim(t, s, claimP("done", fpA, at(time.Second))); r.Claimed || r.Record.State != retrysafe.StateCompleted ||
@@ -736,11 +731,7 @@ func TestLoneClaimMeetsARecord(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
-	done := mustClaim(t, s, claimP("done", fpA, at(0)))
-	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "done", Token: done.Record.Token, Now: at(0), TTL: ttl,
-		Response: &retrysafe.Response{Status: 201, Body: []byte("created")}}); err != nil {
-		t.Fatal(err)
-	}
+	mustComplete(t, s, "done", "created")
 	stale := mustClaim(t, s, claimP("stale", fpA, at(0)))
 
 	res, err := s.ClaimAsAbsent(ctx, claimP("done", fpA, at(time.Second)))

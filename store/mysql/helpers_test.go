@@ -145,3 +145,14 @@ func mustClaim(t testing.TB, s retrysafe.Store, p *retrysafe.ClaimParams) *retry
 	}
 	return res
 }
+
+// mustComplete claims key (fingerprint fpA, at(0)) and completes it with
+// a 201 whose body is body.
+func mustComplete(t testing.TB, s retrysafe.Store, key, body string) {
+	t.Helper()
+	rec := mustClaim(t, s, claimP(key, fpA, at(0))).Record
+	if err := s.Complete(context.Background(), &retrysafe.CompleteParams{Scope: scope, Key: key, Token: rec.Token, Now: at(0), TTL: ttl,
+		Response: &retrysafe.Response{Status: 201, Body: []byte(body)}}); err != nil {
+		t.Fatal(err)
+	}
+}
