@@ -50,12 +50,8 @@ func (e *engine) run(ctx context.Context, rec *Record, detach bool, fn func(ctx 
 	op := newOperation(rec, c.TTL, c.Now)
 	op.e = e
 	// base is ctx without its cancellation, for the renewals and the
-	// settling write; a context that can never be cancelled is already
-	// that.
-	base := ctx
-	if ctx.Done() != nil {
-		base = context.WithoutCancel(ctx)
-	}
+	// settling write.
+	base := context.WithoutCancel(ctx)
 	parent := base
 	if !detach {
 		parent = ctx
