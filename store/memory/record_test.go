@@ -345,3 +345,58 @@ func TestCompletedRecordObjects(t *testing.T) {
 		t.Errorf("a completed record holds %.2f heap objects, want 2 (its text and its body)", perRecord)
 	}
 }
+
+// TestKeptHeader: the reads of a completed record share one decoded
+// header map (a hot key's replays decode it once), a record completed
+// again under the same key after the first expired is read with its own
+// header, never the one kept for the record it replaced, and a sweep
+// drops the kept headers of the records it deletes.
+func TestKeptHeader(t *testing.T) {
+	t.Parallel()
+	s := quietStore(t)
+	ctx := t.Context()
+	get := func(now time.Time) http.Header {
+		t.Helper()
+		rec, err := s.Get(ctx, &retrysafe.GetParams{Scope: "s", Key: "k", Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Response.Header
+	}
+	completeKey(t, s, "k", &retrysafe.Response{Status: 200, Header: http.Header{"X-Answer": {"first"}}, Body: []byte("1")})
+	h1, h2 := get(base), get(base)
+	if h1.Get("X-Answer") != "first" || reflect.ValueOf(h1).Pointer() != reflect.ValueOf(h2).Pointer() {
+		t.Fatalf("two reads: %v and %v, want one shared map with X-Answer: first", h1, h2)
+	}
+	res, err := s.Claim(ctx, &retrysafe.ClaimParams{Scope: "s", Key: "k", Fingerprint: "fp", Token: retrysafe.NewToken(), Now: base, Lease: time.Minute})
+	if err != nil || res.Claimed || res.Record.Response.Header.Get("X-Answer") != "first" {
+		t.Fatalf("Claim of the completed key: %+v, %v; want its stored answer", res, err)
+	}
+
+	later := base.Add(2 * time.Hour) // completeKey's TTL is an hour
+	p := &retrysafe.ClaimParams{Scope: "s", Key: "k", Fingerprint: "fp", Token: retrysafe.NewToken(), Now: later, Lease: time.Minute}
+	if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+		t.Fatalf("Claim after expiry: %+v, %v", res, err)
+	}
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: "s", Key: "k", Token: p.Token, Now: later, TTL: time.Hour,
+		Response: &retrysafe.Response{Status: 200, Header: http.Header{"X-Answer": {"second"}}, Body: []byte("2")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(later).Get("X-Answer"); got != "second" {
+		t.Fatalf("the record completed again reads X-Answer %q, want second", got)
+	}
+
+	if n, err := s.Sweep(ctx, &admin.SweepParams{Now: later.Add(2 * time.Hour)}); err != nil || n != 1 {
+		t.Fatalf("Sweep: %d, %v", n, err)
+	}
+	kept := 0
+	for k := range s.shards {
+		sh := &s.shards[k]
+		sh.mu.Lock()
+		kept += len(sh.headers)
+		sh.mu.Unlock()
+	}
+	if kept != 0 {
+		t.Fatalf("%d headers kept after the sweep deleted every record", kept)
+	}
+}
