@@ -16,9 +16,8 @@ import (
 // and a replay, against explosions, so a refactor that moves a few
 // allocations passes and a leak per request does not (bench/peers
 // measures time). The bounds are about twice what the code adds today
-// (24 per new key, 6 per replay of a key read for the first time: 4 of
-// them the memory store decoding the record it keeps, see store/memory;
-// a key's later replays share its decoded header, 3 fewer), and no looser
+// (24 per new key, 6 per replay: 4 of them the memory store decoding the
+// record it keeps, see store/memory), and no looser
 // than the v0.1.0 bar for a replay (15 per new key, 6 per replay). Not
 // run with -race, which allocates on its own: .ci/run runs it without.
 func TestMiddlewareAllocations(t *testing.T) {

@@ -101,10 +101,6 @@ type id struct{ scope, key string }
 type shard struct {
 	mu      sync.Mutex
 	records map[id]entry // see put
-	// headers keeps the decoded response header of completed records
-	// that were read (see shard.view), so that a key's replays share one
-	// read-only map instead of decoding a new one each.
-	headers map[id]keptHeader
 	// peak is the most records the map has held since it was made: Go
 	// maps do not shrink, so a sweep that leaves far fewer makes a new one.
 	peak int
@@ -167,7 +163,6 @@ func New(cfg Config) *Store {
 	}
 	for k := range s.shards {
 		s.shards[k].records = make(map[id]entry)
-		s.shards[k].headers = make(map[id]keptHeader)
 	}
 	interval := cmp.Or(cfg.JanitorInterval, DefaultJanitorInterval)
 	if interval < 0 {
@@ -224,7 +219,7 @@ func (s *Store) claim(ctx context.Context, p *retrysafe.ClaimParams) (res *retry
 	var found *retrysafe.ClaimResult
 	var rec *retrysafe.Record
 	if ok {
-		found = &sh.view(e).res
+		found = &e.decode(true).res
 		rec = found.Record
 	}
 	switch {
@@ -292,7 +287,7 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	if !ok || e.expired(p.Now) {
 		return nil, retrysafe.ErrNotFound
 	}
-	return &sh.view(e).rec, nil
+	return &e.decode(true).rec, nil
 }
 
 // owned returns the processing record i of sh if token owns it. Extend,
@@ -403,7 +398,6 @@ func (s *Store) Release(ctx context.Context, p *retrysafe.ReleaseParams) error {
 // deleteLocked deletes record i, held in sh, and wakes its waiters.
 func (s *Store) deleteLocked(sh *shard, i id) {
 	delete(sh.records, i)
-	delete(sh.headers, i)
 	s.count.Add(-1)
 	s.subs.Notify(i)
 }
@@ -511,7 +505,6 @@ func (s *Store) sweep(sh *shard, now time.Time, retention time.Duration) int {
 	sh.evictable = next
 	if len(sh.records) < sh.peak/4 {
 		sh.records = copyMap(sh.records)
-		sh.headers = make(map[id]keptHeader) // kept headers are decoded again when read
 		sh.peak = len(sh.records)
 	}
 	return n
@@ -557,7 +550,7 @@ func (s *Store) Close() error {
 			sh.mu.Lock()
 			sh.closed = true
 			s.count.Add(-int64(len(sh.records)))
-			sh.records, sh.headers = nil, nil
+			sh.records = nil
 			sh.mu.Unlock()
 		}
 		s.subs.Close()

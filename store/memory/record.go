@@ -16,9 +16,7 @@ import (
 // (the entry's text), and the body and the checkpoint's data as byte
 // slices. A completed record is then its slot in the shard's map (the map
 // key's strings are the entry's own, see Store.put) and two objects, the
-// text and the body. Reads decode a fresh *retrysafe.Record from it; the
-// header of a completed record that was read is decoded once and kept
-// beside the entries (shard.view), so that a hot key's replays share it.
+// text and the body. Reads decode a fresh *retrysafe.Record from it.
 
 // entry is one stored record, made once (by newEntry) and never changed.
 // It is 128 bytes, small enough for the map to keep it in its own slots
@@ -249,38 +247,6 @@ func (e *entry) decode(withHeader bool) *view {
 		v.rec.Response = &v.resp
 	}
 	v.res.Record = &v.rec
-	return v
-}
-
-// keptHeader is the decoded response header of the entry whose text is
-// text.
-type keptHeader struct {
-	text   string
-	header http.Header
-}
-
-// view returns e, a record of sh, decoded as a read returns it (see
-// entry.decode), with its response's header. The header of a completed
-// record is decoded on its first read and kept in sh.headers, with the
-// text it came from: the text holds the encoded header, so a kept header
-// is e's exactly when its text equals e's, and one the record's
-// replacement made stale is never returned. Only records that were read
-// keep a map (most are never replayed, and a map is more for the
-// collector to mark). The caller holds sh.mu.
-func (sh *shard) view(e entry) *view {
-	v := e.decode(false)
-	if !e.completed {
-		return v
-	}
-	i := e.id()
-	k, ok := sh.headers[i]
-	if !ok || k.text != e.text {
-		t := text{s: e.text}
-		t.fields() // the header follows them
-		k = keptHeader{text: e.text, header: t.header()}
-		sh.headers[i] = k
-	}
-	v.resp.Header = k.header
 	return v
 }
 
