@@ -20,7 +20,8 @@ import (
 // queued while the previous batch ran as one CALL of the batch procedure
 // (procedures.sql): one READ COMMITTED transaction, one COMMIT, one round
 // trip. A lone operation is sent at once with its own single statement
-// (runOne: the claim procedure, or one fenced UPDATE or DELETE), so one
+// (runOne: an INSERT for a claim of a key the plain read found absent,
+// else the claim procedure; or one fenced UPDATE or DELETE), so one
 // caller still pays one round trip and the cheapest statement. Every
 // caller is answered only after the COMMIT that holds its operation.
 //
