@@ -418,7 +418,11 @@ type result struct {
 
 func (r *result) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body) }
 
-var client = &http.Client{Timeout: 30 * time.Second}
+// client has a transport of its own: httptest.Server.Close closes the
+// idle connections of http.DefaultTransport, and with parallel tests that
+// broke another test's request that had just picked one ("http:
+// CloseIdleConnections called").
+var client = &http.Client{Timeout: 30 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()}
 
 // testScope is the scope of send's default caller.
 var testScope = scopehash.Sum("Bearer test-caller")
