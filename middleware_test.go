@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"github.com/retrysafe/retrysafe/store/memory"
 )
 
@@ -80,7 +81,7 @@ func send(t *testing.T, url, method, key, body string, hdr ...string) result {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Add(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testenv.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestRejectedRequestsRunNothing(t *testing.T) {
 			for _, k := range tc.keys {
 				req.Header.Add("Idempotency-Key", k)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testenv.HTTPClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -376,7 +377,7 @@ func TestClientDisconnectStillStoresResult(t *testing.T) {
 	req.Header.Set("Idempotency-Key", "k")
 	errc := make(chan error)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testenv.HTTPClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 		}

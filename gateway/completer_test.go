@@ -96,7 +96,7 @@ func TestCompleterEncrypted(t *testing.T) {
 
 func scrape(t *testing.T, admin string) string {
 	t.Helper()
-	res, err := http.Get(admin + "/metrics")
+	res, err := client.Get(admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,7 +272,7 @@ func nonLoopbackIP() string {
 func checkShippedAdmin(t *testing.T, what, port string) {
 	t.Helper()
 	get := func(host, path string) int {
-		res, err := http.Get("http://" + net.JoinHostPort(host, port) + path)
+		res, err := testenv.HTTPClient.Get("http://" + net.JoinHostPort(host, port) + path)
 		if err != nil {
 			t.Fatalf("%s: GET %s: %v", what, path, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // TestServeScopeLimits runs the real binary with --scope-rate and a
@@ -45,7 +46,7 @@ routes:
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+caller)
 		req.Header.Set(retrysafe.HeaderKey, prefix+"-"+key)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testenv.HTTPClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ routes:
 	if n := up.calls.Load(); n != 5 {
 		t.Fatalf("the upstream ran %d times, want 5 (a1, a2, b1, alice's and bob's orders)", n)
 	}
-	res, err := http.Get(gw.admin + "/metrics")
+	res, err := testenv.HTTPClient.Get(gw.admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestServeReadyWithoutStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	proxy.cut()
-	res, err := http.Get(gw.admin + "/readyz")
+	res, err := testenv.HTTPClient.Get(gw.admin + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // postAs sends a keyed POST with exactly the given header lines
@@ -25,7 +26,7 @@ func postAs(t *testing.T, url, key, body string, lines ...string) *answer {
 		k, v, _ := strings.Cut(l, ": ")
 		req.Header.Add(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testenv.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestServeScopes(t *testing.T) {
 		if n := up.calls.Load(); n != 0 {
 			t.Errorf("upstream ran %d times, want 0", n)
 		}
-		res, err := http.Get(gw.admin + "/metrics")
+		res, err := testenv.HTTPClient.Get(gw.admin + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 func TestUsage(t *testing.T) {
@@ -280,7 +281,7 @@ func post(ctx context.Context, url, key, body string) (*answer, error) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(retrysafe.HeaderKey, key)
 	req.Header.Set("Authorization", testCredential) // the scope: a keyed request without one gets 400
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testenv.HTTPClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +337,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	db := "sqlite:" + filepath.Join(t.TempDir(), "retrysafe.db")
 	gw := startServe(t, bin, "--upstream", up.URL, "--store", db)
 
-	if res, err := http.Get(gw.admin + "/readyz"); err != nil || res.StatusCode != 200 {
+	if res, err := testenv.HTTPClient.Get(gw.admin + "/readyz"); err != nil || res.StatusCode != 200 {
 		t.Fatalf("/readyz = %v, %v", res, err)
 	}
 	key := "graceful-" + fmt.Sprint(time.Now().UnixNano())
@@ -474,13 +475,13 @@ func TestServeInProcess(t *testing.T) {
 		t.Fatalf("retry = %+v, %v", again, err)
 	}
 	req, _ := http.NewRequestWithContext(ctx, "POST", proxyURL+"/payments", strings.NewReader(`{}`))
-	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 400 {
+	if res, err := testenv.HTTPClient.Do(req); err != nil || res.StatusCode != 400 {
 		t.Fatalf("POST without key (--require-key) = %v, %v", res, err)
 	} else {
 		res.Body.Close()
 	}
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
-		res, err := http.Get(adminURL + path)
+		res, err := testenv.HTTPClient.Get(adminURL + path)
 		if err != nil || res.StatusCode != 200 {
 			t.Fatalf("GET %s = %v, %v", path, res, err)
 		}

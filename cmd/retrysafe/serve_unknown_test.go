@@ -19,6 +19,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/scopehash"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // honestUpstream is a payments service that keeps an effect log and
@@ -253,7 +254,7 @@ func TestServeUnknownOutcomes(t *testing.T) {
 	}
 	wg.Wait()
 
-	res, err := http.Get(gw.admin + "/metrics")
+	res, err := testenv.HTTPClient.Get(gw.admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -121,7 +122,7 @@ func sendTraced(t *testing.T, url string) {
 	req.Header.Set(retrysafe.HeaderKey, "secret-key-for-tracing")
 	req.Header.Set("Authorization", testCredential)
 	req.Header.Set("traceparent", clientTraceparent)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testenv.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

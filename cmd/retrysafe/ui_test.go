@@ -53,7 +53,7 @@ func TestUICommand(t *testing.T) {
 		t.Fatalf("first line %q", line)
 	}
 	pageURL := strings.Fields(rest)[0]
-	res, err := http.Get(pageURL + "records")
+	res, err := testenv.HTTPClient.Get(pageURL + "records")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestAdminBeyondLoopbackNeedsToken(t *testing.T) {
 		if c.auth != "" {
 			req.Header.Set("Authorization", c.auth)
 		}
-		res, err := http.DefaultClient.Do(req)
+		res, err := testenv.HTTPClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +21,7 @@ import (
 // get returns the body of GET url, failing t on any other status than 200.
 func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := testenv.HTTPClient.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func post(t *testing.T, base, path, key, body string) execution {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testenv.HTTPClient.Do(req)
 	if err != nil {
 		t.Error(err)
 		return execution{}
@@ -185,7 +186,7 @@ func TestServeWritesAddressAndStops(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not return 10s after its context ended")
 	}
-	if _, err := http.Get("http://" + addr + "/executions"); err == nil {
+	if _, err := testenv.HTTPClient.Get("http://" + addr + "/executions"); err == nil {
 		t.Error("the upstream still answers after serve returned")
 	}
 }

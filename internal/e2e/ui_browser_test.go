@@ -113,7 +113,7 @@ func post(t *testing.T, base, path, key, auth, body string) (int, string) {
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := testenv.HTTPClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}

@@ -13,6 +13,7 @@ package testenv
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,3 +119,9 @@ func RequireNoModule(t testing.TB, prefixes ...string) {
 		}
 	}
 }
+
+// HTTPClient is the client for tests' requests. Its transport is its own:
+// httptest.Server.Close closes http.DefaultTransport's idle connections,
+// which fails a request that a parallel test is just sending through that
+// transport ("http: CloseIdleConnections called").
+var HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}

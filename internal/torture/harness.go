@@ -208,6 +208,8 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	start := time.Now()
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var clockStep time.Duration
+	wg.Go(func() { clockStep = watchClock(runCtx) })
 	if cfg.Faults {
 		wg.Go(func() { f.linkFaults(runCtx) })
 		wg.Go(func() { f.processFaults(runCtx) })
@@ -221,6 +223,7 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	stop()
 	wg.Wait()
 	rec.h.Params.Duration = time.Since(start).Round(time.Millisecond)
+	rec.h.Params.ClockStep = clockStep
 	// Let answers the gateways still owe the upstream's effects settle.
 	time.Sleep(upstreamTimeout + 500*time.Millisecond)
 	if cfg.Resolve {
@@ -243,6 +246,26 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		}
 	}
 	return rec.history(), ctx.Err()
+}
+
+// watchClock samples the clocks until ctx ends and returns the largest
+// difference between the wall clock's and the monotonic clock's time
+// elapsed since it started (zero on a clock nobody stepped).
+func watchClock(ctx context.Context) time.Duration {
+	start := time.Now()
+	var most time.Duration
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		d := now.Round(0).Sub(start.Round(0)) - now.Sub(start)
+		most = max(most, d, -d)
+		select {
+		case <-ctx.Done():
+			return most
+		case <-t.C:
+		}
+	}
 }
 
 // sweepInterval is the gateways' --sweep-interval in the resolve mode:

@@ -191,6 +191,10 @@ type Params struct {
 	// histories written before they were recorded: 1s each).
 	UpstreamTimeout time.Duration `json:"upstream_timeout,omitempty"`
 	StoreTimeout    time.Duration `json:"store_timeout,omitempty"`
+	// ClockStep is the largest difference the harness saw between the
+	// wall clock's and the monotonic clock's elapsed time during the run:
+	// how far the wall clock, on which leases are judged, was stepped.
+	ClockStep time.Duration `json:"clock_step,omitempty"`
 }
 
 // History is everything a run observed.

@@ -76,6 +76,7 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "| parameter | value |\n| --- | --- |\n")
 	fmt.Fprintf(&b, "| store | %s |\n| gateways | %d (in-flight modes alternate conflict/wait) |\n| clients | %d |\n| tenants | %d |\n| duration | %s |\n| lease | %s |\n| faults | %v |\n",
 		p.Store, p.Gateways, p.Clients, p.Tenants, p.Duration.Round(time.Second), p.Lease, p.Faults)
+	fmt.Fprintf(&b, "| wall-clock step seen | %s |\n", p.ClockStep)
 	if p.MaxOps > 0 {
 		fmt.Fprintf(&b, "| requests asked for | %d |\n", p.MaxOps)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/internal/redisserver"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	redisstore "github.com/retrysafe/retrysafe/store/redis"
 )
 
@@ -91,7 +92,7 @@ func (r *failoverRig) post(key string) (int, string, bool) {
 	req, _ := http.NewRequest("POST", r.srv.URL+"/charges", strings.NewReader(`{"amount":100}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(retrysafe.HeaderKey, key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testenv.HTTPClient.Do(req)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestFailoverWaitReplicasKeepsInFlightClaim(t *testing.T) {
 		req, _ := http.NewRequest("POST", r.srv.URL+"/charges", strings.NewReader(`{"amount":100}`))
 		req.Header.Set(retrysafe.HeaderKey, "order-1")
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testenv.HTTPClient.Do(req)
 		if err != nil {
 			first <- [2]any{0, err.Error()}
 			return

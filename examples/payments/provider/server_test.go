@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/examples/payments/provider"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 func start(t *testing.T) *provider.Server {
@@ -29,7 +30,7 @@ func charge(t *testing.T, s *provider.Server, key, body string) *http.Response {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testenv.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestIdempotency(t *testing.T) {
 	if st := charge(t, s, "k2", `{"amount":5000,"currency":"UAH","reference":"pay_2"}`).StatusCode; st != http.StatusPaymentRequired {
 		t.Fatalf("above the limit: %d", st)
 	}
-	c := &provider.Client{BaseURL: s.URL(), HTTP: http.DefaultClient}
+	c := &provider.Client{BaseURL: s.URL(), HTTP: testenv.HTTPClient}
 	if ch, err := c.Lookup(context.Background(), "k2"); err != nil || ch.Status != provider.ChargeDeclined {
 		t.Fatalf("lookup k2: %+v %v", ch, err)
 	}
@@ -110,7 +111,7 @@ func TestFaults(t *testing.T) {
 			s.InjectNext(tc.fault, 1)
 			req, _ := http.NewRequest(http.MethodPost, s.URL()+"/charges", strings.NewReader(`{"amount":5,"currency":"EUR","reference":"r"}`))
 			req.Header.Set("Idempotency-Key", "k")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testenv.HTTPClient.Do(req)
 			status := 0
 			if err == nil {
 				status = resp.StatusCode
@@ -145,7 +146,7 @@ func TestWaitIdleWhileChargesArrive(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/charges", strings.NewReader(`{"amount":1,"currency":"eur"}`))
 	req.Header.Set("Idempotency-Key", "gave-up")
-	if resp, err := http.DefaultClient.Do(req); err == nil {
+	if resp, err := testenv.HTTPClient.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatal("the slow charge answered within 20ms")
 	}
@@ -164,7 +165,7 @@ func TestWaitIdleWhileChargesArrive(t *testing.T) {
 func TestLookupWhileChargeInFlight(t *testing.T) {
 	t.Parallel()
 	s := start(t)
-	c := &provider.Client{BaseURL: s.URL(), HTTP: http.DefaultClient}
+	c := &provider.Client{BaseURL: s.URL(), HTTP: testenv.HTTPClient}
 	ctx := context.Background()
 	if _, err := c.Lookup(ctx, "k-slow"); !errors.Is(err, provider.ErrNoCharge) {
 		t.Fatalf("lookup before any request: %v, want ErrNoCharge", err)
@@ -174,7 +175,7 @@ func TestLookupWhileChargeInFlight(t *testing.T) {
 	req.Header.Set("Idempotency-Key", "k-slow")
 	done := make(chan int, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testenv.HTTPClient.Do(req)
 		if err != nil {
 			done <- 0
 			return

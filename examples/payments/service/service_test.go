@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/examples/payments/provider"
 	"github.com/retrysafe/retrysafe/examples/payments/service"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // forEachBackend runs test on SQLite and on PostgreSQL.
@@ -291,10 +292,10 @@ func TestReconcileReportsMismatches(t *testing.T) {
 	e.mustPost("/payments", randomHex(16), payBody(order, 100, "UAH")).decode(t, &p)
 
 	// A charge made with a key no payment has.
-	stray := &provider.Client{BaseURL: e.psp.URL(), HTTP: http.DefaultClient}
+	stray := &provider.Client{BaseURL: e.psp.URL(), HTTP: testenv.HTTPClient}
 	req, _ := http.NewRequest(http.MethodPost, e.psp.URL()+"/charges", strings.NewReader(`{"amount":5,"currency":"UAH","reference":"manual"}`))
 	req.Header.Set("Idempotency-Key", "stray-key")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testenv.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
