@@ -1,23 +1,20 @@
 // Package headercodec encodes an http.Header as bytes that keep every byte
-// of every name and value: the SQLite, PostgreSQL and Redis stores keep
-// response headers in this form.
+// of every name and value: every store keeps response headers in this
+// form.
 //
 // The encoding is a version byte ([Version]), then the number of names,
 // then for each name (in sorted order) its length and bytes, the number of
 // values plus one (zero for a nil slice) and each value's length and bytes;
 // numbers are uvarints. It keeps the order of values and nil versus empty.
-//
-// Stores that wrote headers as JSON before this encoding existed tell the
-// two apart by the first byte: JSON text never starts with [Version]
-// (0x01). JSON cannot carry bytes that are not UTF-8 (encoding/json
-// replaces them with U+FFFD), which is why the encoding replaced it.
+// (JSON, which it replaced, cannot carry bytes that are not UTF-8:
+// encoding/json replaces them with U+FFFD.)
 package headercodec
 
 import (
 	"encoding/binary"
 	"errors"
 	"net/http"
-	"sort"
+	"slices"
 )
 
 // Version is the first byte of every encoding [Encode] returns.
@@ -32,125 +29,140 @@ func Encode(h http.Header) []byte {
 	if h == nil {
 		return nil
 	}
-	names := make([]string, 0, len(h))
 	size := 1 + binary.MaxVarintLen64
 	for k, vs := range h {
-		names = append(names, k)
 		size += len(k) + 2*binary.MaxVarintLen64
 		for _, v := range vs {
 			size += len(v) + binary.MaxVarintLen64
 		}
 	}
-	sort.Strings(names)
-	b := make([]byte, 0, size)
+	return Append(make([]byte, 0, size), h)
+}
+
+// Append appends the encoding of h to b, as [Encode] returns it (nothing
+// for a nil header).
+func Append(b []byte, h http.Header) []byte {
+	if h == nil {
+		return b
+	}
+	var buf [16]string
+	names := buf[:0]
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
 	b = append(b, Version)
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, k := range names {
-		b = AppendField(b, k, h[k])
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		vs := h[k]
+		if vs == nil {
+			b = binary.AppendUvarint(b, 0)
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(len(vs))+1)
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
 	}
 	return b
 }
-
-// FieldLen returns the length of AppendField's encoding of one field.
-func FieldLen(name string, values []string) int {
-	n := uvarintLen(uint64(len(name))) + len(name) + uvarintLen(uint64(len(values))+1)
-	for _, v := range values {
-		n += uvarintLen(uint64(len(v))) + len(v)
-	}
-	return n
-}
-
-// uvarintLen returns the length of n as a uvarint.
-func uvarintLen(n uint64) int {
-	l := 1
-	for ; n >= 0x80; n >>= 7 {
-		l++
-	}
-	return l
-}
-
-// AppendField appends the encoding of one header field to b: the name's
-// length and bytes, the number of values plus one (zero for nil) and each
-// value's length and bytes, as [Encode] writes each name.
-func AppendField(b []byte, name string, values []string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(name)))
-	b = append(b, name...)
-	if values == nil {
-		return binary.AppendUvarint(b, 0)
-	}
-	b = binary.AppendUvarint(b, uint64(len(values))+1)
-	for _, v := range values {
-		b = binary.AppendUvarint(b, uint64(len(v)))
-		b = append(b, v...)
-	}
-	return b
-}
-
-// IsEncoded reports whether b starts like an encoding of this package
-// (rather than, say, a JSON header written by an older release).
-func IsEncoded(b []byte) bool { return len(b) > 0 && b[0] == Version }
 
 // Decode reverses [Encode]: nil gives a nil header, and anything that is not
 // exactly one encoding (wrong version, truncated, trailing bytes) gives an
-// error wrapping [ErrCorrupt].
+// error wrapping [ErrCorrupt]. The header's strings share one copy of b.
 func Decode(b []byte) (http.Header, error) {
 	if b == nil {
 		return nil, nil
 	}
-	if !IsEncoded(b) {
+	return DecodeString(string(b))
+}
+
+// DecodeString is [Decode] for an encoding held in a string, except that
+// "" is corrupt (a nil header has no encoding to hold). The header's names
+// and values share s's bytes, and the values of all names share one slice,
+// each name's capped at its own values (an append to one never reaches
+// the next): a header is two allocations.
+func DecodeString(s string) (http.Header, error) {
+	names, values, ok := scan(s, nil, nil)
+	if !ok {
 		return nil, ErrCorrupt
 	}
-	b = b[1:]
-	next := func() (uint64, bool) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 {
-			return 0, false
+	h := make(http.Header, names)
+	if _, _, ok := scan(s, h, make([]string, values)); !ok {
+		return nil, ErrCorrupt // a name twice
+	}
+	return h, nil
+}
+
+// scan reads the encoding s once: it counts its names and values and
+// checks that s is exactly one encoding; with a non-nil h it also fills
+// h, its values taken from values (as many as the count). It reports
+// false for a corrupt s, and for a name seen twice when it fills h.
+func scan(s string, h http.Header, values []string) (names, nvalues int, ok bool) {
+	if len(s) == 0 || s[0] != Version {
+		return 0, 0, false
+	}
+	i := 1
+	next := func() (int, bool) {
+		var n uint64
+		for shift := 0; i < len(s) && shift < 64; shift += 7 {
+			c := s[i]
+			i++
+			n |= uint64(c&0x7f) << shift
+			if c < 0x80 {
+				// Every count and length is bounded by the bytes left,
+				// so a larger one is corrupt (and never allocated).
+				return int(n), n <= uint64(len(s)-i)+1
+			}
 		}
-		b = b[k:]
-		return n, true
+		return 0, false
 	}
 	str := func() (string, bool) {
 		n, ok := next()
-		if !ok || n > uint64(len(b)) {
+		if !ok || n > len(s)-i {
 			return "", false
 		}
-		s := string(b[:n])
-		b = b[n:]
-		return s, true
+		i += n
+		return s[i-n : i], true
 	}
-	// Every name takes at least two bytes and every value one, so counts
-	// larger than what is left are corrupt (and never allocated).
 	count, ok := next()
-	if !ok || count > uint64(len(b)) {
-		return nil, ErrCorrupt
+	if !ok {
+		return 0, 0, false
 	}
-	h := make(http.Header, count)
 	for range count {
 		name, ok := str()
 		if !ok {
-			return nil, ErrCorrupt
-		}
-		if _, dup := h[name]; dup {
-			return nil, ErrCorrupt
+			return 0, 0, false
 		}
 		nv, ok := next()
-		if !ok || nv > uint64(len(b))+1 {
-			return nil, ErrCorrupt
+		if !ok {
+			return 0, 0, false
 		}
-		if nv == 0 {
-			h[name] = nil
-			continue
-		}
-		vs := make([]string, nv-1)
-		for i := range vs {
-			if vs[i], ok = str(); !ok {
-				return nil, ErrCorrupt
+		var vs []string
+		if nv > 0 {
+			if h != nil {
+				vs, values = values[:nv-1:nv-1], values[nv-1:]
 			}
+			for k := range nv - 1 {
+				v, ok := str()
+				if !ok {
+					return 0, 0, false
+				}
+				if vs != nil {
+					vs[k] = v
+				}
+			}
+			nvalues += nv - 1
 		}
-		h[name] = vs
+		if h != nil {
+			if _, dup := h[name]; dup {
+				return 0, 0, false
+			}
+			h[name] = vs
+		}
 	}
-	if len(b) != 0 {
-		return nil, ErrCorrupt
-	}
-	return h, nil
+	return count, nvalues, i == len(s)
 }

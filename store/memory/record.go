@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/headercodec"
 )
 
 // How a record is kept. The store holds many completed records for as
@@ -77,46 +78,16 @@ func (e *entry) setCheckpoint(cp *retrysafe.Checkpoint) {
 	}
 }
 
-// newText returns an entry's text: each field, then the response header
-// (nil for a processing record): the number of names plus one (zero for
-// a nil header), the number of values of all names, and for each name its
-// string, its number of values plus one (zero for nil) and each value's
-// string. Numbers are uvarints; a string is its length, then its bytes.
+// newText returns an entry's text: each field (a uvarint length, then
+// the bytes), then the response header in internal/headercodec's encoding
+// (nothing for a nil header or a processing record).
 func newText(fields [numFields]string, header http.Header) string {
 	var buf [512]byte // most records fit: one allocation, the string
 	b := buf[:0]
 	for _, f := range fields {
-		b = appendString(b, f)
+		b = append(binary.AppendUvarint(b, uint64(len(f))), f...)
 	}
-	return string(appendHeader(b, header))
-}
-
-func appendHeader(b []byte, h http.Header) []byte {
-	if h == nil {
-		return binary.AppendUvarint(b, 0)
-	}
-	values := 0
-	for _, vs := range h {
-		values += len(vs)
-	}
-	b = binary.AppendUvarint(b, uint64(len(h))+1)
-	b = binary.AppendUvarint(b, uint64(values))
-	for name, vs := range h {
-		b = appendString(b, name)
-		if vs == nil {
-			b = binary.AppendUvarint(b, 0)
-			continue
-		}
-		b = binary.AppendUvarint(b, uint64(len(vs))+1)
-		for _, v := range vs {
-			b = appendString(b, v)
-		}
-	}
-	return b
-}
-
-func appendString(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+	return string(headercodec.Append(b, header))
 }
 
 // text reads an entry's text from the start, in the order newText wrote
@@ -155,29 +126,16 @@ func (t *text) string() string {
 	return t.s[t.i-n : t.i]
 }
 
-// header reads a header: its names and values share the text's bytes, and
-// the values of all names share one slice, each name's capped at its own
-// values (an append to one never reaches the next).
+// header reads the rest of the text as a header (nil when there is
+// none): its names and values share the text's bytes (see
+// headercodec.DecodeString).
 func (t *text) header() http.Header {
-	names := t.number()
-	if names == 0 {
+	if t.i == len(t.s) {
 		return nil
 	}
-	h := make(http.Header, names-1)
-	values := make([]string, t.number())
-	for range names - 1 {
-		name := t.string()
-		n := t.number()
-		if n == 0 {
-			h[name] = nil
-			continue
-		}
-		vs := values[: n-1 : n-1]
-		for k := range vs {
-			vs[k] = t.string()
-		}
-		values = values[n-1:]
-		h[name] = vs
+	h, err := headercodec.DecodeString(t.s[t.i:])
+	if err != nil {
+		panic("memory: an entry's header does not decode: " + err.Error()) // newText wrote it
 	}
 	return h
 }

@@ -213,7 +213,7 @@ func decodeHeader(field string) (http.Header, error) {
 	if field == "" {
 		return nil, nil
 	}
-	return headercodec.Decode([]byte(field))
+	return headercodec.DecodeString(field)
 }
 
 // flatToMap turns a flat [field, value, …] reply into a map.
