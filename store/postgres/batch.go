@@ -166,58 +166,52 @@ func (s *Store) runOne(ctx context.Context, q querier, op *batchOp) (batchResult
 // runBatch is the committer's batch function: one statement for every
 // operation of the batch that is still wanted.
 func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
-	a, _ := s.args.Get().(*batchArgs)
-	if a == nil {
-		a = newBatchArgs()
-	}
-	defer func() {
-		a.reset()
-		s.args.Put(a)
-	}()
 	n := b.Len()
+	var (
+		index []int      // position in the arrays -> item of the batch
+		ops   []*batchOp // the operations sent, in array order
+		seen  = make(map[scopeKey]bool, n)
+	)
 	for i := range n {
 		if !b.Start(i) {
 			continue
 		}
 		op := b.Input(i)
 		k := scopeKey{op.scope, op.key}
-		if _, dup := a.seen[k]; dup {
+		if _, dup := seen[k]; dup {
 			// A second operation on a key of this batch runs alone, once
 			// the batch has committed: as if after it.
-			a.seen[k] = true
+			seen[k] = true // a later operation of the batch has the key too
 			b.Set(i, batchResult{outcome: outAlone}, nil)
 			continue
 		}
-		a.seen[k] = false
-		a.index = append(a.index, i)
-		a.ops = append(a.ops, op)
+		seen[k] = false
+		index = append(index, i)
+		ops = append(ops, op)
 	}
-	switch len(a.index) {
+	switch len(index) {
 	case 0:
 		return nil
 	case 1:
-		res, err := s.runOne(b.Context(), s.pool, a.ops[0])
-		b.Set(a.index[0], res, err)
+		res, err := s.runOne(b.Context(), s.pool, ops[0])
+		b.Set(index[0], res, err)
 		return nil
 	}
-	for range a.index {
-		a.results = append(a.results, batchResult{})
-	}
-	results := a.results
+	results := make([]batchResult, len(index))
 	err := func() error {
-		rows, err := s.pool.Query(b.Context(), s.sql.batch, a.arguments(s.execMode, s.cfg.NotifyChannel)...)
+		rows, err := s.pool.Query(b.Context(), s.sql.batch, batchArguments(ops, s.cfg.NotifyChannel)...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		row := a.row
+		row := newBatchRow()
 		for rows.Next() {
-			ord, r, err := row.scan(rows, a.ops)
+			ord, r, err := row.scan(rows, ops)
 			if err != nil {
 				return err
 			}
 			if results[ord-1].outcome != "" {
-				return fmt.Errorf("postgres: batch function returned position %d of %d", ord, len(a.index))
+				return fmt.Errorf("postgres: batch function returned position %d of %d", ord, len(index))
 			}
 			results[ord-1] = r
 		}
@@ -235,12 +229,12 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 			results[j] = batchResult{outcome: outAlone}
 		}
 	}
-	for j, i := range a.index {
-		op := a.ops[j]
+	for j, i := range index {
+		op := ops[j]
 		switch {
 		case results[j].outcome == "":
 			b.Set(i, batchResult{}, fmt.Errorf("postgres: batch function returned no row for position %d", j+1))
-		case results[j].outcome == outAlone && a.seen[scopeKey{op.scope, op.key}]:
+		case results[j].outcome == outAlone && seen[scopeKey{op.scope, op.key}]:
 			// Left undecided, with later operations of its key in the
 			// batch, which run alone once this batch has answered: it
 			// runs here first, so that they run after it.
@@ -254,6 +248,38 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 	return nil
 }
 
+// scopeKey identifies a record.
+type scopeKey struct{ scope, key string }
+
+// batchArguments returns the batch function's arguments for ops: one
+// array per argument, one element per operation, and the notify channel
+// as argument 12, between the payloads and the routes.
+func batchArguments(ops []*batchOp, channel string) []any {
+	n := len(ops)
+	var (
+		kinds, scopes, keys, fps, tokens = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		nows, untils                     = make([]int64, n), make([]int64, n)
+		statuses                         = make([]*int32, n)
+		headers, bodies                  = make([][]byte, n), make([][]byte, n)
+		payloads, routes                 = make([]string, n), make([]string, n)
+		noTakeovers, abandons            = make([]bool, n), make([]bool, n)
+		takeoverTokens                   = make([]string, n)
+		cpNames                          = make([]*string, n)
+		cpData                           = make([][]byte, n)
+	)
+	for i, o := range ops {
+		kinds[i], scopes[i], keys[i], fps[i], tokens[i] = string(o.kind), o.scope, o.key, o.fingerprint, o.token
+		nows[i], untils[i], statuses[i], headers[i], bodies[i] = o.now, o.until, o.status, o.header, o.body
+		payloads[i], routes[i] = o.payload, o.route
+		noTakeovers[i], takeoverTokens[i], abandons[i], cpData[i] = o.noTakeover, o.takeoverToken, o.abandon, o.cpData
+		if o.hasCheckpoint {
+			cpNames[i] = &o.cpName
+		}
+	}
+	return []any{kinds, scopes, keys, fps, tokens, nows, untils, statuses, headers, bodies, payloads, channel, routes,
+		noTakeovers, takeoverTokens, abandons, cpNames, cpData}
+}
+
 // rolledBack reports whether err says that PostgreSQL ended the batch's
 // transaction with an error (severity ERROR), so that none of it
 // committed. A FATAL error (the backend terminated) or a broken connection
@@ -264,7 +290,7 @@ func rolledBack(err error) bool {
 }
 
 // batchRow holds the destinations of one row of the batch function, reused
-// for every row of a batch: nullable columns scan into pgtype values, not
+// for every row of one batch: nullable columns scan into pgtype values, not
 // pointers, and text columns into the driver's own buffer (valid until
 // the next row), so a row allocates only the strings and bytes its record
 // does not share with its operation (see scan).
@@ -289,13 +315,6 @@ func newBatchRow() *batchRow {
 		&r.created, &r.updated, &r.leaseUntil, &r.exp, &r.status, &r.header, &r.body, &r.route,
 		&r.abandoned, &r.cpName, &r.cpData, &r.cpAt}
 	return r
-}
-
-// release drops the row's references to the driver's buffer and to the
-// last record's header and body, so that a reused row keeps neither alive.
-func (d *batchRow) release() {
-	d.out, d.scope, d.key, d.fp, d.state, d.token, d.route = nil, nil, nil, nil, nil, nil, nil
-	d.header, d.body, d.cpData = nil, nil, nil
 }
 
 // fromInt8 is the time of a nullable nanosecond column (see fromNanos).

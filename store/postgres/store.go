@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,8 +51,6 @@ type Store struct {
 	// into one statement (batch.go).
 	committer *groupcommit.Committer[*batchOp, batchResult]
 	alone     atomic.Int64 // operations batches left alone (BatchStats)
-	args      sync.Pool    // of *batchArgs, reused by runBatch (batchargs.go)
-	execMode  pgx.QueryExecMode
 }
 
 // Compile-time checks of the interfaces Store implements.
@@ -104,8 +101,6 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		pool:  pool,
 		cfg:   cfg,
 		table: quoted(cfg.Schema, cfg.Table),
-		// The pool's exec mode decides how runBatch passes its arrays.
-		execMode: pool.Config().ConnConfig.DefaultQueryExecMode,
 	}
 	s.claimFn = quoted(cfg.Schema, cfg.Table+"_claim")
 	s.batchFn = quoted(cfg.Schema, cfg.Table+"_batch")
