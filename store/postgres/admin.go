@@ -76,7 +76,7 @@ func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]*retr
 	defer rows.Close()
 	var out []*retrysafe.Record
 	for rows.Next() {
-		rec, err := scanRecord(rows)
+		rec, err := scanRecord(rows, nil)
 		if err != nil {
 			return nil, s.wrap(ctx, op, err)
 		}

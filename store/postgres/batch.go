@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
 	"github.com/retrysafe/retrysafe/internal/groupcommit"
@@ -124,7 +121,7 @@ func (s *Store) runOne(ctx context.Context, q querier, op *batchOp) (batchResult
 	if op.kind == opClaim {
 		var claimed bool
 		rec, err := scanRecord(q.QueryRow(ctx, s.sql.claim, op.scope, op.key, op.fingerprint, op.token, op.now, op.until, op.route,
-			op.noTakeover, op.takeoverToken), &claimed)
+			op.noTakeover, op.takeoverToken), nil, &claimed)
 		if err != nil {
 			// The statement always returns exactly one row, so ErrNoRows
 			// too is a failure of the store.
@@ -204,14 +201,21 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 			return err
 		}
 		defer rows.Close()
-		row := newBatchRow()
 		for rows.Next() {
-			ord, r, err := row.scan(rows, ops)
+			var (
+				ord int32
+				out string
+			)
+			rec, err := scanRecord(rows, []any{&ord, &out})
 			if err != nil {
 				return err
 			}
-			if results[ord-1].outcome != "" {
+			if ord < 1 || int(ord) > len(index) || results[ord-1].outcome != "" {
 				return fmt.Errorf("postgres: batch function returned position %d of %d", ord, len(index))
+			}
+			r := batchResult{outcome: outcome(out), rec: rec}
+			if (r.outcome == outClaimed || r.outcome == outBlocked) && rec == nil {
+				return fmt.Errorf("postgres: batch function returned a claim without its record (position %d)", ord)
 			}
 			results[ord-1] = r
 		}
@@ -287,118 +291,4 @@ func batchArguments(ops []*batchOp, channel string) []any {
 func rolledBack(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Severity == "ERROR"
-}
-
-// batchRow holds the destinations of one row of the batch function, reused
-// for every row of one batch: nullable columns scan into pgtype values, not
-// pointers, and text columns into the driver's own buffer (valid until
-// the next row), so a row allocates only the strings and bytes its record
-// does not share with its operation (see scan).
-type batchRow struct {
-	ord                               int32
-	out                               pgtype.DriverBytes
-	scope, key, fp, state, token      pgtype.DriverBytes // nil: NULL
-	route                             pgtype.DriverBytes
-	attempt, status                   pgtype.Int4
-	created, updated, leaseUntil, exp pgtype.Int8
-	header, body                      []byte
-	abandoned                         pgtype.Bool
-	cpName                            pgtype.Text
-	cpData                            []byte
-	cpAt                              pgtype.Int8
-	dest                              []any
-}
-
-func newBatchRow() *batchRow {
-	r := &batchRow{}
-	r.dest = []any{&r.ord, &r.out, &r.scope, &r.key, &r.fp, &r.state, &r.token, &r.attempt,
-		&r.created, &r.updated, &r.leaseUntil, &r.exp, &r.status, &r.header, &r.body, &r.route,
-		&r.abandoned, &r.cpName, &r.cpData, &r.cpAt}
-	return r
-}
-
-// fromInt8 is the time of a nullable nanosecond column (see fromNanos).
-func fromInt8(n pgtype.Int8) time.Time {
-	if !n.Valid {
-		return fromNanos(nil)
-	}
-	return fromNanos(&n.Int64)
-}
-
-// outcomeOf returns the outcome a row's text names, without allocating for
-// the known ones. A completion or release that notified answers "done"
-// followed by pg_notify's empty text.
-func outcomeOf(b []byte) outcome {
-	switch string(b) {
-	case string(outClaimed):
-		return outClaimed
-	case string(outBlocked):
-		return outBlocked
-	case string(outDone):
-		return outDone
-	case string(outLost):
-		return outLost
-	case string(outAlone):
-		return outAlone
-	}
-	return outcome(b)
-}
-
-// str returns the text b as a string: known (a string of the operation,
-// or a constant) when it holds the same text, so that the record shares it
-// instead of allocating a copy.
-func str(b []byte, known string) string {
-	if string(b) == known {
-		return known
-	}
-	return string(b)
-}
-
-// scan reads one row of the batch function: the operation's position and
-// outcome, and for a claim the record (whose columns are NULL for the
-// other operations). ops are the batch's operations by position: a
-// claim's record shares their strings where it holds the same text (a
-// claimed record holds exactly its claim's).
-func (d *batchRow) scan(rows pgx.Rows, ops []*batchOp) (int32, batchResult, error) {
-	// A record keeps its header and body: never let a scan fill the
-	// previous row's slices (pgx allocates new ones today).
-	d.header, d.body, d.cpData = nil, nil, nil
-	if err := rows.Scan(d.dest...); err != nil {
-		return 0, batchResult{}, err
-	}
-	if d.ord < 1 || int(d.ord) > len(ops) {
-		return d.ord, batchResult{}, fmt.Errorf("postgres: batch function returned position %d of %d", d.ord, len(ops))
-	}
-	r := batchResult{outcome: outcomeOf(d.out)}
-	if r.outcome != outClaimed && r.outcome != outBlocked {
-		return d.ord, r, nil
-	}
-	if d.scope == nil || d.key == nil || d.fp == nil || d.state == nil || d.token == nil || !d.attempt.Valid ||
-		!d.created.Valid || !d.updated.Valid {
-		return 0, r, fmt.Errorf("postgres: batch function returned a claim without its record (position %d)", d.ord)
-	}
-	op := ops[d.ord-1]
-	state := string(retrysafe.StateProcessing)
-	if string(d.state) == string(retrysafe.StateCompleted) {
-		state = string(retrysafe.StateCompleted)
-	}
-	rec := &retrysafe.Record{
-		Scope: str(d.scope, op.scope), Key: str(d.key, op.key), Fingerprint: str(d.fp, op.fingerprint),
-		State: retrysafe.State(str(d.state, state)), Token: str(d.token, op.token), Route: str(d.route, op.route),
-		Attempt:   int(d.attempt.Int32),
-		CreatedAt: fromInt8(d.created), UpdatedAt: fromInt8(d.updated), LeaseUntil: fromInt8(d.leaseUntil), ExpiresAt: fromInt8(d.exp),
-		Abandoned: d.abandoned.Bool,
-	}
-	if d.cpName.Valid {
-		rec.Checkpoint = &retrysafe.Checkpoint{Name: d.cpName.String, Data: d.cpData, At: fromInt8(d.cpAt)}
-	}
-	if d.status.Valid {
-		h, err := decodeHeader(d.header)
-		if err != nil {
-			return 0, r, fmt.Errorf("%w (scope %q)", err, rec.Scope)
-		}
-		rec.Response = &retrysafe.Response{Status: int(d.status.Int32), Header: h, Body: d.body}
-	}
-	r.rec = rec
-	return d.ord, r, nil
 }

@@ -61,7 +61,7 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	if p == nil {
 		return nil, errors.New("postgres: get: nil params")
 	}
-	rec, err := scanRecord(s.pool.QueryRow(ctx, s.sql.get, p.Scope, p.Key))
+	rec, err := scanRecord(s.pool.QueryRow(ctx, s.sql.get, p.Scope, p.Key), nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, retrysafe.ErrNotFound
 	}
@@ -266,32 +266,44 @@ func notifyPayload(scope, key string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// scanRecord reads one row of recordColumns, plus the extra destinations.
-func scanRecord(row pgx.Row, extra ...any) (*retrysafe.Record, error) {
+// scanRecord reads one row of recordColumns, between the destinations of
+// the columns before them (prefix) and after them (suffix). The record is
+// nil when the row holds none (a NULL scope: a batch's row for an
+// operation other than a claim).
+func scanRecord(row pgx.Row, prefix []any, suffix ...any) (*retrysafe.Record, error) {
 	var (
-		rec               retrysafe.Record
-		state             string
-		attempt           int32
-		created, updated  int64
-		leaseUntil, expAt *int64
-		status            *int32
-		header, body      []byte
-		cpName            *string
-		cpData            []byte
-		cpAt              *int64
+		scope, key, fp, state, token, route *string
+		attempt, status                     *int32
+		created, updated, leaseUntil, expAt *int64
+		header, body                        []byte
+		abandoned                           *bool
+		cpName                              *string
+		cpData                              []byte
+		cpAt                                *int64
 	)
-	dest := append([]any{&rec.Scope, &rec.Key, &rec.Fingerprint, &state, &rec.Token, &attempt,
-		&created, &updated, &leaseUntil, &expAt, &status, &header, &body, &rec.Route,
-		&rec.Abandoned, &cpName, &cpData, &cpAt}, extra...)
+	dest := append(append(prefix[:len(prefix):len(prefix)], &scope, &key, &fp, &state, &token, &attempt,
+		&created, &updated, &leaseUntil, &expAt, &status, &header, &body, &route,
+		&abandoned, &cpName, &cpData, &cpAt), suffix...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	rec.State = retrysafe.State(state)
-	rec.Attempt = int(attempt)
-	rec.CreatedAt = fromNanos(&created)
-	rec.UpdatedAt = fromNanos(&updated)
-	rec.LeaseUntil = fromNanos(leaseUntil)
-	rec.ExpiresAt = fromNanos(expAt)
+	if scope == nil {
+		return nil, nil
+	}
+	if key == nil || fp == nil || state == nil || token == nil || attempt == nil || created == nil || updated == nil {
+		return nil, fmt.Errorf("postgres: a record of scope %q without its key, fingerprint, state, token, attempt or times", *scope)
+	}
+	rec := &retrysafe.Record{
+		Scope: *scope, Key: *key, Fingerprint: *fp, State: retrysafe.State(*state), Token: *token,
+		Attempt:   int(*attempt),
+		CreatedAt: fromNanos(created), UpdatedAt: fromNanos(updated), LeaseUntil: fromNanos(leaseUntil), ExpiresAt: fromNanos(expAt),
+	}
+	if route != nil {
+		rec.Route = *route
+	}
+	if abandoned != nil {
+		rec.Abandoned = *abandoned
+	}
 	if cpName != nil {
 		rec.Checkpoint = &retrysafe.Checkpoint{Name: *cpName, Data: cpData, At: fromNanos(cpAt)}
 	}
@@ -302,5 +314,5 @@ func scanRecord(row pgx.Row, extra ...any) (*retrysafe.Record, error) {
 		}
 		rec.Response = &retrysafe.Response{Status: int(*status), Header: h, Body: body}
 	}
-	return &rec, nil
+	return rec, nil
 }
