@@ -219,7 +219,7 @@ func (s *Store) claim(ctx context.Context, p *retrysafe.ClaimParams) (res *retry
 	var found *retrysafe.ClaimResult
 	var rec *retrysafe.Record
 	if ok {
-		found = &e.decode(true).res
+		found = &sh.read(e).res
 		rec = found.Record
 	}
 	switch {
@@ -287,7 +287,29 @@ func (s *Store) Get(ctx context.Context, p *retrysafe.GetParams) (*retrysafe.Rec
 	if !ok || e.expired(p.Now) {
 		return nil, retrysafe.ErrNotFound
 	}
-	return &e.decode(true).rec, nil
+	return &sh.read(e).rec, nil
+}
+
+// read returns the record e keeps, decoded. A completed record read a
+// second time is kept decoded in its entry for the reads after it (a key
+// replayed twice is likely replayed again; most are replayed at most
+// once, and keeping each first read would grow the heap the collector
+// scans by a decoded record per replayed key). A processing record
+// changes too often to keep.
+func (sh *shard) read(e entry) *view {
+	switch {
+	case !e.completed:
+		return e.decode(true)
+	case e.read != nil:
+		return e.read
+	case !e.readOnce:
+		e.readOnce = true
+		sh.put(e)
+		return e.decode(true)
+	}
+	e.read = e.decode(true)
+	sh.put(e)
+	return e.read
 }
 
 // owned returns the processing record i of sh if token owns it. Extend,

@@ -22,6 +22,7 @@ import (
 // entry is one stored record, made once (by newEntry) and never changed.
 // It is 128 bytes, small enough for the map to keep it in its own slots
 // rather than in an object of its own (TestCompletedRecordObjects counts).
+// Only its read and readOnce fields change after it is stored (shard.read).
 type entry struct {
 	text       string // see newText
 	body       []byte // the response's body, nil for a nil body (completed records)
@@ -30,9 +31,15 @@ type entry struct {
 	// Unix nanoseconds, 0 for the zero time (see nanos).
 	created, updated, leaseUntil, expires, checkpointAt int64
 
-	status                              int // the response's status (completed records)
-	attempt                             int
-	completed, abandoned, hasCheckpoint bool
+	status int // the response's status (completed records)
+	// read is the completed record as its second read decoded it (see
+	// shard.read), shared by the reads after it: records a store returns
+	// are read-only. readOnce marks a record read once. A record read at
+	// most once, as most are, keeps no decoded copy for the collector to
+	// scan.
+	read                                          *view
+	attempt                                       int32
+	completed, abandoned, hasCheckpoint, readOnce bool
 }
 
 // The strings of an entry's text, in this order.
@@ -55,7 +62,7 @@ func newEntry(rec *retrysafe.Record) entry {
 		created:    nanos(rec.CreatedAt),
 		updated:    nanos(rec.UpdatedAt),
 		leaseUntil: nanos(rec.LeaseUntil),
-		attempt:    rec.Attempt,
+		attempt:    int32(rec.Attempt),
 		abandoned:  rec.Abandoned,
 	}
 	fields := [numFields]string{rec.Scope, rec.Key, rec.Fingerprint, rec.Token, rec.Route, ""}
@@ -190,7 +197,7 @@ func (e *entry) decode(withHeader bool) *view {
 			Fingerprint: f[fieldFingerprint],
 			State:       state,
 			Token:       f[fieldToken],
-			Attempt:     e.attempt,
+			Attempt:     int(e.attempt),
 			Route:       f[fieldRoute],
 			CreatedAt:   at(e.created),
 			UpdatedAt:   at(e.updated),
