@@ -26,14 +26,13 @@ import (
 // other lone claim is one CALL of the claim procedure that [Store.Migrate]
 // creates ("<table>_claim", procedures.sql); claims sent while another
 // batch runs go together, with completions, releases and extensions,
-// into one CALL of the batch procedure ("<table>_batch"): one
-// transaction, one COMMIT. The claim
-// procedure runs a READ COMMITTED transaction: INSERT … ON DUPLICATE KEY
-// UPDATE inserts a new record, or locks the existing row exclusively
-// (waiting for a concurrent claimant's insert to commit); a locking read
-// then decides between the caller's own insert, a takeover (one UPDATE)
-// and a blocker. The batch procedure inserts the records of absent keys
-// and leaves every other claim to the claim procedure. Either way a claim
+// into one transaction with one COMMIT (batch.go). The claim procedure
+// runs a READ COMMITTED transaction: INSERT … ON DUPLICATE KEY UPDATE
+// inserts a new record, or locks the existing row exclusively (waiting
+// for a concurrent claimant's insert to commit); a locking read then
+// decides between the caller's own insert, a takeover (one UPDATE) and a
+// blocker. A batch inserts the records of absent keys with one such
+// INSERT and leaves every other claim to the claim procedure. Either way a claim
 // is reported won only after the COMMIT that holds it. A claim that
 // InnoDB picks as a deadlock victim was rolled back whole and runs again
 // (up to 10 times).

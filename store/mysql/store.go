@@ -63,7 +63,8 @@ var (
 // and works whatever the DSN says about interpolateParams,
 // clientFoundRows or multiStatements. Its connections must run in
 // autocommit mode (the server's default; do not set autocommit=0 in the
-// DSN): each statement outside the claim procedure commits on its own. Give db enough idle connections
+// DSN): each statement outside the claim procedure and a batch's
+// transaction commits on its own. Give db enough idle connections
 // (SetMaxIdleConns) for the concurrency you expect: database/sql closes
 // connections beyond the idle limit, and a new connection prepares every
 // statement again.
