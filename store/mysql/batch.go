@@ -21,8 +21,8 @@ import (
 // Complete, Release and Extend queue their operation on the Store's
 // committer (internal/groupcommit). Its leader sends every operation
 // queued while the previous batch ran as a few plain statements
-// (sendBatch), one multi-row statement per kind, in one READ COMMITTED
-// transaction with one COMMIT. A lone operation is sent at once with its
+// (sendBatch), one multi-row statement per kind, in one transaction with
+// one COMMIT. A lone operation is sent at once with its
 // own single statement (runOne: an INSERT for a claim of a key the plain
 // read found absent, else the claim procedure; or one fenced UPDATE or
 // DELETE), so one caller still pays one round trip and the cheapest
@@ -251,8 +251,8 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 var errRowCount = errors.New("mysql: a batch statement changed an unexpected number of rows")
 
 // sendBatch runs ops, of distinct keys in key order, and returns what
-// became of each. With a fenced operation among them it runs, in one READ
-// COMMITTED transaction:
+// became of each. With a fenced operation among them it runs, in one
+// transaction:
 //
 //  1. the claims (insertClaims);
 //  2. a locking read (FOR UPDATE SKIP LOCKED) of the fenced operations'
@@ -268,6 +268,17 @@ var errRowCount = errors.New("mysql: a batch statement changed an unexpected num
 //
 // Claims alone need no transaction: their one INSERT is atomic. A claim of
 // a key that had a record at its plain read is left alone at once.
+//
+// The transaction runs at the session's isolation level (no SET
+// TRANSACTION: one round trip less). Under READ COMMITTED or REPEATABLE
+// READ (the default) the plain read is the transaction's first
+// consistent read, of the newest committed versions, and the other reads
+// are locking reads or read rows the transaction has locked, the same at
+// any level. Under REPEATABLE READ the locking read also locks the gap of
+// a fenced operation's absent key until the COMMIT; the batch waits for
+// no lock after its first statement, so that makes no deadlock. (Under
+// SERIALIZABLE the plain read waits for a row's holder: slower, the same
+// answers.)
 //
 // A statement the server refuses (a trigger, a deadlock, a lock wait
 // timeout) before anything of the batch took effect rolls it back, and
@@ -334,7 +345,7 @@ func (s *Store) claimBatch(ctx context.Context, claims []*batchOp) (alone bool, 
 // fencedBatch runs claims and fenced in one transaction (see sendBatch),
 // leaving each operation's outcome in its result.
 func (s *Store) fencedBatch(ctx context.Context, claims, fenced []*batchOp) (alone bool, err error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return undecided(err)
 	}
@@ -401,11 +412,9 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 		case opRelease:
 			releases = append(releases, op)
 		case opExtend:
-			st, err := s.stmt(ctx, s.q.extend)
-			if err != nil {
-				return err
-			}
-			res, err := tx.StmtContext(ctx, st).ExecContext(ctx, op.args...)
+			// Rare: on the transaction's own connection (the pool's
+			// other connections may all wait for this batch's locks).
+			res, err := tx.ExecContext(ctx, s.q.extend, op.args...)
 			if err := checkRows(res, err, 1); err != nil {
 				return err
 			}

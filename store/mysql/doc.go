@@ -37,8 +37,8 @@
 // group-committed (internal/groupcommit): a lone operation is sent at
 // once with its single statement (an INSERT for a claim of a key the read
 // found absent, else a CALL of the claim procedure; one fenced UPDATE or
-// DELETE); operations sent while a batch runs go together into one READ
-// COMMITTED transaction with one COMMIT: a few plain statements, each for
+// DELETE); operations sent while a batch runs go together into one
+// transaction with one COMMIT: a few plain statements, each for
 // all the batch's operations of one kind (batch.go; a batch of claims
 // only is one INSERT, a transaction of its own). Every caller is answered
 // only after the COMMIT that holds its operation. A second operation on a
