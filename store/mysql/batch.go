@@ -22,12 +22,11 @@ import (
 // committer (internal/groupcommit). Its leader sends every operation
 // queued while the previous batch ran as a few plain statements
 // (sendBatch), one multi-row statement per kind, in one transaction with
-// one COMMIT. A lone operation is sent at once with its
-// own single statement (runOne: an INSERT for a claim of a key the plain
-// read found absent, else the claim procedure; or one fenced UPDATE or
-// DELETE), so one caller still pays one round trip and the cheapest
-// statement. Every caller is answered only after the COMMIT that holds
-// its operation.
+// one COMMIT. A lone operation is sent at once with its own single
+// statement (runOne: an INSERT for a claim of a key the plain read found
+// absent, else the claim procedure; or one fenced UPDATE or DELETE), so
+// one caller still pays one round trip and the cheapest statement. Every
+// caller is answered only after the COMMIT that holds its operation.
 //
 // The keys of one batch are distinct: a second operation on a key is
 // answered "alone" and its caller runs it with its single statement once
