@@ -371,7 +371,7 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 	}
 
 	locked := make(map[scopeKey][2]string) // state, token
-	err := queryRows(ctx, tx, "SELECT scope, idem_key, state, token FROM "+s.q.table+" WHERE "+keysWhere(fenced)+" FOR UPDATE SKIP LOCKED",
+	err := queryRows(ctx, tx, "SELECT scope, idem_key, state, token FROM "+s.q.table+" WHERE "+keysWhere(opKeys(fenced))+" FOR UPDATE SKIP LOCKED",
 		func(k scopeKey, cols [2]string) { locked[k] = cols })
 	if err != nil {
 		return err
@@ -390,7 +390,7 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 	}
 	if len(unseen) > 0 {
 		present := make(map[scopeKey]bool)
-		err := queryRows(ctx, tx, "SELECT scope, idem_key, '', '' FROM "+s.q.table+" WHERE "+keysWhere(unseen),
+		err := queryRows(ctx, tx, "SELECT scope, idem_key, '', '' FROM "+s.q.table+" WHERE "+keysWhere(opKeys(unseen)),
 			func(k scopeKey, _ [2]string) { present[k] = true })
 		if err != nil {
 			return err
@@ -440,7 +440,7 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 		}
 	}
 	if len(releases) > 0 {
-		res, err := tx.ExecContext(ctx, "DELETE FROM "+s.q.table+" WHERE "+keysWhere(releases))
+		res, err := tx.ExecContext(ctx, "DELETE FROM "+s.q.table+" WHERE "+keysWhere(opKeys(releases)))
 		if err := checkRows(res, err, len(releases)); err != nil {
 			return err
 		}
@@ -484,7 +484,7 @@ func (s *Store) markClaims(ctx context.Context, q querier, claims []*batchOp, n 
 	var tokens map[scopeKey]string
 	if n != int64(len(claims)) {
 		tokens = make(map[scopeKey]string)
-		err := queryRows(ctx, q, "SELECT scope, idem_key, token, '' FROM "+s.q.table+" WHERE "+keysWhere(claims),
+		err := queryRows(ctx, q, "SELECT scope, idem_key, token, '' FROM "+s.q.table+" WHERE "+keysWhere(opKeys(claims)),
 			func(k scopeKey, cols [2]string) { tokens[k] = cols[0] })
 		if err != nil {
 			return err
@@ -541,20 +541,29 @@ func checkRows(res sql.Result, err error, want int) error {
 	return nil
 }
 
-// keysWhere is the condition that matches the rows of ops' keys.
-func keysWhere(ops []*batchOp) string {
+// keysWhere is the condition that matches the rows of keys.
+func keysWhere(keys []scopeKey) string {
 	var q sqlText
-	for j, op := range ops {
+	for j, k := range keys {
 		if j > 0 {
 			q.raw(" OR ")
 		}
 		q.raw("(scope = ")
-		q.value(op.scope)
+		q.value(k.scope)
 		q.raw(" AND idem_key = ")
-		q.value(op.key)
+		q.value(k.key)
 		q.raw(")")
 	}
 	return q.String()
+}
+
+// opKeys returns the keys of ops.
+func opKeys(ops []*batchOp) []scopeKey {
+	keys := make([]scopeKey, len(ops))
+	for j, op := range ops {
+		keys[j] = scopeKey{op.scope, op.key}
+	}
+	return keys
 }
 
 // sqlText builds a batch statement with its values written in as

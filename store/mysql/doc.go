@@ -29,8 +29,10 @@
 // # Round trips and group commit
 //
 // Claim first reads the record with one plain primary-key SELECT: a
-// replay or a conflict is answered from it, one round trip that writes and
-// locks nothing. Get is the same SELECT. Statements are prepared once per
+// replay or a conflict is answered from it, one read that writes and
+// locks nothing. The reads of concurrent Claims are grouped as their
+// writes are: a lone read is sent at once, reads sent while others run
+// share one SELECT of all their keys. Get is the same SELECT, alone. Statements are prepared once per
 // connection, whatever the DSN says about interpolateParams.
 //
 // Claims that get past the read, Completes, Releases and Extends are

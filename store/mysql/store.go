@@ -41,6 +41,8 @@ type Store struct {
 	// Extends into batches (batch.go).
 	committer *groupcommit.Committer[*batchOp, opResult]
 	alone     atomic.Int64 // operations batches left alone (BatchStats)
+	// reads groups the plain reads of concurrent Claims (claim.go).
+	reads *groupcommit.Committer[scopeKey, *retrysafe.Record]
 }
 
 // Compile-time checks of the interfaces Store implements.
@@ -78,6 +80,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	}
 	s := &Store{db: db, cfg: cfg, q: buildQueries(cfg.Table), stmts: make(map[string]*sql.Stmt)}
 	s.committer = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight, Gather: true}, s.runBatch)
+	s.reads = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight, Gather: true}, s.runReads)
 	return s, nil
 }
 
@@ -142,6 +145,7 @@ func (s *Store) Config() Config { return s.cfg }
 // [retrysafe.ErrStoreUnavailable].
 func (s *Store) Close() error {
 	s.committer.Close()
+	s.reads.Close()
 	s.subs.Close()
 	s.stmtMu.Lock()
 	s.closed = true
