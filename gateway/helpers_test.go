@@ -190,7 +190,7 @@ func mysqlURL(t *testing.T) string {
 }
 
 // dropMySQLTable drops a MySQL store's table, its migrations table and its
-// claim and batch procedures.
+// claim procedure.
 func dropMySQLTable(dsn, table string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

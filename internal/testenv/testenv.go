@@ -83,13 +83,12 @@ func Name(prefix string) string {
 
 // MySQLDropStatements returns the statements that drop everything a
 // store/mysql Migrate creates for table: the table, its migrations table
-// and its claim and batch procedures (the indexes go with the table).
+// and its claim procedure (the indexes go with the table).
 func MySQLDropStatements(table string) []string {
 	return []string{
 		"DROP TABLE IF EXISTS `" + table + "`",
 		"DROP TABLE IF EXISTS `" + table + "_migrations`",
 		"DROP PROCEDURE IF EXISTS `" + table + "_claim`",
-		"DROP PROCEDURE IF EXISTS `" + table + "_batch`",
 	}
 }
 

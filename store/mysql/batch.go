@@ -3,11 +3,14 @@ package mysql
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
+	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+
+	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/retrysafe/retrysafe"
 	"github.com/retrysafe/retrysafe/admin"
@@ -17,25 +20,25 @@ import (
 // Group commit. Claim (of a key whose plain read did not answer it),
 // Complete, Release and Extend queue their operation on the Store's
 // committer (internal/groupcommit). Its leader sends every operation
-// queued while the previous batch ran as one CALL of the batch procedure
-// (procedures.sql): one READ COMMITTED transaction, one COMMIT, one round
-// trip. A lone operation is sent at once with its own single statement
-// (runOne: an INSERT for a claim of a key the plain read found absent,
-// else the claim procedure; or one fenced UPDATE or DELETE), so one
-// caller still pays one round trip and the cheapest statement. Every
+// queued while the previous batch ran as a few plain statements
+// (sendBatch), one multi-row statement per kind, in one transaction with
+// one COMMIT. A lone operation is sent at once with its own single
+// statement (runOne: an INSERT for a claim of a key the plain read found
+// absent, else the claim procedure; or one fenced UPDATE or DELETE), so
+// one caller still pays one round trip and the cheapest statement. Every
 // caller is answered only after the COMMIT that holds its operation.
 //
 // The keys of one batch are distinct: a second operation on a key is
 // answered "alone" and its caller runs it with its single statement once
-// the batch has committed, as if after it. The batch procedure also
-// leaves alone a claim of a key that has a record (a takeover, or a
-// record that appeared since the plain read: the claim procedure decides
-// those) and an operation whose row another transaction holds locked (an
-// uncommitted CompleteTx, say), which it does not wait for. A batch that
-// fails before its COMMIT is rolled back whole and every operation runs
-// alone, so that one whose statement fails fails on its own.
+// the batch has committed, as if after it. The batch also leaves alone a
+// claim of a key that has a record (a takeover, or a record that
+// appeared since the plain read: the claim procedure decides those) and a
+// fenced operation whose row another transaction holds locked (an
+// uncommitted CompleteTx, say), which it does not wait for. A batch whose
+// statement the server refuses is rolled back whole and every operation
+// runs alone, so that one whose statement fails fails on its own.
 
-// Operation kinds, as the batch procedure reads them.
+// Operation kinds.
 const (
 	opClaim    = 'c'
 	opComplete = 'd'
@@ -43,10 +46,11 @@ const (
 	opExtend   = 'e'
 )
 
-// maxBatchedPayload is the largest response or checkpoint (header, body
-// and checkpoint data together) that an operation carries into a batch.
-// A larger one runs with its single statement: a batch's JSON, base64 and
-// all, must stay well below max_allowed_packet.
+// maxBatchedPayload is the largest response (header and body together)
+// that a completion carries into a batch. A larger one runs with its
+// single statement: a batch's statement, its bytes written in hex, must
+// stay well below max_allowed_packet (64 completions of 64 KiB are 8 MiB
+// of hex; MariaDB's default is 16 MiB).
 const maxBatchedPayload = 64 << 10
 
 // batchOp is one caller's operation, with its arguments encoded.
@@ -63,18 +67,11 @@ type batchOp struct {
 	status       int    // complete
 	header, body []byte // complete; a nil header is NULL
 
-	abandon bool                  // extend
-	cp      *retrysafe.Checkpoint // extend, nil: the stored checkpoint stays
+	result opResult // its outcome in a batch (sendBatch)
 }
 
-// payload is the number of bytes of response or checkpoint op carries.
-func (op *batchOp) payload() int {
-	n := len(op.header) + len(op.body)
-	if op.cp != nil {
-		n += len(op.cp.Data)
-	}
-	return n
-}
+// payload is the number of bytes of response op carries.
+func (op *batchOp) payload() int { return len(op.header) + len(op.body) }
 
 // opResult is what became of one operation.
 type opResult struct {
@@ -177,8 +174,8 @@ func (s *Store) insertClaim(ctx context.Context, op *batchOp) (*retrysafe.ClaimR
 	return &retrysafe.ClaimResult{Claimed: true, Record: p.ProcessingRecord(1, fromNanosValue(op.now), fromNanosValue(op.now), fromNanosValue(op.until))}, nil
 }
 
-// runBatch is the committer's batch function: one CALL of the batch
-// procedure for every operation of the batch that is still wanted.
+// runBatch is the committer's batch function: the operations of the
+// batch that are still wanted, at most one per key, sent by sendBatch.
 func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 	type entry struct {
 		i  int // the item's index in b
@@ -220,30 +217,17 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 	for j, e := range entries {
 		ops[j] = e.op
 	}
-	letters, err := s.callBatch(b.Context(), ops)
+	results, err := s.sendBatch(b.Context(), ops)
 	if err != nil {
 		// The outcome is unknown (the COMMIT failed, the connection
 		// broke): every operation of the batch fails.
 		return err
 	}
 	for j, e := range entries {
-		op := e.op
-		letter := byte('a') // "A": rolled back whole, everything alone
-		if letters != "A" {
-			letter = letters[j]
-		}
-		switch letter {
-		case 'c':
-			p := op.claim
-			rec := p.ProcessingRecord(1, fromNanosValue(op.now), fromNanosValue(op.now), fromNanosValue(op.until))
-			b.Set(e.i, opResult{claim: &retrysafe.ClaimResult{Claimed: true, Record: rec}}, nil)
-		case 'd':
-			b.Set(e.i, opResult{}, nil)
-		case 'l':
-			b.Set(e.i, opResult{lost: true}, nil)
-		case 'a':
-			// The key has a record, or another transaction holds its row:
-			// the claim procedure decides.
+		res, op := results[j], e.op
+		if res.alone {
+			// The claim procedure decides, or the single statement waits
+			// for the row's holder.
 			op.absent = false
 			if seen[scopeKey{op.scope, op.key}] {
 				// Left undecided, with later operations of its key in
@@ -255,142 +239,375 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 				b.Set(e.i, res, err)
 				continue
 			}
-			b.Set(e.i, opResult{alone: true}, nil)
+		}
+		b.Set(e.i, res, nil)
+	}
+	return nil
+}
+
+// errRowCount is a batch statement that changed other rows than the
+// batch decided under its locks: the batch is rolled back.
+var errRowCount = errors.New("mysql: a batch statement changed an unexpected number of rows")
+
+// sendBatch runs ops, of distinct keys in key order, and returns what
+// became of each. With a fenced operation among them it runs, in one
+// transaction:
+//
+//  1. the claims (insertClaims);
+//  2. a locking read (FOR UPDATE SKIP LOCKED) of the fenced operations'
+//     rows, which decides each under its lock on the newest committed
+//     version: done (the owner's processing record) or lost; a row it
+//     does not return is absent or held by another transaction, and a
+//     plain read (only then) tells: lost, or alone;
+//  3. the completions as one INSERT … ON DUPLICATE KEY UPDATE of rows
+//     that all exist (an UPDATE cannot give each row its own values), the
+//     releases as one DELETE, each extension as its single statement, of
+//     exactly the rows decided done (the row counts are checked);
+//  4. COMMIT.
+//
+// Claims alone need no transaction: their one INSERT is atomic. A claim of
+// a key that had a record at its plain read is left alone at once.
+//
+// The transaction runs at the session's isolation level (no SET
+// TRANSACTION: one round trip less). Under READ COMMITTED or REPEATABLE
+// READ (the default) the plain read is the transaction's first
+// consistent read, of the newest committed versions, and the other reads
+// are locking reads or read rows the transaction has locked, the same at
+// any level. Under REPEATABLE READ the locking read also locks the gap of
+// a fenced operation's absent key until the COMMIT; the batch waits for
+// no lock after its first statement, so that makes no deadlock. (Under
+// SERIALIZABLE the plain read waits for a row's holder: slower, the same
+// answers.)
+//
+// A statement the server refuses (a trigger, a deadlock, a lock wait
+// timeout) before anything of the batch took effect rolls it back, and
+// every operation is answered alone. A failed COMMIT or a broken
+// connection is returned: the outcome is unknown.
+func (s *Store) sendBatch(ctx context.Context, ops []*batchOp) ([]opResult, error) {
+	var claims, fenced []*batchOp
+	for _, op := range ops {
+		switch {
+		case op.kind == opClaim && !op.absent:
+			op.result = opResult{alone: true}
+		case op.kind == opClaim:
+			claims = append(claims, op)
 		default:
-			b.Set(e.i, opResult{}, fmt.Errorf("mysql: the batch procedure answered %q for an operation", letter))
+			fenced = append(fenced, op)
+		}
+	}
+	var (
+		alone bool
+		err   error
+	)
+	if len(fenced) == 0 {
+		alone, err = s.claimBatch(ctx, claims)
+	} else {
+		alone, err = s.fencedBatch(ctx, claims, fenced)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]opResult, len(ops))
+	for j, op := range ops {
+		out[j] = op.result
+		if alone {
+			out[j] = opResult{alone: true}
+		}
+	}
+	return out, nil
+}
+
+// undecided sorts the error of a batch statement: one the server refused
+// (or a row count the batch did not expect) leaves every operation to run
+// alone (true, nil); any other is returned.
+func undecided(err error) (bool, error) {
+	if errors.Is(err, errRowCount) || errors.As(err, new(*driver.MySQLError)) {
+		return true, nil
+	}
+	return false, err
+}
+
+// claimBatch runs claims, and nothing else, with their INSERT as a
+// transaction of its own.
+func (s *Store) claimBatch(ctx context.Context, claims []*batchOp) (alone bool, err error) {
+	if len(claims) == 0 {
+		return false, nil
+	}
+	n, err := s.insertClaims(ctx, s.db, claims)
+	if err != nil {
+		return undecided(err)
+	}
+	// Committed: from here on, a failure leaves the outcome unknown.
+	return false, s.markClaims(ctx, s.db, claims, n)
+}
+
+// fencedBatch runs claims and fenced in one transaction (see sendBatch),
+// leaving each operation's outcome in its result.
+func (s *Store) fencedBatch(ctx context.Context, claims, fenced []*batchOp) (alone bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return undecided(err)
+	}
+	defer tx.Rollback()
+	if err := s.fencedStatements(ctx, tx, claims, fenced); err != nil {
+		return undecided(err)
+	}
+	return false, tx.Commit()
+}
+
+// fencedStatements runs the statements of fencedBatch in tx.
+func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced []*batchOp) error {
+	// The claims first: their INSERT is the batch's only statement that
+	// may wait for a lock, and the transaction holds no lock yet, so the
+	// wait is no part of a deadlock with the rows locked below.
+	if len(claims) > 0 {
+		n, err := s.insertClaims(ctx, tx, claims)
+		if err != nil {
+			return err
+		}
+		if err := s.markClaims(ctx, tx, claims, n); err != nil {
+			return err
+		}
+	}
+
+	locked := make(map[scopeKey][2]string) // state, token
+	err := queryRows(ctx, tx, "SELECT scope, idem_key, state, token FROM "+s.q.table+" WHERE "+keysWhere(opKeys(fenced))+" FOR UPDATE SKIP LOCKED",
+		func(k scopeKey, cols [2]string) { locked[k] = cols })
+	if err != nil {
+		return err
+	}
+	var unseen []*batchOp
+	for _, op := range fenced {
+		cols, ok := locked[scopeKey{op.scope, op.key}]
+		switch {
+		case !ok:
+			unseen = append(unseen, op)
+		case cols[0] == string(retrysafe.StateProcessing) && cols[1] == op.token:
+			op.result = opResult{} // done, once its statement has run
+		default:
+			op.result = opResult{lost: true}
+		}
+	}
+	if len(unseen) > 0 {
+		present := make(map[scopeKey]bool)
+		err := queryRows(ctx, tx, "SELECT scope, idem_key, '', '' FROM "+s.q.table+" WHERE "+keysWhere(opKeys(unseen)),
+			func(k scopeKey, _ [2]string) { present[k] = true })
+		if err != nil {
+			return err
+		}
+		for _, op := range unseen {
+			op.result = opResult{lost: !present[scopeKey{op.scope, op.key}], alone: present[scopeKey{op.scope, op.key}]}
+		}
+	}
+
+	var completes, releases []*batchOp
+	for _, op := range fenced {
+		if op.result.lost || op.result.alone {
+			continue
+		}
+		switch op.kind {
+		case opComplete:
+			completes = append(completes, op)
+		case opRelease:
+			releases = append(releases, op)
+		case opExtend:
+			// Rare: on the transaction's own connection (the pool's
+			// other connections may all wait for this batch's locks).
+			res, err := tx.ExecContext(ctx, s.q.extend, op.args...)
+			if err := checkRows(res, err, 1); err != nil {
+				return err
+			}
+		}
+	}
+	if len(completes) > 0 {
+		var q sqlText
+		q.raw("INSERT INTO " + s.q.table + " (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns," +
+			" lease_until_ns, expires_at_ns, status, header, body) VALUES ")
+		for j, op := range completes {
+			if j > 0 {
+				q.raw(", ")
+			}
+			q.row(op.scope, op.key, "", "completed", "", 0, 0, op.now, 0, op.until, op.status, op.header, op.body)
+		}
+		// Every row exists and is locked by this transaction: each is a
+		// duplicate key, which the update completes (two affected rows
+		// each: revision always changes).
+		q.raw(" ON DUPLICATE KEY UPDATE state = 'completed', updated_at_ns = VALUES(updated_at_ns), expires_at_ns = VALUES(expires_at_ns)," +
+			" status = VALUES(status), header = VALUES(header), body = VALUES(body), abandoned = FALSE, revision = revision + 1")
+		res, err := tx.ExecContext(ctx, q.String())
+		if err := checkRows(res, err, 2*len(completes)); err != nil {
+			return err
+		}
+	}
+	if len(releases) > 0 {
+		res, err := tx.ExecContext(ctx, "DELETE FROM "+s.q.table+" WHERE "+keysWhere(opKeys(releases)))
+		if err := checkRows(res, err, len(releases)); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// callBatch sends ops to the batch procedure and returns its answer: one
-// letter per operation, or "A" when the batch was rolled back.
-func (s *Store) callBatch(ctx context.Context, ops []*batchOp) (string, error) {
-	st, err := s.stmt(ctx, s.q.batch)
-	if err != nil {
-		return "", err
-	}
-	rows, err := st.QueryContext(ctx, string(encodeBatch(ops)))
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return "", err
+// insertClaims inserts the records of claims, keys the plain read found
+// absent, with one INSERT … ON DUPLICATE KEY UPDATE, and returns the
+// affected-row count. A key that has a record by now is not inserted: the
+// update, which changes nothing but revision, takes an exclusive lock on
+// its row, as the claim procedure's insert does, rather than the shared
+// lock of a failed plain INSERT (or of INSERT IGNORE), which concurrent
+// claimants of one key then each try to upgrade, and deadlock. A
+// concurrent claimant's uncommitted insert of a key is waited for, as by
+// the lone claim.
+func (s *Store) insertClaims(ctx context.Context, q querier, claims []*batchOp) (int64, error) {
+	var ins sqlText
+	ins.raw("INSERT INTO " + s.q.table + " (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns," +
+		" lease_until_ns, route) VALUES ")
+	for j, op := range claims {
+		if j > 0 {
+			ins.raw(", ")
 		}
-		return "", errors.New("mysql: the batch procedure returned no row")
+		ins.row(op.scope, op.key, op.claim.Fingerprint, "processing", op.token, 1, op.now, op.now, op.until, op.claim.Route)
 	}
-	var out string
-	if err := rows.Scan(&out); err != nil {
-		return "", err
+	ins.raw(" ON DUPLICATE KEY UPDATE revision = revision + 1")
+	res, err := q.ExecContext(ctx, ins.String())
+	if err != nil {
+		return 0, err
 	}
-	if rows.Next() {
-		return "", errors.New("mysql: the batch procedure returned more than one row")
-	}
-	// The procedure's final status too: an error after the row must not
-	// go unnoticed.
-	if err := rows.Err(); err != nil {
-		return "", err
-	}
-	if err := rows.Close(); err != nil {
-		return "", err
-	}
-	if out != "A" && len(out) != len(ops) {
-		return "", fmt.Errorf("mysql: the batch procedure answered %d letters for %d operations", len(out), len(ops))
-	}
-	return out, nil
+	return res.RowsAffected()
 }
 
-// encodeBatch encodes ops as the batch procedure's JSON argument (see
-// procedures.sql): one array per operation, byte strings in base64.
-func encodeBatch(ops []*batchOp) []byte {
-	n := 2
-	for _, op := range ops {
-		n += 160 + (len(op.scope)+len(op.key)+len(op.token)+op.payload())*4/3
-		if op.claim != nil {
-			n += (len(op.claim.Fingerprint) + len(op.claim.Route)) * 4 / 3
+// markClaims sets the result of each claim after insertClaims affected n
+// rows: one per inserted row and two per updated one, so every claim was
+// inserted when n is their number. Otherwise a read of the claims' rows
+// tells which are the caller's (its token); the others are left alone, to
+// the claim procedure.
+func (s *Store) markClaims(ctx context.Context, q querier, claims []*batchOp, n int64) error {
+	var tokens map[scopeKey]string
+	if n != int64(len(claims)) {
+		tokens = make(map[scopeKey]string)
+		err := queryRows(ctx, q, "SELECT scope, idem_key, token, '' FROM "+s.q.table+" WHERE "+keysWhere(opKeys(claims)),
+			func(k scopeKey, cols [2]string) { tokens[k] = cols[0] })
+		if err != nil {
+			return err
 		}
 	}
-	buf := make([]byte, 0, n)
-	str := func(s string) {
-		buf = append(buf, ',', '"')
-		buf = base64.StdEncoding.AppendEncode(buf, []byte(s))
-		buf = append(buf, '"')
-	}
-	bytes := func(b []byte) {
-		buf = append(buf, ',', '"')
-		buf = base64.StdEncoding.AppendEncode(buf, b)
-		buf = append(buf, '"')
-	}
-	null := func(k int) {
-		for range k {
-			buf = append(buf, ",null"...)
+	for _, op := range claims {
+		if tokens != nil && tokens[scopeKey{op.scope, op.key}] != op.token {
+			op.result = opResult{alone: true}
+			continue
 		}
+		rec := op.claim.ProcessingRecord(1, fromNanosValue(op.now), fromNanosValue(op.now), fromNanosValue(op.until))
+		op.result = opResult{claim: &retrysafe.ClaimResult{Claimed: true, Record: rec}}
 	}
-	num := func(v int64) {
-		buf = append(buf, ',')
-		buf = strconv.AppendInt(buf, v, 10)
-	}
-	buf = append(buf, '[')
-	for j, op := range ops {
-		if j > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, '[', '"', op.kind, '"')
-		str(op.scope)
-		str(op.key)
-		switch op.kind {
-		case opClaim:
-			// fingerprint, token, now, until, route.
-			str(op.claim.Fingerprint)
-			str(op.token)
-			num(op.now)
-			num(op.until)
-			str(op.claim.Route)
-			null(3)
-			buf = append(buf, ",0"...)
-			null(2)
-		case opComplete:
-			null(1)
-			str(op.token)
-			num(op.now)
-			num(op.until)
-			null(1)
-			num(int64(op.status))
-			if op.header == nil {
-				null(1)
-			} else {
-				bytes(op.header)
-			}
-			bytes(op.body)
-			buf = append(buf, ",0"...)
-			null(2)
-		case opRelease:
-			null(1)
-			str(op.token)
-			null(6)
-			buf = append(buf, ",0"...)
-			null(2)
-		case opExtend:
-			null(1)
-			str(op.token)
-			num(op.now)
-			num(op.until)
-			null(4)
-			if op.abandon {
-				buf = append(buf, ",1"...)
-			} else {
-				buf = append(buf, ",0"...)
-			}
-			if op.cp == nil {
-				null(2)
-			} else {
-				str(op.cp.Name)
-				bytes(encodeBody(op.cp.Data))
-			}
-		}
-		buf = append(buf, ']')
-	}
-	return append(buf, ']')
+	return nil
 }
+
+// querier is *sql.DB or *sql.Tx.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryRows runs query, which selects scope, idem_key and two more
+// columns, and calls row for each row.
+func queryRows(ctx context.Context, q querier, query string, row func(scopeKey, [2]string)) error {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var scope, key, a, b []byte
+		if err := rows.Scan(&scope, &key, &a, &b); err != nil {
+			return err
+		}
+		row(scopeKey{string(scope), string(key)}, [2]string{string(a), string(b)})
+	}
+	return rows.Err()
+}
+
+// checkRows checks that a statement's result, res and err, affected
+// exactly want rows.
+func checkRows(res sql.Result, err error, want int) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != int64(want) {
+		return fmt.Errorf("%w: %d, want %d", errRowCount, n, want)
+	}
+	return nil
+}
+
+// keysWhere is the condition that matches the rows of keys.
+func keysWhere(keys []scopeKey) string {
+	var q sqlText
+	for j, k := range keys {
+		if j > 0 {
+			q.raw(" OR ")
+		}
+		q.raw("(scope = ")
+		q.value(k.scope)
+		q.raw(" AND idem_key = ")
+		q.value(k.key)
+		q.raw(")")
+	}
+	return q.String()
+}
+
+// opKeys returns the keys of ops.
+func opKeys(ops []*batchOp) []scopeKey {
+	keys := make([]scopeKey, len(ops))
+	for j, op := range ops {
+		keys[j] = scopeKey{op.scope, op.key}
+	}
+	return keys
+}
+
+// sqlText builds a batch statement with its values written in as
+// literals: byte strings in hex (X'…', which no byte of the value can
+// end), integers in decimal. A batch statement has one row per operation,
+// so its text changes with the batch's size: with literals it needs no
+// prepared statement per size (on every connection), and it is one round
+// trip whatever the DSN says about interpolateParams.
+type sqlText struct{ b []byte }
+
+func (t *sqlText) raw(s string) { t.b = append(t.b, s...) }
+
+// value writes v: a string, a []byte (nil is NULL), an int or an int64.
+func (t *sqlText) value(v any) {
+	switch v := v.(type) {
+	case string:
+		t.value([]byte(v))
+	case []byte:
+		if v == nil {
+			t.raw("NULL")
+			return
+		}
+		t.raw("X'")
+		t.b = hex.AppendEncode(t.b, v)
+		t.raw("'")
+	case int:
+		t.b = strconv.AppendInt(t.b, int64(v), 10)
+	case int64:
+		t.b = strconv.AppendInt(t.b, v, 10)
+	default:
+		panic(fmt.Sprintf("mysql: sqlText: a value of type %T", v))
+	}
+}
+
+// row writes one row of values, "(v, …)".
+func (t *sqlText) row(vals ...any) {
+	t.raw("(")
+	for j, v := range vals {
+		if j > 0 {
+			t.raw(", ")
+		}
+		t.value(v)
+	}
+	t.raw(")")
+}
+
+func (t *sqlText) String() string { return string(t.b) }

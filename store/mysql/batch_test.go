@@ -21,7 +21,7 @@ const fpB = "fp-b"
 // holdKeys inserts processing rows for keys in a transaction that stays
 // open (uncommitted) until the returned function rolls it back: a claim
 // of one of those keys waits inside the claim procedure, and a batch
-// leaves an operation on one of them alone.
+// leaves a fenced operation on one of them alone.
 func holdKeys(t *testing.T, table string, keys ...string) (rollback func()) {
 	t.Helper()
 	holder, err := sharedDB(t).BeginTx(t.Context(), nil)
@@ -301,8 +301,8 @@ func TestBatchConnectionKilled(t *testing.T) {
 		func() error {
 			return s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "owned", Token: owned.Token, Now: at(0), TTL: ttl, Response: &retrysafe.Response{Status: 200}})
 		},
-		// Keys are processed in order: the batch has inserted "fresh" and
-		// completed "owned" when it sleeps on "slow".
+		// The claims' rows are inserted in key order: the batch has
+		// inserted "fresh" when it sleeps on "slow".
 		func() error { _, err := s.Claim(ctx, claimP("slow", fpA, at(0))); return err },
 	}
 	wait := batchtest.SendInOrder(t, s, calls)

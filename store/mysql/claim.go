@@ -6,18 +6,21 @@ import (
 	"errors"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/groupcommit"
 )
 
 // Claim implements [retrysafe.Store.Claim].
 //
 // It first reads the record with one plain primary-key SELECT (no lock,
-// no transaction). A record that blocks the claim (completed and
-// unexpired, processing with a live lease, or processing with an expired
-// lease and another fingerprint, or one the claim may not take over:
-// p.NoTakeover, or a p.TakeoverToken other than its token) is returned as
-// it is: a replay or a conflict is one round trip that writes nothing and
-// waits for no lock, not even for a caller's uncommitted CompleteTx. It
-// is exactly what the claim procedure's own first read would answer.
+// no transaction; the reads of concurrent Claims share one SELECT of all
+// their keys, see sharedRead). A record that blocks the claim (completed
+// and unexpired, processing with a live lease, or processing with an
+// expired lease and another fingerprint, or one the claim may not take
+// over: p.NoTakeover, or a p.TakeoverToken other than its token) is
+// returned as it is: a replay or a conflict is one read that writes
+// nothing and waits for no lock, not even for a caller's uncommitted
+// CompleteTx. It is exactly what the claim procedure's own first read
+// would answer.
 //
 // Otherwise the claim is written, group-committed with concurrent
 // operations (see [Store.BatchStats]): a lone claim of a key the read
@@ -26,14 +29,13 @@ import (
 // other lone claim is one CALL of the claim procedure that [Store.Migrate]
 // creates ("<table>_claim", procedures.sql); claims sent while another
 // batch runs go together, with completions, releases and extensions,
-// into one CALL of the batch procedure ("<table>_batch"): one
-// transaction, one COMMIT. The claim
-// procedure runs a READ COMMITTED transaction: INSERT … ON DUPLICATE KEY
-// UPDATE inserts a new record, or locks the existing row exclusively
-// (waiting for a concurrent claimant's insert to commit); a locking read
-// then decides between the caller's own insert, a takeover (one UPDATE)
-// and a blocker. The batch procedure inserts the records of absent keys
-// and leaves every other claim to the claim procedure. Either way a claim
+// into one transaction with one COMMIT (batch.go). The claim procedure
+// runs a READ COMMITTED transaction: INSERT … ON DUPLICATE KEY UPDATE
+// inserts a new record, or locks the existing row exclusively (waiting
+// for a concurrent claimant's insert to commit); a locking read then
+// decides between the caller's own insert, a takeover (one UPDATE) and a
+// blocker. A batch inserts the records of absent keys with one such
+// INSERT and leaves every other claim to the claim procedure. Either way a claim
 // is reported won only after the COMMIT that holds it. A claim that
 // InnoDB picks as a deadlock victim was rolled back whole and runs again
 // (up to 10 times).
@@ -52,7 +54,7 @@ func (s *Store) Claim(ctx context.Context, p *retrysafe.ClaimParams) (*retrysafe
 	if err != nil {
 		return nil, err
 	}
-	rec, err := s.read(ctx, p.Scope, p.Key)
+	rec, err := s.sharedRead(ctx, p.Scope, p.Key)
 	absent := errors.Is(err, sql.ErrNoRows)
 	switch {
 	case err == nil:
@@ -163,4 +165,78 @@ func (s *Store) read(ctx context.Context, scope, key string) (*retrysafe.Record,
 		return nil, err
 	}
 	return scanRecord(st.QueryRowContext(ctx, scope, key))
+}
+
+// sharedRead is read for Claim: the plain reads of concurrent Claims share
+// one SELECT of all their keys (runReads), sent as the store's group
+// commit sends operations: a lone read at once, reads that queue while
+// others run together. A shared read is a plain read all the same: no
+// lock, no transaction, the newest committed version of each row.
+func (s *Store) sharedRead(ctx context.Context, scope, key string) (*retrysafe.Record, error) {
+	rec, err := s.reads.Do(ctx, scopeKey{scope, key})
+	if errors.Is(err, groupcommit.ErrClosed) {
+		err = errClosed
+	}
+	if err == nil && rec == nil {
+		err = sql.ErrNoRows
+	}
+	return rec, err
+}
+
+// runReads is the read committer's batch function: one SELECT of every
+// key wanted (a key wanted twice is read again for its second caller, who
+// gets a Record of its own), or read's prepared statement for one key.
+// A nil record is none.
+func (s *Store) runReads(b *groupcommit.Batch[scopeKey, *retrysafe.Record]) error {
+	var (
+		keys  []scopeKey
+		items = make(map[scopeKey]int) // the item that reads a key in the SELECT
+	)
+	for i := range b.Len() {
+		if !b.Start(i) {
+			continue
+		}
+		k := b.Input(i)
+		if _, dup := items[k]; dup {
+			rec, err := s.read(b.Context(), k.scope, k.key)
+			if errors.Is(err, sql.ErrNoRows) {
+				rec, err = nil, nil
+			}
+			b.Set(i, rec, err)
+			continue
+		}
+		items[k] = i
+		keys = append(keys, k)
+	}
+	switch len(keys) {
+	case 0:
+		return nil
+	case 1:
+		rec, err := s.read(b.Context(), keys[0].scope, keys[0].key)
+		if errors.Is(err, sql.ErrNoRows) {
+			rec, err = nil, nil
+		}
+		b.Set(items[keys[0]], rec, err)
+		return nil
+	}
+	rows, err := s.db.QueryContext(b.Context(), "SELECT "+recordColumns+" FROM "+s.q.table+" WHERE "+keysWhere(keys))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	found := make(map[scopeKey]*retrysafe.Record, len(keys))
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return err
+		}
+		found[scopeKey{rec.Scope, rec.Key}] = rec
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		b.Set(items[k], found[k], nil)
+	}
+	return nil
 }

@@ -43,13 +43,13 @@ var identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 type Config struct {
 	// Table is the records table, in the connection's database. Default
 	// "retrysafe_records"; at most 43 bytes. Migrate also creates the table
-	// "<table>_migrations" (applied schema versions), the stored procedures
-	// "<table>_claim" and "<table>_batch", and the indexes "<table>_expires_at_idx" and
+	// "<table>_migrations" (applied schema versions), the stored procedure
+	// "<table>_claim", and the indexes "<table>_expires_at_idx" and
 	// "<table>_processing_lease_idx". Several tables may share a database;
 	// each is migrated on its own.
 	Table string
 	// MaxBatch caps the Claims, Completes, Releases and Extends that one
-	// batch (one CALL of the batch procedure, one transaction) carries
+	// batch (one transaction, one COMMIT) carries
 	// when concurrent callers of the Store are grouped. Default 64; 1
 	// sends every operation on its own, with its single statement.
 	MaxBatch int

@@ -17,37 +17,40 @@
 // Migrate creates the table (Config.Table, default "retrysafe_records")
 // and its indexes from embedded numbered migrations
 // (migrations/NNNN_name.sql), records them in "<table>_migrations", and
-// creates the stored procedures "<table>_claim" and "<table>_batch" from
-// procedures.sql. It does so under a named lock (GET_LOCK), so concurrent
+// creates the stored procedure "<table>_claim" from procedures.sql. It
+// does so under a named lock (GET_LOCK), so concurrent
 // Migrate calls from several processes are safe.
 //
 // v0.1.0 starts the schema afresh at migrations/0001_schema.sql. A table
 // migrated by a pre-release build (which recorded other migrations) is
 // refused by Migrate with an error saying so: drop it, its migrations
-// table and its procedures (or use another Config.Table) and migrate again.
+// table and its procedure (or use another Config.Table) and migrate again.
 //
 // # Round trips and group commit
 //
 // Claim first reads the record with one plain primary-key SELECT: a
-// replay or a conflict is answered from it, one round trip that writes and
-// locks nothing. Get is the same SELECT. Statements are prepared once per
+// replay or a conflict is answered from it, one read that writes and
+// locks nothing. The reads of concurrent Claims are grouped as their
+// writes are: a lone read is sent at once, reads sent while others run
+// share one SELECT of all their keys. Get is the same SELECT, alone. Statements are prepared once per
 // connection, whatever the DSN says about interpolateParams.
 //
 // Claims that get past the read, Completes, Releases and Extends are
 // group-committed (internal/groupcommit): a lone operation is sent at
 // once with its single statement (an INSERT for a claim of a key the read
 // found absent, else a CALL of the claim procedure; one fenced UPDATE or
-// DELETE); operations sent while a batch runs go together
-// into one CALL of the batch procedure: one READ COMMITTED transaction,
-// one COMMIT, one round trip. Every caller is answered only after the
-// COMMIT that holds its operation. A second operation on a key of a batch,
-// a claim of a key that has a record (a takeover), and an operation whose
-// row another transaction holds run alone, with their single statement,
-// after the batch; a batch whose statement fails before its COMMIT is
-// rolled back whole and every operation runs alone, so that one that fails
-// fails alone. [Config] MaxBatch and BatchesInFlight tune it;
-// [Store.BatchStats] counts it. Extend, Complete and Release are fenced by
-// the owner token and state 'processing' in a batch as alone.
+// DELETE); operations sent while a batch runs go together into one
+// transaction with one COMMIT: a few plain statements, each for
+// all the batch's operations of one kind (batch.go; a batch of claims
+// only is one INSERT, a transaction of its own). Every caller is answered
+// only after the COMMIT that holds its operation. A second operation on a
+// key of a batch, a claim of a key that has a record (a takeover), and a
+// fenced operation whose row another transaction holds run alone, with
+// their single statement, after the batch; a batch whose statement the
+// server refuses is rolled back whole and every operation runs alone, so
+// that one that fails fails alone. [Config] MaxBatch and BatchesInFlight
+// tune it; [Store.BatchStats] counts it. Extend, Complete and Release are
+// fenced by the owner token and state 'processing' in a batch as alone.
 //
 // [Store.CompleteTx] runs the completion in the caller's *sql.Tx, so a
 // handler's business rows and the stored response commit or roll back

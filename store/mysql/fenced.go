@@ -22,7 +22,7 @@ func (s *Store) Extend(ctx context.Context, p *retrysafe.ExtendParams) error {
 		return err
 	}
 	res, err := s.submit(ctx, "extend", &batchOp{kind: opExtend, scope: p.Scope, key: p.Key, token: p.Token,
-		now: args[2].(int64), until: args[1].(int64), args: args, abandon: p.Abandon, cp: p.Checkpoint})
+		now: args[2].(int64), until: args[1].(int64), args: args})
 	if err == nil && res.lost {
 		err = retrysafe.ErrLeaseLost
 	}

@@ -19,7 +19,7 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// proceduresSQL drops and creates the claim and batch procedures; Migrate runs it
+// proceduresSQL drops and creates the claim procedure; Migrate runs it
 // with the last migration it applies.
 //
 //go:embed procedures.sql
@@ -55,7 +55,7 @@ const migrateLockTimeout = 60
 
 // Migrate creates the records table and its indexes, applies any embedded
 // migration the table does not have yet, and then drops and creates the
-// claim and batch procedures of procedures.sql. Applied versions are kept in
+// claim procedure of procedures.sql. Applied versions are kept in
 // "<table>_migrations". When the table is already up to date it returns
 // after one read and needs no DDL privileges. A table migrated by a
 // pre-release build (before v0.1.0) is refused: recreate it.
@@ -128,7 +128,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 		"{{lease_index}}", quote(s.cfg.Table+"_processing_lease_idx"),
 		"{{state_check}}", quote(s.cfg.Table+"_state_check"),
 		"{{claim_proc}}", quote(s.cfg.Table+"_claim"),
-		"{{batch_proc}}", quote(s.cfg.Table+"_batch"),
 	)
 	for _, m := range ms[current:] {
 		sql := m.SQL

@@ -5,9 +5,10 @@ import "strings"
 // queries holds the SQL of every operation, with the table's names filled
 // in once by buildQueries.
 type queries struct {
-	claim, insert, batch, get, extend, complete, release, del string
-	sweep, retire                                             string
-	statsCounts, statsOldest, statsUnknown                    string
+	table                                              string // quoted
+	claim, insert, get, extend, complete, release, del string
+	sweep, retire                                      string
+	statsCounts, statsOldest, statsUnknown             string
 }
 
 func buildQueries(table string) queries {
@@ -15,18 +16,17 @@ func buildQueries(table string) queries {
 	sel := "SELECT " + recordColumns + " FROM " + t
 	selNoBody := "SELECT " + selectColumns(false) + " FROM " + t
 	return queries{
+		table: t,
 		// scope, key, fingerprint, token, now, lease until, route: the
 		// claim procedure of procedures.sql.
 		// no takeover, takeover token.
 		claim: "CALL " + quote(table+"_claim") + "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		// scope, key, fingerprint, token, now, now, lease until, route: a
 		// lone claim of a key that the plain read found absent (runOne),
-		// the row the batch procedure inserts for a claim.
+		// the row a batch inserts for a claim (insertClaims).
 		insert: "INSERT INTO " + t + " (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route)" +
 			" VALUES (?, ?, ?, 'processing', ?, 1, ?, ?, ?, ?)",
-		// The operations of a batch, as JSON (batch.go, procedures.sql).
-		batch: "CALL " + quote(table+"_batch") + "(?)",
-		get:   sel + " WHERE scope = ? AND idem_key = ?",
+		get: sel + " WHERE scope = ? AND idem_key = ?",
 		// The fenced statements: each matches only the owner's processing
 		// record, and changes it (revision), so one affected row means
 		// the owner's call took effect.

@@ -41,6 +41,8 @@ type Store struct {
 	// Extends into batches (batch.go).
 	committer *groupcommit.Committer[*batchOp, opResult]
 	alone     atomic.Int64 // operations batches left alone (BatchStats)
+	// reads groups the plain reads of concurrent Claims (claim.go).
+	reads *groupcommit.Committer[scopeKey, *retrysafe.Record]
 }
 
 // Compile-time checks of the interfaces Store implements.
@@ -63,7 +65,8 @@ var (
 // and works whatever the DSN says about interpolateParams,
 // clientFoundRows or multiStatements. Its connections must run in
 // autocommit mode (the server's default; do not set autocommit=0 in the
-// DSN): each statement outside the claim procedure commits on its own. Give db enough idle connections
+// DSN): each statement outside the claim procedure and a batch's
+// transaction commits on its own. Give db enough idle connections
 // (SetMaxIdleConns) for the concurrency you expect: database/sql closes
 // connections beyond the idle limit, and a new connection prepares every
 // statement again.
@@ -77,6 +80,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 	}
 	s := &Store{db: db, cfg: cfg, q: buildQueries(cfg.Table), stmts: make(map[string]*sql.Stmt)}
 	s.committer = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight, Gather: true}, s.runBatch)
+	s.reads = groupcommit.New(groupcommit.Config{MaxBatch: cfg.MaxBatch, MaxInFlight: cfg.BatchesInFlight, Gather: true}, s.runReads)
 	return s, nil
 }
 
@@ -141,6 +145,7 @@ func (s *Store) Config() Config { return s.cfg }
 // [retrysafe.ErrStoreUnavailable].
 func (s *Store) Close() error {
 	s.committer.Close()
+	s.reads.Close()
 	s.subs.Close()
 	s.stmtMu.Lock()
 	s.closed = true

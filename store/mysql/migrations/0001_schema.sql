@@ -24,8 +24,8 @@
 -- abandoned processing records without a scan (MySQL has no partial
 -- indexes: state leads instead).
 --
--- The claim and batch procedures are in ../procedures.sql, which Migrate
--- runs after this file.
+-- The claim procedure is in ../procedures.sql, which Migrate runs after
+-- this file.
 CREATE TABLE IF NOT EXISTS {{records}} (
     scope          VARBINARY(1024) NOT NULL,
     idem_key       VARBINARY(1024) NOT NULL,

@@ -254,7 +254,7 @@ func isolateMySQL(ctx context.Context, rawURL, table string) (string, func(), er
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for _, stmt := range []string{"DROP TABLE IF EXISTS `" + table + "`", "DROP TABLE IF EXISTS `" + table + "_migrations`",
-			"DROP PROCEDURE IF EXISTS `" + table + "_claim`", "DROP PROCEDURE IF EXISTS `" + table + "_batch`"} {
+			"DROP PROCEDURE IF EXISTS `" + table + "_claim`"} {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				fmt.Fprintf(os.Stderr, "torture: mysql cleanup: %s: %v\n", stmt, err)
 			}
