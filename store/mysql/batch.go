@@ -576,11 +576,14 @@ type sqlText struct{ b []byte }
 
 func (t *sqlText) raw(s string) { t.b = append(t.b, s...) }
 
-// value writes v: a string, a []byte (nil is NULL), an int or an int64.
+// value writes v: a string, a []byte (nil is NULL, empty is X”), an int
+// or an int64.
 func (t *sqlText) value(v any) {
 	switch v := v.(type) {
-	case string:
-		t.value([]byte(v))
+	case string: // never NULL, "" included
+		t.raw("X'")
+		t.b = hex.AppendEncode(t.b, []byte(v))
+		t.raw("'")
 	case []byte:
 		if v == nil {
 			t.raw("NULL")
