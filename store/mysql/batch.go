@@ -576,7 +576,7 @@ type sqlText struct{ b []byte }
 
 func (t *sqlText) raw(s string) { t.b = append(t.b, s...) }
 
-// value writes v: a string, a []byte (nil is NULL, empty is X”), an int
+// value writes v: a string, a []byte (nil is NULL; an empty one is the empty hex literal), an int
 // or an int64.
 func (t *sqlText) value(v any) {
 	switch v := v.(type) {
