@@ -420,21 +420,16 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 		}
 	}
 	if len(completes) > 0 {
-		var q sqlText
-		q.raw("INSERT INTO " + s.q.table + " (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns," +
-			" lease_until_ns, expires_at_ns, status, header, body) VALUES ")
-		for j, op := range completes {
-			if j > 0 {
-				q.raw(", ")
-			}
-			q.row(op.scope, op.key, "", "completed", "", 0, 0, op.now, 0, op.until, op.status, op.header, op.body)
-		}
 		// Every row exists and is locked by this transaction: each is a
 		// duplicate key, which the update completes (two affected rows
 		// each: revision always changes).
-		q.raw(" ON DUPLICATE KEY UPDATE state = 'completed', updated_at_ns = VALUES(updated_at_ns), expires_at_ns = VALUES(expires_at_ns)," +
-			" status = VALUES(status), header = VALUES(header), body = VALUES(body), abandoned = FALSE, revision = revision + 1")
-		res, err := tx.ExecContext(ctx, q.String())
+		q := s.upsert("fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, expires_at_ns, status, header, body",
+			completes, func(op *batchOp) []any {
+				return []any{"", "completed", "", 0, 0, op.now, 0, op.until, op.status, op.header, op.body}
+			},
+			"state = 'completed', updated_at_ns = VALUES(updated_at_ns), expires_at_ns = VALUES(expires_at_ns),"+
+				" status = VALUES(status), header = VALUES(header), body = VALUES(body), abandoned = FALSE, revision = revision + 1")
+		res, err := tx.ExecContext(ctx, q)
 		if err := checkRows(res, err, 2*len(completes)); err != nil {
 			return err
 		}
@@ -458,17 +453,12 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 // concurrent claimant's uncommitted insert of a key is waited for, as by
 // the lone claim.
 func (s *Store) insertClaims(ctx context.Context, q querier, claims []*batchOp) (int64, error) {
-	var ins sqlText
-	ins.raw("INSERT INTO " + s.q.table + " (scope, idem_key, fingerprint, state, token, attempt, created_at_ns, updated_at_ns," +
-		" lease_until_ns, route) VALUES ")
-	for j, op := range claims {
-		if j > 0 {
-			ins.raw(", ")
-		}
-		ins.row(op.scope, op.key, op.claim.Fingerprint, "processing", op.token, 1, op.now, op.now, op.until, op.claim.Route)
-	}
-	ins.raw(" ON DUPLICATE KEY UPDATE revision = revision + 1")
-	res, err := q.ExecContext(ctx, ins.String())
+	ins := s.upsert("fingerprint, state, token, attempt, created_at_ns, updated_at_ns, lease_until_ns, route",
+		claims, func(op *batchOp) []any {
+			return []any{op.claim.Fingerprint, "processing", op.token, 1, op.now, op.now, op.until, op.claim.Route}
+		},
+		"revision = revision + 1")
+	res, err := q.ExecContext(ctx, ins)
 	if err != nil {
 		return 0, err
 	}
@@ -499,6 +489,22 @@ func (s *Store) markClaims(ctx context.Context, q querier, claims []*batchOp, n 
 		op.result = opResult{claim: &retrysafe.ClaimResult{Claimed: true, Record: rec}}
 	}
 	return nil
+}
+
+// upsert returns the statement that inserts one row for each of ops, its
+// scope and key then the columns' values that row gives, and on a
+// duplicate key runs update instead.
+func (s *Store) upsert(columns string, ops []*batchOp, row func(*batchOp) []any, update string) string {
+	var q sqlText
+	q.raw("INSERT INTO " + s.q.table + " (scope, idem_key, " + columns + ") VALUES ")
+	for j, op := range ops {
+		if j > 0 {
+			q.raw(", ")
+		}
+		q.row(append([]any{op.scope, op.key}, row(op)...)...)
+	}
+	q.raw(" ON DUPLICATE KEY UPDATE " + update)
+	return q.String()
 }
 
 // querier is *sql.DB or *sql.Tx.
