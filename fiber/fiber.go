@@ -195,55 +195,15 @@ func (m *middleware) run(c fiber.Ctx) *retrysafe.Response {
 }
 
 // header returns the response's headers that Config.StoreHeader keeps,
-// in few allocations: the names of common fields are not copied
-// (commonHeaders), and the values share one string and one slice.
+// under fasthttp's canonical names (unless the app disables normalizing).
 func (m *middleware) header(res *fasthttp.Response) http.Header {
-	type field struct {
-		name       string
-		start, end int
-	}
-	var buf [16]field
-	fields := buf[:0]
-	all := make([]byte, 0, 256)
+	header := make(http.Header)
 	for k, v := range res.Header.All() {
-		name, ok := commonHeaders[string(k)] // the look-up does not allocate
-		if !ok {
-			name = string(k) // canonical unless the app disables normalizing
-		}
-		if m.cfg.StoreHeader(name) {
-			fields = append(fields, field{name, len(all), len(all) + len(v)})
-			all = append(all, v...)
-		}
-	}
-	header := make(http.Header, len(fields))
-	if len(fields) == 0 {
-		return header
-	}
-	joined := string(all)
-	values := make([]string, len(fields))
-	for i, f := range fields {
-		values[i] = joined[f.start:f.end]
-		if prev, ok := header[f.name]; ok {
-			header[f.name] = append(prev, values[i])
-		} else {
-			header[f.name] = values[i : i+1 : i+1]
+		if name := string(k); m.cfg.StoreHeader(name) {
+			header[name] = append(header[name], string(v))
 		}
 	}
 	return header
-}
-
-// commonHeaders are the response fields whose names header does not
-// copy, in fasthttp's canonical form.
-var commonHeaders = map[string]string{}
-
-func init() {
-	for _, name := range []string{
-		"Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Content-Disposition",
-		"Cache-Control", "Etag", "Last-Modified", "Location", "Link", "Vary", "Server", "Date",
-		"Set-Cookie", "Connection", "Retry-After", "X-Request-Id", "Trailer",
-	} {
-		commonHeaders[name] = name
-	}
 }
 
 // replay answers with a stored response.
