@@ -25,7 +25,7 @@ const fingerprintVersion = "retrysafe-fingerprint-v1"
 //
 //   - method, with ASCII letters upper-cased (and only those);
 //   - path, as given (the middleware gives the escaped path by default,
-//     see [Config].Route);
+//     see [Config].FingerprintPath);
 //   - the query: its parameters decoded with [url.ParseQuery] (so "%41" and
 //     "A" are the same, as are "+" and "%20") and sorted by name; the values
 //     of a repeated name keep their request order, since most frameworks
