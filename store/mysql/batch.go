@@ -217,14 +217,14 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 	for j, e := range entries {
 		ops[j] = e.op
 	}
-	results, err := s.sendBatch(b.Context(), ops)
-	if err != nil {
+	if err := s.sendBatch(b.Context(), ops); err != nil {
 		// The outcome is unknown (the COMMIT failed, the connection
 		// broke): every operation of the batch fails.
 		return err
 	}
-	for j, e := range entries {
-		res, op := results[j], e.op
+	for _, e := range entries {
+		op := e.op
+		res := op.result
 		if res.alone {
 			// The claim procedure decides, or the single statement waits
 			// for the row's holder.
@@ -249,8 +249,8 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 // batch decided under its locks: the batch is rolled back.
 var errRowCount = errors.New("mysql: a batch statement changed an unexpected number of rows")
 
-// sendBatch runs ops, of distinct keys in key order, and returns what
-// became of each. With a fenced operation among them it runs, in one
+// sendBatch runs ops, of distinct keys in key order, and leaves what
+// became of each in its result. With a fenced operation among them it runs, in one
 // transaction:
 //
 //  1. the claims (insertClaims);
@@ -283,7 +283,7 @@ var errRowCount = errors.New("mysql: a batch statement changed an unexpected num
 // timeout) before anything of the batch took effect rolls it back, and
 // every operation is answered alone. A failed COMMIT or a broken
 // connection is returned: the outcome is unknown.
-func (s *Store) sendBatch(ctx context.Context, ops []*batchOp) ([]opResult, error) {
+func (s *Store) sendBatch(ctx context.Context, ops []*batchOp) error {
 	var claims, fenced []*batchOp
 	for _, op := range ops {
 		switch {
@@ -305,16 +305,14 @@ func (s *Store) sendBatch(ctx context.Context, ops []*batchOp) ([]opResult, erro
 		alone, err = s.fencedBatch(ctx, claims, fenced)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]opResult, len(ops))
-	for j, op := range ops {
-		out[j] = op.result
-		if alone {
-			out[j] = opResult{alone: true}
+	if alone {
+		for _, op := range ops {
+			op.result = opResult{alone: true}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // undecided sorts the error of a batch statement: one the server refused

@@ -747,3 +747,40 @@ func TestLoneClaimMeetsARecord(t *testing.T) {
 		t.Fatalf("record after the takeover: %+v", rec)
 	}
 }
+
+// TestSharedReads: concurrent claims of completed keys, each key wanted
+// by two callers at once, each get the record of their own key, and some
+// of their plain reads went out together (a read batch held several).
+// Without the shared read every claim's read is a batch of its own.
+func TestSharedReads(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	const keys = 12
+	for k := range keys {
+		mustComplete(t, s, fmt.Sprint("k", k), fmt.Sprint("body-", k))
+	}
+	for round := 0; ; round++ {
+		var wg sync.WaitGroup
+		for c := range 2 * keys {
+			key := fmt.Sprint("k", c%keys)
+			wg.Go(func() {
+				r, err := s.Claim(t.Context(), claimP(key, fpA, at(time.Second)))
+				switch {
+				case err != nil:
+					t.Errorf("claim of %s: %v", key, err)
+				case r.Claimed || r.Record.Key != key || r.Record.Response == nil || string(r.Record.Response.Body) != "body-"+key[1:]:
+					t.Errorf("claim of %s: claimed=%v, record %+v", key, r.Claimed, r.Record)
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if batches, items := s.ReadStats(); batches < items {
+			return // some reads went together
+		} else if round == 20 {
+			t.Fatalf("%d reads in %d SELECTs after %d rounds of %d concurrent claims: no read was shared", items, batches, round+1, 2*keys)
+		}
+	}
+}

@@ -198,10 +198,7 @@ func (s *Store) runReads(b *groupcommit.Batch[scopeKey, *retrysafe.Record]) erro
 		}
 		k := b.Input(i)
 		if _, dup := items[k]; dup {
-			rec, err := s.read(b.Context(), k.scope, k.key)
-			if errors.Is(err, sql.ErrNoRows) {
-				rec, err = nil, nil
-			}
+			rec, err := s.readOrNil(b.Context(), k)
 			b.Set(i, rec, err)
 			continue
 		}
@@ -212,10 +209,7 @@ func (s *Store) runReads(b *groupcommit.Batch[scopeKey, *retrysafe.Record]) erro
 	case 0:
 		return nil
 	case 1:
-		rec, err := s.read(b.Context(), keys[0].scope, keys[0].key)
-		if errors.Is(err, sql.ErrNoRows) {
-			rec, err = nil, nil
-		}
+		rec, err := s.readOrNil(b.Context(), keys[0])
 		b.Set(items[keys[0]], rec, err)
 		return nil
 	}
@@ -239,4 +233,13 @@ func (s *Store) runReads(b *groupcommit.Batch[scopeKey, *retrysafe.Record]) erro
 		b.Set(items[k], found[k], nil)
 	}
 	return nil
+}
+
+// readOrNil is read of k, a nil record for none.
+func (s *Store) readOrNil(ctx context.Context, k scopeKey) (*retrysafe.Record, error) {
+	rec, err := s.read(ctx, k.scope, k.key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return rec, err
 }

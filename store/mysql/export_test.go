@@ -28,3 +28,10 @@ func (s *Store) ClaimAsAbsent(ctx context.Context, p *retrysafe.ClaimParams) (*r
 		now: p.Now.UnixNano(), until: p.Now.Add(p.Lease).UnixNano(), claim: p, absent: true})
 	return res.claim, err
 }
+
+// ReadStats returns the read committer's counts: batches of plain reads
+// sent, and the reads they held.
+func (s *Store) ReadStats() (batches, items int64) {
+	st := s.reads.Stats()
+	return st.Batches, st.Items
+}
