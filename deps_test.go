@@ -1,6 +1,7 @@
 package retrysafe_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -84,5 +85,83 @@ func TestNoUnsafeInProduction(t *testing.T) {
 	}
 	if files < 100 {
 		t.Fatalf("read only %d Go files: is the test running from the repository root?", files)
+	}
+}
+
+// TestTestsUseOwnTransport fails if a test, in any module of the
+// repository, sends requests through http.DefaultTransport: with
+// http.DefaultClient, http.Get, http.Head, http.Post or http.PostForm, or
+// the transport itself. httptest.Server.Close closes that transport's
+// idle connections, which fails a request that a parallel test is just
+// sending through it ("http: CloseIdleConnections called"): tests use
+// testenv.HTTPClient, or a transport of their own (a Clone of the default
+// is fine). Runnable examples may: they show what users write, and run
+// after the package's parallel tests.
+func TestTestsUseOwnTransport(t *testing.T) {
+	t.Parallel()
+	shared := map[string]bool{"DefaultClient": true, "DefaultTransport": true, "Get": true, "Head": true, "Post": true, "PostForm": true}
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		files++
+		httpName := "" // the name net/http is imported under
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == "net/http" {
+				httpName = "http"
+				if imp.Name != nil {
+					httpName = imp.Name.Name
+				}
+			}
+		}
+		if httpName == "" {
+			return nil
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && strings.HasPrefix(fn.Name.Name, "Example") {
+				continue
+			}
+			ast.Inspect(decl, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.SelectorExpr:
+					if x, ok := n.X.(*ast.Ident); ok && x.Name == httpName && shared[n.Sel.Name] {
+						t.Errorf("%s: http.%s: send tests' requests with testenv.HTTPClient (see this test's comment)", fset.Position(n.Pos()), n.Sel.Name)
+					}
+				case *ast.CallExpr:
+					// http.DefaultTransport.(*http.Transport).Clone() is a
+					// transport of the test's own: skip its operand.
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Clone" {
+						if ta, ok := sel.X.(*ast.TypeAssertExpr); ok {
+							if inner, ok := ta.X.(*ast.SelectorExpr); ok && inner.Sel.Name == "DefaultTransport" {
+								return false
+							}
+						}
+					}
+				}
+				return true
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read only %d test files: is the test running from the repository root?", files)
 	}
 }

@@ -852,7 +852,7 @@ func (c *idleCloser) CloseIdleConnections() { c.closed = true }
 
 func TestTransportCloseIdleConnections(t *testing.T) {
 	t.Parallel()
-	base := &idleCloser{RoundTripper: http.DefaultTransport}
+	base := &idleCloser{RoundTripper: http.DefaultTransport.(*http.Transport).Clone()}
 	(&http.Client{Transport: &Transport{Base: base}}).CloseIdleConnections()
 	if !base.closed {
 		t.Error("http.Client.CloseIdleConnections did not reach Base")

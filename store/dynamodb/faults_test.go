@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 	rsdynamodb "github.com/retrysafe/retrysafe/store/dynamodb"
 	"github.com/retrysafe/retrysafe/store/storetest"
 )
@@ -45,7 +46,7 @@ func (f *faultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 	}
-	return http.DefaultTransport.RoundTrip(req)
+	return testenv.HTTPClient.Transport.RoundTrip(req)
 }
 
 // apiError is DynamoDB's JSON answer for an error of the given type.
@@ -119,7 +120,7 @@ func TestLostAnswerRetried(t *testing.T) {
 			return nil, nil
 		}
 		lose.Store("")
-		resp, err := http.DefaultTransport.RoundTrip(req)
+		resp, err := testenv.HTTPClient.Transport.RoundTrip(req)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +169,7 @@ func TestWithoutAllOld(t *testing.T) {
 		if op != "PutItem" {
 			return nil, nil
 		}
-		resp, err := http.DefaultTransport.RoundTrip(req)
+		resp, err := testenv.HTTPClient.Transport.RoundTrip(req)
 		if err != nil || resp.StatusCode == http.StatusOK {
 			return resp, err
 		}
@@ -221,7 +222,7 @@ func TestAllOldOneRoundTrip(t *testing.T) {
 		}
 		reqBody, _ := io.ReadAll(req.Body)
 		req.Body = io.NopCloser(bytes.NewReader(reqBody))
-		resp, err := http.DefaultTransport.RoundTrip(req)
+		resp, err := testenv.HTTPClient.Transport.RoundTrip(req)
 		if err != nil || resp.StatusCode == http.StatusOK {
 			return resp, err
 		}
