@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/retrysafe/retrysafe"
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // HTTPClient is the Client of an HTTP adapter: it POSTs each call to URL
@@ -37,7 +38,7 @@ func (c *HTTPClient) Send(ctx context.Context, call Call) (Reply, error) {
 	}
 	hc := c.Client
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = testenv.HTTPClient
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

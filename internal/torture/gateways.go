@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/testenv"
 )
 
 // BuildBinary builds the retrysafe command into dir and returns its path.
@@ -137,7 +139,7 @@ func (g *gatewayProc) startOnce(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		resp, err := http.Get("http://" + g.admin + "/healthz")
+		resp, err := testenv.HTTPClient.Get("http://" + g.admin + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
