@@ -710,3 +710,55 @@ func testMaxInFlight(t *testing.T, gather bool) {
 		t.Fatalf("batches %v, want [first], [second] at once, then the five queued ones together", batches)
 	}
 }
+
+// TestDistinct: Distinct starts a batch's items and keeps the first item
+// of each key; the later ones are answered alone at once, and their keys
+// are reported.
+func TestDistinct(t *testing.T) {
+	t.Parallel()
+	type got struct {
+		first []string
+		later []string
+	}
+	gate, entered := make(chan struct{}), make(chan struct{}, 8)
+	var runs []got
+	key := func(in string) string { k, _, _ := strings.Cut(in, ":"); return k }
+	c := groupcommit.New(groupcommit.Config{}, func(b *groupcommit.Batch[string, int]) error {
+		entered <- struct{}{}
+		<-gate
+		first, later := groupcommit.Distinct(b, key, -1)
+		var g got
+		for _, i := range first {
+			g.first = append(g.first, b.Input(i))
+			b.Set(i, i, nil)
+		}
+		for k := range later {
+			g.later = append(g.later, k)
+		}
+		slices.Sort(g.later)
+		runs = append(runs, g)
+		return nil
+	})
+	t.Cleanup(c.Close)
+	plug := send(context.Background(), c, "plug")
+	<-entered
+	inputs := []string{"a:1", "b:1", "a:2", "c:1", "b:2", "a:3"}
+	var results []<-chan result
+	for n, in := range inputs { // one at a time, so that they queue in this order
+		results = append(results, send(context.Background(), c, in))
+		waitQueued(t, c, n+1)
+	}
+	close(gate)
+	if r := <-plug; r.err != nil {
+		t.Fatal(r.err)
+	}
+	want := []int{0, 1, -1, 3, -1, -1} // first items answer their index; later ones alone
+	for n, ch := range results {
+		if r := <-ch; r.err != nil || r.v != want[n] {
+			t.Errorf("%s: %d, %v; want %d", inputs[n], r.v, r.err, want[n])
+		}
+	}
+	if len(runs) != 2 || !slices.Equal(runs[1].first, []string{"a:1", "b:1", "c:1"}) || !slices.Equal(runs[1].later, []string{"a", "b"}) {
+		t.Fatalf("batches %+v; want the plug, then first a:1 b:1 c:1 with later items of a and b", runs)
+	}
+}

@@ -163,28 +163,11 @@ func (s *Store) runOne(ctx context.Context, q querier, op *batchOp) (batchResult
 // runBatch is the committer's batch function: one statement for every
 // operation of the batch that is still wanted.
 func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
-	n := b.Len()
-	var (
-		index []int      // position in the arrays -> item of the batch
-		ops   []*batchOp // the operations sent, in array order
-		seen  = make(map[scopeKey]bool, n)
-	)
-	for i := range n {
-		if !b.Start(i) {
-			continue
-		}
-		op := b.Input(i)
-		k := scopeKey{op.scope, op.key}
-		if _, dup := seen[k]; dup {
-			// A second operation on a key of this batch runs alone, once
-			// the batch has committed: as if after it.
-			seen[k] = true // a later operation of the batch has the key too
-			b.Set(i, batchResult{outcome: outAlone}, nil)
-			continue
-		}
-		seen[k] = false
-		index = append(index, i)
-		ops = append(ops, op)
+	// index: position in the arrays -> item of the batch.
+	index, later := groupcommit.Distinct(b, opKey, batchResult{outcome: outAlone})
+	ops := make([]*batchOp, len(index)) // the operations sent, in array order
+	for j, i := range index {
+		ops[j] = b.Input(i)
 	}
 	switch len(index) {
 	case 0:
@@ -238,7 +221,7 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 		switch {
 		case results[j].outcome == "":
 			b.Set(i, batchResult{}, fmt.Errorf("postgres: batch function returned no row for position %d", j+1))
-		case results[j].outcome == outAlone && seen[scopeKey{op.scope, op.key}]:
+		case results[j].outcome == outAlone && later[opKey(op)]:
 			// Left undecided, with later operations of its key in the
 			// batch, which run alone once this batch has answered: it
 			// runs here first, so that they run after it.
@@ -254,6 +237,9 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, batchResult]) error {
 
 // scopeKey identifies a record.
 type scopeKey struct{ scope, key string }
+
+// opKey returns the record op is about.
+func opKey(op *batchOp) scopeKey { return scopeKey{op.scope, op.key} }
 
 // batchArguments returns the batch function's arguments for ops: one
 // array per argument, one element per operation, and the notify channel
