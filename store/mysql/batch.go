@@ -21,9 +21,8 @@ import (
 // Complete, Release and Extend queue their operation on the Store's
 // committer (internal/groupcommit). Its leader sends every operation
 // queued while the previous batch ran as a few plain statements
-// (sendBatch), one multi-row statement per kind: the claims' INSERT and
-// the completions' UPDATE, each autocommitted when alone in the batch,
-// else in one transaction with one COMMIT. A lone operation is sent at once with its own single
+// (sendBatch), one multi-row statement per kind, in one transaction with
+// one COMMIT. A lone operation is sent at once with its own single
 // statement (runOne: an INSERT for a claim of a key the plain read found
 // absent, else the claim procedure; or one fenced UPDATE or DELETE), so
 // one caller still pays one round trip and the cheapest statement. Every
@@ -33,12 +32,11 @@ import (
 // answered "alone" and its caller runs it with its single statement once
 // the batch has committed, as if after it. The batch also leaves alone a
 // claim of a key that has a record (a takeover, or a record that
-// appeared since the plain read: the claim procedure decides those) and,
-// in a batch with a release or an extension, a fenced operation whose row
-// another transaction holds locked (an uncommitted CompleteTx, say),
-// which it does not wait for. A batch whose statement the server refuses
-// is rolled back whole and every operation runs alone, so that one whose
-// statement fails fails on its own.
+// appeared since the plain read: the claim procedure decides those) and a
+// fenced operation whose row another transaction holds locked (an
+// uncommitted CompleteTx, say), which it does not wait for. A batch whose
+// statement the server refuses is rolled back whole and every operation
+// runs alone, so that one whose statement fails fails on its own.
 
 // Operation kinds.
 const (
@@ -80,7 +78,6 @@ type opResult struct {
 	claim *retrysafe.ClaimResult // a claim's result
 	lost  bool                   // a fenced operation matched no record
 	alone bool                   // the batch did not decide: run it alone
-	err   error                  // the batch could not tell whether it took effect
 }
 
 // scopeKey identifies a record within a batch.
@@ -243,7 +240,7 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 				continue
 			}
 		}
-		b.Set(e.i, res, res.err)
+		b.Set(e.i, res, nil)
 	}
 	return nil
 }
@@ -253,50 +250,41 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 var errRowCount = errors.New("mysql: a batch statement changed an unexpected number of rows")
 
 // sendBatch runs ops, of distinct keys in key order, and leaves what
-// became of each in its result. A claim of a key that had a record at its
-// plain read is left alone at once. Then:
+// became of each in its result. With a fenced operation among them it runs, in one
+// transaction:
 //
-//   - claims only: their INSERT (insertClaims), a transaction of its own;
-//   - completions only: their UPDATE (completeBatch), autocommitted;
-//   - claims and completions: in one transaction, the claims' INSERT, then
-//     the completions' UPDATE, then COMMIT;
-//   - with a release or an extension (rare): the locked path below.
-//
-// The locked path is one transaction:
-//
-//  1. the claims' INSERT;
+//  1. the claims (insertClaims);
 //  2. a locking read (FOR UPDATE SKIP LOCKED) of the fenced operations'
 //     rows, which decides each under its lock on the newest committed
 //     version: done (the owner's processing record) or lost; a row it
 //     does not return is absent or held by another transaction, and a
 //     plain read (only then) tells: lost, or alone;
 //  3. the completions as one INSERT … ON DUPLICATE KEY UPDATE of rows
-//     that all exist, the releases as one DELETE, each extension as its
-//     single statement, of exactly the rows decided done (the row
-//     counts are checked);
+//     that all exist (an UPDATE cannot give each row its own values), the
+//     releases as one DELETE, each extension as its single statement, of
+//     exactly the rows decided done (the row counts are checked);
 //  4. COMMIT.
 //
-// A transaction runs at the session's isolation level (no SET
-// TRANSACTION: one round trip less). Its statements are a claims' INSERT,
-// fenced UPDATEs and DELETEs by primary key, which read the newest
-// committed versions at any level, locking reads, and plain reads after
-// them whose every doubt (a row they show as the owner's processing
-// record, which a statement before did not change) runs alone. (Under
-// SERIALIZABLE a plain read waits for a row's holder: slower, the same
-// answers.)
+// Claims alone need no transaction: their one INSERT is atomic. A claim of
+// a key that had a record at its plain read is left alone at once.
 //
-// The completions' UPDATE, like a lone Complete, waits for a row another
-// transaction holds; two batches (of one Store or of two on one table)
-// whose claims and completions lock the same rows in opposite orders can
-// deadlock. InnoDB then rolls one back, and its operations run alone.
+// The transaction runs at the session's isolation level (no SET
+// TRANSACTION: one round trip less). Under READ COMMITTED or REPEATABLE
+// READ (the default) the plain read is the transaction's first
+// consistent read, of the newest committed versions, and the other reads
+// are locking reads or read rows the transaction has locked, the same at
+// any level. Under REPEATABLE READ the locking read also locks the gap of
+// a fenced operation's absent key until the COMMIT; the batch waits for
+// no lock after its first statement, so that makes no deadlock. (Under
+// SERIALIZABLE the plain read waits for a row's holder: slower, the same
+// answers.)
 //
 // A statement the server refuses (a trigger, a deadlock, a lock wait
 // timeout) before anything of the batch took effect rolls it back, and
-// every operation it held is answered alone. A failed COMMIT or a broken
+// every operation is answered alone. A failed COMMIT or a broken
 // connection is returned: the outcome is unknown.
 func (s *Store) sendBatch(ctx context.Context, ops []*batchOp) error {
-	var claims, completes, fenced []*batchOp
-	others := false // a release or an extension
+	var claims, fenced []*batchOp
 	for _, op := range ops {
 		switch {
 		case op.kind == opClaim && !op.absent:
@@ -305,42 +293,26 @@ func (s *Store) sendBatch(ctx context.Context, ops []*batchOp) error {
 			claims = append(claims, op)
 		default:
 			fenced = append(fenced, op)
-			if op.kind == opComplete {
-				completes = append(completes, op)
-			} else {
-				others = true
-			}
 		}
 	}
-	switch {
-	case len(fenced) == 0:
-		return s.claimBatch(ctx, claims)
-	case len(claims) == 0 && !others:
-		// Completions only: their UPDATE, autocommitted.
-		if err := s.completeBatch(ctx, s.db, completes); err != nil {
-			alone, err := undecided(err)
-			if !alone {
-				return err
-			}
-			markAlone(completes)
-		}
-		return nil
+	var (
+		alone bool
+		err   error
+	)
+	if len(fenced) == 0 {
+		alone, err = s.claimBatch(ctx, claims)
+	} else {
+		alone, err = s.fencedBatch(ctx, claims, fenced)
 	}
-	alone, err := s.fencedBatch(ctx, claims, fenced, others)
 	if err != nil {
 		return err
 	}
 	if alone {
-		markAlone(ops)
+		for _, op := range ops {
+			op.result = opResult{alone: true}
+		}
 	}
 	return nil
-}
-
-// markAlone leaves every one of ops to run alone.
-func markAlone(ops []*batchOp) {
-	for _, op := range ops {
-		op.result = opResult{alone: true}
-	}
 }
 
 // undecided sorts the error of a batch statement: one the server refused
@@ -353,41 +325,36 @@ func undecided(err error) (bool, error) {
 	return false, err
 }
 
-// claimBatch runs claims with their INSERT as a transaction of its own.
-// A statement the server refuses leaves them alone; any other failure
-// is returned.
-func (s *Store) claimBatch(ctx context.Context, claims []*batchOp) error {
+// claimBatch runs claims, and nothing else, with their INSERT as a
+// transaction of its own.
+func (s *Store) claimBatch(ctx context.Context, claims []*batchOp) (alone bool, err error) {
 	if len(claims) == 0 {
-		return nil
+		return false, nil
 	}
 	n, err := s.insertClaims(ctx, s.db, claims)
 	if err != nil {
-		alone, err := undecided(err)
-		if alone {
-			markAlone(claims)
-		}
-		return err
+		return undecided(err)
 	}
 	// Committed: from here on, a failure leaves the outcome unknown.
-	return s.markClaims(ctx, s.db, claims, n)
+	return false, s.markClaims(ctx, s.db, claims, n)
 }
 
 // fencedBatch runs claims and fenced in one transaction (see sendBatch),
 // leaving each operation's outcome in its result.
-func (s *Store) fencedBatch(ctx context.Context, claims, fenced []*batchOp, others bool) (alone bool, err error) {
+func (s *Store) fencedBatch(ctx context.Context, claims, fenced []*batchOp) (alone bool, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return undecided(err)
 	}
 	defer tx.Rollback()
-	if err := s.fencedStatements(ctx, tx, claims, fenced, others); err != nil {
+	if err := s.fencedStatements(ctx, tx, claims, fenced); err != nil {
 		return undecided(err)
 	}
 	return false, tx.Commit()
 }
 
 // fencedStatements runs the statements of fencedBatch in tx.
-func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced []*batchOp, others bool) error {
+func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced []*batchOp) error {
 	// The claims first: their INSERT is the batch's only statement that
 	// may wait for a lock, and the transaction holds no lock yet, so the
 	// wait is no part of a deadlock with the rows locked below.
@@ -399,9 +366,6 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 		if err := s.markClaims(ctx, tx, claims, n); err != nil {
 			return err
 		}
-	}
-	if !others {
-		return s.completeBatch(ctx, tx, fenced)
 	}
 
 	locked := make(map[scopeKey][2]string) // state, token
@@ -475,141 +439,6 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 		}
 	}
 	return nil
-}
-
-// errOutcomeUnknown is a batched completion whose outcome the read after
-// the batch's UPDATE could not tell (its record changed again meanwhile).
-var errOutcomeUnknown = errors.New("mysql: complete: the outcome of the batched completion is unknown")
-
-// completeBatch runs completes, completions of distinct keys in key
-// order, as one UPDATE on q (the pool: autocommitted; or a batch's
-// transaction), and leaves each one's outcome in its result. The UPDATE
-// is the lone complete statement for all of them: it matches each
-// owner's processing record (scope, key, token and state 'processing',
-// read by primary key), gives each row its own values (CASE on its key),
-// and increments revision, so each applied row counts one affected row.
-// Like the lone statement it waits for a row another transaction holds.
-//
-// When the count is every completion, each took effect. Otherwise one
-// plain read of their rows tells each: the row is completed with the
-// owner's token and the very times the completion wrote (done), the
-// owner's processing record (not matched: run alone, defensively), or
-// anything else (lost). If the completions judged done are not as many
-// as the count (the row changed again since: a deletion, or the owner's
-// own second identical completion), the judgement is not trusted: those
-// not left alone fail with errOutcomeUnknown.
-//
-// The UPDATE's error is returned (it took no effect: the caller decides
-// with undecided); a failed read after it leaves every completion's
-// outcome unknown.
-func (s *Store) completeBatch(ctx context.Context, q querier, completes []*batchOp) error {
-	res, err := q.ExecContext(ctx, s.completeStatement(completes))
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
-	if err != nil {
-		return err
-	}
-	if n == int64(len(completes)) {
-		for _, op := range completes {
-			op.result = opResult{}
-		}
-		return nil
-	}
-
-	type row struct {
-		state, token     string
-		updated, expires int64
-	}
-	rows := make(map[scopeKey]row, len(completes))
-	err = func() error {
-		r, err := q.QueryContext(ctx, "SELECT scope, idem_key, state, token, updated_at_ns, COALESCE(expires_at_ns, 0) FROM "+
-			s.q.table+" WHERE "+keysWhere(opKeys(completes)))
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		for r.Next() {
-			var scope, key, state, token []byte
-			var x row
-			if err := r.Scan(&scope, &key, &state, &token, &x.updated, &x.expires); err != nil {
-				return err
-			}
-			x.state, x.token = string(state), string(token)
-			rows[scopeKey{string(scope), string(key)}] = x
-		}
-		return r.Err()
-	}()
-	if err != nil {
-		// The UPDATE took effect, or will with the COMMIT: the outcome of
-		// each completion is unknown.
-		for _, op := range completes {
-			op.result = opResult{err: err}
-		}
-		return nil
-	}
-	var done int64
-	for _, op := range completes {
-		x, ok := rows[scopeKey{op.scope, op.key}]
-		switch {
-		case ok && x.token == op.token && x.state == string(retrysafe.StateCompleted) && x.updated == op.now && x.expires == op.until:
-			op.result = opResult{}
-			done++
-		case ok && x.token == op.token && x.state == string(retrysafe.StateProcessing):
-			op.result = opResult{alone: true}
-		default:
-			op.result = opResult{lost: true}
-		}
-	}
-	if done != n {
-		for _, op := range completes {
-			if !op.result.alone {
-				op.result = opResult{err: fmt.Errorf("%w: %d rows updated, %d found completed", errOutcomeUnknown, n, done)}
-			}
-		}
-	}
-	return nil
-}
-
-// completeStatement is completeBatch's UPDATE of completes.
-func (s *Store) completeStatement(completes []*batchOp) string {
-	var q sqlText
-	// FORCE INDEX: a table scan would lock, and wait for, every row it
-	// reads (under REPEATABLE READ).
-	q.raw("UPDATE " + s.q.table + " FORCE INDEX (PRIMARY) SET state = 'completed'")
-	set := func(col string, val func(*batchOp) any) {
-		q.raw(", " + col + " = CASE")
-		for _, op := range completes {
-			q.raw(" WHEN scope = ")
-			q.value(op.scope)
-			q.raw(" AND idem_key = ")
-			q.value(op.key)
-			q.raw(" THEN ")
-			q.value(val(op))
-		}
-		q.raw(" ELSE " + col + " END")
-	}
-	set("updated_at_ns", func(op *batchOp) any { return op.now })
-	set("expires_at_ns", func(op *batchOp) any { return op.until })
-	set("status", func(op *batchOp) any { return op.status })
-	set("header", func(op *batchOp) any { return op.header })
-	set("body", func(op *batchOp) any { return op.body })
-	q.raw(", abandoned = FALSE, revision = revision + 1 WHERE state = 'processing' AND (")
-	for j, op := range completes {
-		if j > 0 {
-			q.raw(" OR ")
-		}
-		q.raw("(scope = ")
-		q.value(op.scope)
-		q.raw(" AND idem_key = ")
-		q.value(op.key)
-		q.raw(" AND token = ")
-		q.value(op.token)
-		q.raw(")")
-	}
-	q.raw(")")
-	return q.String()
 }
 
 // insertClaims inserts the records of claims, keys the plain read found

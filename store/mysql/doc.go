@@ -39,19 +39,16 @@
 // group-committed (internal/groupcommit): a lone operation is sent at
 // once with its single statement (an INSERT for a claim of a key the read
 // found absent, else a CALL of the claim procedure; one fenced UPDATE or
-// DELETE); operations sent while a batch runs go together: a few plain
-// statements, each for all the batch's operations of one kind (batch.go):
-// a batch of claims only is one INSERT, of completions only one UPDATE,
-// each autocommitted; claims and completions are both in one
-// transaction; a batch with a release or an extension is one transaction
-// that first locks the fenced rows. Every caller is answered only after
-// the COMMIT that holds its operation. A second operation on a
-// key of a batch, a claim of a key that has a record (a takeover), and,
-// in a batch with a release or an extension, a fenced operation whose row
-// another transaction holds run alone, with their single statement, after
-// the batch; a batch whose statement the server refuses is rolled back
-// whole and every operation runs alone, so that one that fails fails
-// alone. [Config] MaxBatch and BatchesInFlight
+// DELETE); operations sent while a batch runs go together into one
+// transaction with one COMMIT: a few plain statements, each for
+// all the batch's operations of one kind (batch.go; a batch of claims
+// only is one INSERT, a transaction of its own). Every caller is answered
+// only after the COMMIT that holds its operation. A second operation on a
+// key of a batch, a claim of a key that has a record (a takeover), and a
+// fenced operation whose row another transaction holds run alone, with
+// their single statement, after the batch; a batch whose statement the
+// server refuses is rolled back whole and every operation runs alone, so
+// that one that fails fails alone. [Config] MaxBatch and BatchesInFlight
 // tune it; [Store.BatchStats] counts it. Extend, Complete and Release are
 // fenced by the owner token and state 'processing' in a batch as alone.
 //

@@ -35,13 +35,3 @@ func (s *Store) ReadStats() (batches, items int64) {
 	st := s.reads.Stats()
 	return st.Batches, st.Items
 }
-
-// CompleteStatement returns the UPDATE of a batch of completions of keys
-// in scope, each by token "tok".
-func (s *Store) CompleteStatement(scope string, keys ...string) string {
-	ops := make([]*batchOp, len(keys))
-	for i, k := range keys {
-		ops[i] = &batchOp{kind: opComplete, scope: scope, key: k, token: "tok", now: 1, until: 2, status: 200, body: []byte("b")}
-	}
-	return s.completeStatement(ops)
-}
