@@ -784,3 +784,104 @@ func TestSharedReads(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchCompletionOutcomes: in one batch of completions (and a
+// claim), only some of which can take effect, each caller gets what its
+// single statement would give: the owners' completions (one of an
+// abandoned record) take effect, and a completion by a token that no
+// longer owns the record (taken over), by a non-owner, of an absent key,
+// or of a record its owner completed already is lost. None runs alone.
+func TestBatchCompletionOutcomes(t *testing.T) {
+	t.Parallel()
+	table := newTable(t)
+	s := newBatchStore(t, newDB(t, 4), table)
+	ctx := t.Context()
+	now := at(lease + time.Second) // the batch's time
+	resp := &retrysafe.Response{Status: 201, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("created")}
+	complete := func(key, token string) error {
+		return s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: key, Token: token, Now: now, TTL: ttl, Response: resp})
+	}
+	mine := mustClaim(t, s, claimP("mine", fpA, at(lease)))
+	ab := mustClaim(t, s, claimP("ab", fpA, at(lease)))
+	if err := s.Extend(ctx, &retrysafe.ExtendParams{Scope: scope, Key: "ab", Token: ab.Record.Token, Now: at(lease), Abandon: true}); err != nil {
+		t.Fatal(err)
+	}
+	taken := mustClaim(t, s, claimP("taken", fpA, at(0)))
+	taker := mustClaim(t, s, claimP("taken", fpA, now)) // the lease ran out: a takeover
+	if !taker.Claimed {
+		t.Fatal("takeover lost")
+	}
+	foreign := mustClaim(t, s, claimP("foreign", fpA, at(lease)))
+	twice := mustClaim(t, s, claimP("twice", fpA, at(lease)))
+	if err := s.Complete(ctx, &retrysafe.CompleteParams{Scope: scope, Key: "twice", Token: twice.Record.Token, Now: at(lease), TTL: ttl,
+		Response: &retrysafe.Response{Status: 200}}); err != nil {
+		t.Fatal(err)
+	}
+
+	release := holdKeys(t, table, "plug")
+	plugErr, _ := plug(t, s, table)
+	before := s.BatchStats()
+	ops := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"claim new", func() error {
+			res, err := s.Claim(ctx, claimP("new", fpA, now))
+			if err == nil && !res.Claimed {
+				err = errors.New("not claimed")
+			}
+			return err
+		}, nil},
+		{"complete mine", func() error { return complete("mine", mine.Record.Token) }, nil},
+		{"complete ab", func() error { return complete("ab", ab.Record.Token) }, nil},
+		{"complete taken", func() error { return complete("taken", taken.Record.Token) }, retrysafe.ErrLeaseLost},
+		{"complete foreign", func() error { return complete("foreign", mine.Record.Token) }, retrysafe.ErrLeaseLost},
+		{"complete absent", func() error { return complete("absent", "tok") }, retrysafe.ErrLeaseLost},
+		// Completed already, by its owner: the row has the token.
+		{"complete twice", func() error { return complete("twice", twice.Record.Token) }, retrysafe.ErrLeaseLost},
+	}
+	var calls []func() error
+	for _, op := range ops {
+		calls = append(calls, op.call)
+	}
+	wait := batchtest.SendInOrder(t, s, calls)
+	release()
+	if err := <-plugErr; err != nil {
+		t.Fatalf("plug: %v", err)
+	}
+	for i, err := range wait() {
+		if op := ops[i]; !errors.Is(err, op.want) || (op.want == nil && err != nil) {
+			t.Errorf("%s: %v, want %v", op.name, err, op.want)
+		}
+	}
+	after := s.BatchStats()
+	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(len(calls)+1) {
+		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
+			after.Items-before.Items, after.Batches-before.Batches, len(calls))
+	}
+	if n := after.Alone - before.Alone; n != 0 {
+		t.Errorf("%d operations ran alone, want none", n)
+	}
+	for _, k := range []string{"mine", "ab"} {
+		if r := getRec(t, s, k, now); r == nil || r.State != retrysafe.StateCompleted || r.Abandoned || r.Response == nil ||
+			r.Response.Status != 201 || string(r.Response.Body) != "created" || !r.UpdatedAt.Equal(now) || !r.ExpiresAt.Equal(now.Add(ttl)) {
+			t.Errorf("%s after its completion: %+v", k, r)
+		}
+	}
+	if r := getRec(t, s, "new", now); r == nil || r.State != retrysafe.StateProcessing {
+		t.Errorf("new after its claim: %+v", r)
+	}
+	if r := getRec(t, s, "taken", now); r == nil || r.State != retrysafe.StateProcessing || r.Token != taker.Record.Token {
+		t.Errorf("taken after the old owner's completion: %+v, want the new owner's processing record", r)
+	}
+	if r := getRec(t, s, "foreign", now); r == nil || r.State != retrysafe.StateProcessing || r.Token != foreign.Record.Token {
+		t.Errorf("foreign after a non-owner's completion: %+v, want its owner's processing record", r)
+	}
+	if r := getRec(t, s, "absent", now); r != nil {
+		t.Errorf("absent: a lost completion left a record: %+v", r)
+	}
+	if r := getRec(t, s, "twice", now); r == nil || r.Response == nil || r.Response.Status != 200 || !r.UpdatedAt.Equal(at(lease)) {
+		t.Errorf("twice after a second completion: %+v, want the first completion", r)
+	}
+}
