@@ -83,6 +83,9 @@ type opResult struct {
 // scopeKey identifies a record within a batch.
 type scopeKey struct{ scope, key string }
 
+// opKey returns the record op is about.
+func opKey(op *batchOp) scopeKey { return scopeKey{op.scope, op.key} }
+
 // BatchStats returns how many batches this Store has sent, how many
 // operations they held, how many of those batches held one operation
 // (sent with its single statement), and how many operations a batch left
@@ -109,6 +112,11 @@ func (s *Store) submit(ctx context.Context, name string, op *batchOp) (opResult,
 			err = errClosed
 		}
 		if err == nil && res.alone {
+			// Left to the claim procedure (a record may have appeared
+			// since the plain read: a second operation on the key in the
+			// batch, say), or to the single statement, which waits for a
+			// row's holder.
+			op.absent = false
 			s.alone.Add(1)
 			res, err = s.runOne(ctx, op)
 		}
@@ -181,24 +189,10 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 		i  int // the item's index in b
 		op *batchOp
 	}
-	seen := make(map[scopeKey]bool, b.Len()) // true: later operations of the key wait alone
-	entries := make([]entry, 0, b.Len())
-	for i := range b.Len() {
-		if !b.Start(i) {
-			continue
-		}
-		op := b.Input(i)
-		k := scopeKey{op.scope, op.key}
-		if _, dup := seen[k]; dup {
-			// A second operation on a key of this batch runs alone, once
-			// the batch has committed: as if after it.
-			seen[k] = true
-			op.absent = false
-			b.Set(i, opResult{alone: true}, nil)
-			continue
-		}
-		seen[k] = false
-		entries = append(entries, entry{i, op})
+	first, later := groupcommit.Distinct(b, opKey, opResult{alone: true})
+	entries := make([]entry, len(first))
+	for j, i := range first {
+		entries[j] = entry{i, b.Input(i)}
 	}
 	switch len(entries) {
 	case 0:
@@ -225,20 +219,16 @@ func (s *Store) runBatch(b *groupcommit.Batch[*batchOp, opResult]) error {
 	for _, e := range entries {
 		op := e.op
 		res := op.result
-		if res.alone {
-			// The claim procedure decides, or the single statement waits
-			// for the row's holder.
+		if res.alone && later[opKey(op)] {
+			// Left undecided, with later operations of its key in the
+			// batch, which run alone once this batch has answered: it
+			// runs here first (as submit runs an operation left alone),
+			// so that they run after it.
 			op.absent = false
-			if seen[scopeKey{op.scope, op.key}] {
-				// Left undecided, with later operations of its key in
-				// the batch, which run alone once this batch has
-				// answered: it runs here first, so that they run after
-				// it.
-				s.alone.Add(1)
-				res, err := s.runOne(b.Context(), op)
-				b.Set(e.i, res, err)
-				continue
-			}
+			s.alone.Add(1)
+			res, err := s.runOne(b.Context(), op)
+			b.Set(e.i, res, err)
+			continue
 		}
 		b.Set(e.i, res, nil)
 	}
@@ -376,7 +366,7 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 	}
 	var unseen []*batchOp
 	for _, op := range fenced {
-		cols, ok := locked[scopeKey{op.scope, op.key}]
+		cols, ok := locked[opKey(op)]
 		switch {
 		case !ok:
 			unseen = append(unseen, op)
@@ -394,7 +384,7 @@ func (s *Store) fencedStatements(ctx context.Context, tx *sql.Tx, claims, fenced
 			return err
 		}
 		for _, op := range unseen {
-			op.result = opResult{lost: !present[scopeKey{op.scope, op.key}], alone: present[scopeKey{op.scope, op.key}]}
+			op.result = opResult{lost: !present[opKey(op)], alone: present[opKey(op)]}
 		}
 	}
 
@@ -479,7 +469,7 @@ func (s *Store) markClaims(ctx context.Context, q querier, claims []*batchOp, n 
 		}
 	}
 	for _, op := range claims {
-		if tokens != nil && tokens[scopeKey{op.scope, op.key}] != op.token {
+		if tokens != nil && tokens[opKey(op)] != op.token {
 			op.result = opResult{alone: true}
 			continue
 		}
