@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retrysafe/retrysafe/admin"
 )
 
 // Queuer is a store that reports how many operations wait for its next
@@ -39,4 +41,24 @@ func SendInOrder(t testing.TB, s Queuer, calls []func() error) (wait func() []er
 		WaitQueued(t, s, i+1)
 	}
 	return func() []error { wg.Wait(); return errs }
+}
+
+// OneBatch checks, from a store's BatchStats before its plug was sent and
+// after the test's calls returned, that two batches ran: the plug's, then
+// one of all n calls.
+func OneBatch(t testing.TB, before, after admin.BatchStats, n int) {
+	t.Helper()
+	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(n+1) {
+		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
+			after.Items-before.Items, after.Batches-before.Batches, n)
+	}
+}
+
+// Alone checks that want of the calls between before and after ran alone;
+// which ones says which, for the failure's message.
+func Alone(t testing.TB, before, after admin.BatchStats, want int64, which string) {
+	t.Helper()
+	if n := after.Alone - before.Alone; n != want {
+		t.Errorf("%d operations ran alone, want %d (%s)", n, want, which)
+	}
 }

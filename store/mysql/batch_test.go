@@ -183,10 +183,7 @@ func TestBatchSameKeyOperations(t *testing.T) {
 		}
 	}
 	after := s.BatchStats()
-	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(len(calls)+1) {
-		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
-			after.Items-before.Items, after.Batches-before.Batches, len(calls))
-	}
+	batchtest.OneBatch(t, before, after, len(calls))
 
 	if !sameRes[0].Claimed {
 		t.Errorf("the first claim of the batch lost: %+v", sameRes[0].Record)
@@ -631,13 +628,8 @@ func TestBatchEveryOutcome(t *testing.T) {
 		}
 	}
 	after := s.BatchStats()
-	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(len(calls)+1) {
-		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
-			after.Items-before.Items, after.Batches-before.Batches, len(calls))
-	}
-	if n := after.Alone - before.Alone; n != 3 {
-		t.Errorf("%d operations ran alone, want 3 (the takeover of stale, the replacement of old, the raced claim)", n)
-	}
+	batchtest.OneBatch(t, before, after, len(calls))
+	batchtest.Alone(t, before, after, 3, "the takeover of stale, the replacement of old, the raced claim")
 
 	if r := got["new"]; !r.Claimed || r.Record.Attempt != 1 || r.Record.Token != claims["new"].Token || !r.Record.CreatedAt.Equal(now) ||
 		!r.Record.LeaseUntil.Equal(now.Add(lease)) || r.Record.Checkpoint != nil {
@@ -856,13 +848,8 @@ func TestBatchCompletionOutcomes(t *testing.T) {
 		}
 	}
 	after := s.BatchStats()
-	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(len(calls)+1) {
-		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
-			after.Items-before.Items, after.Batches-before.Batches, len(calls))
-	}
-	if n := after.Alone - before.Alone; n != 0 {
-		t.Errorf("%d operations ran alone, want none", n)
-	}
+	batchtest.OneBatch(t, before, after, len(calls))
+	batchtest.Alone(t, before, after, 0, "none")
 	for _, k := range []string{"mine", "ab"} {
 		if r := getRec(t, s, k, now); r == nil || r.State != retrysafe.StateCompleted || r.Abandoned || r.Response == nil ||
 			r.Response.Status != 201 || string(r.Response.Body) != "created" || !r.UpdatedAt.Equal(now) || !r.ExpiresAt.Equal(now.Add(ttl)) {

@@ -130,10 +130,7 @@ func TestBatchSameKeyOperations(t *testing.T) {
 		}
 	}
 	after := s.BatchStats()
-	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(len(calls)+1) {
-		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
-			after.Items-before.Items, after.Batches-before.Batches, len(calls))
-	}
+	batchtest.OneBatch(t, before, after, len(calls))
 
 	if !sameRes[0].Claimed {
 		t.Errorf("the first claim of the batch lost: %+v", sameRes[0].Record)
@@ -543,13 +540,8 @@ func testBatchEveryOutcome(t *testing.T, pool *pgxpool.Pool) {
 		}
 	}
 	after := s.BatchStats()
-	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(len(calls)+1) {
-		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
-			after.Items-before.Items, after.Batches-before.Batches, len(calls))
-	}
-	if n := after.Alone - before.Alone; n != 2 {
-		t.Errorf("%d operations ran alone, want 2 (the takeover of stale and the replacement of old)", n)
-	}
+	batchtest.OneBatch(t, before, after, len(calls))
+	batchtest.Alone(t, before, after, 2, "the takeover of stale and the replacement of old")
 
 	if r := got["new"]; !r.Claimed || r.Record.Attempt != 1 || r.Record.Token != claims["new"].Token || !r.Record.CreatedAt.Equal(now) {
 		t.Errorf("new key: claimed=%v %+v", r.Claimed, r.Record)

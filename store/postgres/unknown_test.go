@@ -211,13 +211,8 @@ func testBatchUnknownOutcomes(t *testing.T, pool *pgxpool.Pool) {
 		}
 	}
 	after := s.BatchStats()
-	if after.Batches-before.Batches != 2 || after.Items-before.Items != int64(len(calls)+1) {
-		t.Errorf("%d operations in %d batches, want the plug, then the %d operations in one batch",
-			after.Items-before.Items, after.Batches-before.Batches, len(calls))
-	}
-	if n := after.Alone - before.Alone; n != 2 {
-		t.Errorf("%d operations ran alone, want 2 (the two takeovers)", n)
-	}
+	batchtest.OneBatch(t, before, after, len(calls))
+	batchtest.Alone(t, before, after, 2, "the two takeovers")
 	for _, k := range []string{"no-takeover", "wrong-token"} {
 		if r := got[k]; r.Claimed || r.Record.Token != stranded[k].Record.Token || !r.Record.Abandoned ||
 			r.Record.Checkpoint == nil || r.Record.Checkpoint.Name != "cp-"+k {
