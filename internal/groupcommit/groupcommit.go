@@ -471,30 +471,28 @@ func (b *Batch[T, R]) Start(i int) bool {
 // those that are the first of their key: key(Input(i)) tells an item's
 // key. Every later item of a key is Set to alone: it runs alone once the
 // batch has answered, as if after it. later holds the keys that have such
-// items; a first item of one of them that the batch leaves to run alone
+// items (nil when none has); a first item of one of them that the batch leaves to run alone
 // must run before the batch answers, so that its key's later items run
 // after it.
 func Distinct[T, R any, K comparable](b *Batch[T, R], key func(T) K, alone R) (first []int, later map[K]bool) {
-	seen := make(map[K]bool, b.Len()) // true: the key has later items
+	seen := make(map[K]struct{}, b.Len())
 	for i := range b.Len() {
 		if !b.Start(i) {
 			continue
 		}
 		k := key(b.Input(i))
 		if _, dup := seen[k]; dup {
-			seen[k] = true
+			if later == nil {
+				later = make(map[K]bool)
+			}
+			later[k] = true
 			b.Set(i, alone, nil)
 			continue
 		}
-		seen[k] = false
+		seen[k] = struct{}{}
 		first = append(first, i)
 	}
-	for k, dup := range seen {
-		if !dup {
-			delete(seen, k)
-		}
-	}
-	return first, seen
+	return first, later
 }
 
 // Set records item i's result, delivered when the batch function returns

@@ -732,8 +732,10 @@ func TestDistinct(t *testing.T) {
 			g.first = append(g.first, b.Input(i))
 			b.Set(i, i, nil)
 		}
-		for k := range later {
-			g.later = append(g.later, k)
+		for k, ok := range later {
+			if ok {
+				g.later = append(g.later, k)
+			}
 		}
 		slices.Sort(g.later)
 		runs = append(runs, g)
